@@ -1,0 +1,1 @@
+"""dpch: a differential-privacy proxy for ClickHouse."""

@@ -1,0 +1,75 @@
+"""The dpch error hierarchy.
+
+Every error a user can see is a :class:`DpchError`. Messages name what was wrong and how to
+fix it, and never contain a value read from a private table (errors are releases too).
+"""
+
+from __future__ import annotations
+
+
+class DpchError(Exception):
+    """Base class of every error dpch raises on purpose."""
+
+    #: a short machine-readable kind, used by the query corpus and the CLI
+    kind = "error"
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        if self.hint:
+            return f"{self.message} (hint: {self.hint})"
+        return self.message
+
+
+class ConfigError(DpchError):
+    """Bad DSN, option, or configuration value."""
+
+    kind = "config"
+
+
+class PolicyError(DpchError):
+    """A privacy annotation or policy file is invalid, or a table has no policy."""
+
+    kind = "policy"
+
+
+class QueryRejected(DpchError):
+    """The SQL is outside what dpch can answer privately. Nothing was run or charged."""
+
+    kind = "unsupported"
+
+
+class ParseError(QueryRejected):
+    """The SQL text does not parse."""
+
+    kind = "parse"
+
+
+class MissingBoundsError(QueryRejected):
+    """A column is summed or averaged but has no declared bounds."""
+
+    kind = "bounds"
+
+
+class BudgetExceeded(DpchError):
+    """The privacy filter refused the release. Nothing was run or charged."""
+
+    kind = "budget"
+
+
+class StoreLocked(DpchError):
+    """Another process holds the embedded store."""
+
+    kind = "locked"
+
+
+class ExecutionError(DpchError):
+    """ClickHouse failed while running dpch's emitted SQL.
+
+    The message never carries ClickHouse's own text, which can quote data.
+    """
+
+    kind = "execution"
