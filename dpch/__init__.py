@@ -1,1 +1,31 @@
-"""dpch: a differential-privacy proxy for ClickHouse."""
+"""dpch: a differential-privacy proxy for ClickHouse.
+
+    import dpch
+    with dpch.connect("chdb:///var/lib/dpch", analyst="ana") as session:
+        release = session.query("SELECT region, avg(spend) FROM visits GROUP BY region")
+        print(release.rows, release.intervals, release.cost)
+"""
+
+from dpch.accounting.budget import Budget
+from dpch.errors import (
+    BudgetExceeded,
+    ConfigError,
+    DpchError,
+    ExecutionError,
+    MissingBoundsError,
+    ParseError,
+    PolicyError,
+    QueryRejected,
+    StoreLocked,
+)
+from dpch.policy.resolve import Policy
+from dpch.release import Release
+from dpch.session import Session, connect
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Budget", "BudgetExceeded", "ConfigError", "DpchError", "ExecutionError", "MissingBoundsError",
+    "ParseError", "Policy", "PolicyError", "QueryRejected", "Release", "Session", "StoreLocked",
+    "connect",
+]

@@ -1,0 +1,79 @@
+"""Per-analyst privacy budgets, stored in the database beside the ledger (``dpch_budgets``).
+
+Budgets are set by the data owner (``dpch budget set``); the latest row for an analyst wins.
+An analyst with no row gets the deployment's default budget.
+"""
+
+from __future__ import annotations
+
+import getpass
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from dpch.engine import Engine
+from dpch.errors import ConfigError
+
+BUDGETS_TABLE = "dpch_budgets"
+DEFAULT_EPSILON = 3.0
+DEFAULT_DELTA = 1e-6
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A total (ε, δ) an analyst may spend."""
+
+    epsilon: float = DEFAULT_EPSILON
+    delta: float = DEFAULT_DELTA
+
+    def __post_init__(self) -> None:
+        if not (self.epsilon > 0 and math.isfinite(self.epsilon)):
+            raise ConfigError(f"budget epsilon must be a positive number, got {self.epsilon!r}")
+        if not 0 <= self.delta < 1:
+            raise ConfigError(f"budget delta must be in [0, 1), got {self.delta!r}")
+
+
+class BudgetStore:
+    """Reads and writes ``dpch_budgets`` in the engine's database."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.table = engine.table(BUDGETS_TABLE)
+        engine.command(
+            f"CREATE TABLE IF NOT EXISTS {self.table} ("
+            " analyst String, epsilon Float64, delta Float64,"
+            " set_at DateTime64(6, 'UTC'), set_by String"
+            ") ENGINE = MergeTree ORDER BY (analyst, set_at)"
+            " COMMENT 'dpch: per-analyst privacy budgets (latest row wins)'"
+        )
+
+    def get(self, analyst: str) -> Budget | None:
+        rows = self.engine.query_rows(
+            f"SELECT argMax(epsilon, set_at), argMax(delta, set_at), count() FROM {self.table}"
+            " WHERE analyst = {a:String}",
+            {"a": analyst},
+        )
+        if not rows or rows[0][2] == 0:
+            return None
+        return Budget(float(rows[0][0]), float(rows[0][1]))
+
+    def set(self, analyst: str, budget: Budget) -> None:
+        self.engine.insert(
+            BUDGETS_TABLE,
+            [[analyst, budget.epsilon, budget.delta, datetime.now(UTC), _whoami()]],
+            ["analyst", "epsilon", "delta", "set_at", "set_by"],
+        )
+
+    def all(self) -> dict[str, Budget]:
+        rows = self.engine.query_rows(
+            f"SELECT analyst, argMax(epsilon, set_at), argMax(delta, set_at) FROM {self.table}"
+            " GROUP BY analyst ORDER BY analyst"
+        )
+        return {r[0]: Budget(float(r[1]), float(r[2])) for r in rows}
+
+
+def _whoami() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no user database entry in some containers
+        return "unknown"

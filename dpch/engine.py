@@ -1,0 +1,260 @@
+"""Engine: dpch's one path to ClickHouse, a clickhouse-connect client on a DSN.
+
+DSNs:
+
+- ``chdb:///path/to/store`` — an embedded, in-process ClickHouse (chdb) persisted at that path.
+  This is the default: ``$DPCH_DSN`` if set, else ``chdb://<cwd>/dpch-data``.
+- ``http(s)://user:password@host:port/database`` — a ClickHouse server.
+
+An embedded store can be opened by one process only (ClickHouse locks its data directory), and
+one process can hold one store at a time. Engines on the same path inside a process share one
+client; opening a second path while the first is open is refused with a clear error.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import clickhouse_connect
+from clickhouse_connect.driver.exceptions import ClickHouseError
+
+from dpch.errors import ConfigError, ExecutionError, StoreLocked
+
+DSN_ENV = "DPCH_DSN"
+DEFAULT_STORE_DIR = "dpch-data"
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def default_dsn() -> str:
+    """``$DPCH_DSN``, else an embedded store in ``./dpch-data``."""
+    env = os.environ.get(DSN_ENV)
+    if env:
+        return env
+    return f"chdb://{Path.cwd() / DEFAULT_STORE_DIR}"
+
+
+def quote_identifier(name: str) -> str:
+    """Backtick-quotes a ClickHouse identifier (database, table or column name)."""
+    return "`" + name.replace("\\", "\\\\").replace("`", "\\`") + "`"
+
+
+def check_identifier(name: str, what: str) -> str:
+    """Returns ``name`` if it is a plain identifier; dpch only creates plainly named objects."""
+    if not _IDENTIFIER.match(name):
+        raise ConfigError(
+            f"{what} {name!r} is not a plain identifier",
+            hint="use letters, digits and underscores, starting with a letter",
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class ColumnInfo:
+    """One column as ClickHouse describes it."""
+
+    name: str
+    type: str
+    comment: str
+
+
+class _SharedClient:
+    """A process-wide chdb client with a reference count and a lock serialising calls."""
+
+    def __init__(self, path: str, client: Any) -> None:
+        self.path = path
+        self.client = client
+        self.refs = 0
+        self.lock = threading.RLock()
+
+
+_embedded: dict[str, _SharedClient] = {}
+_embedded_lock = threading.Lock()
+
+
+def _open_embedded(path: str) -> _SharedClient:
+    with _embedded_lock:
+        shared = _embedded.get(path)
+        if shared is None:
+            other = next(iter(_embedded), None)
+            if other is not None:
+                raise ConfigError(
+                    f"this process already has the embedded store {other!r} open; "
+                    f"chdb holds one store per process",
+                    hint="close the other connection first",
+                )
+            Path(path).mkdir(parents=True, exist_ok=True)
+            try:
+                client = clickhouse_connect.get_client(dsn=f"chdb://{path}")
+            except ClickHouseError as exc:
+                if "Cannot lock file" in str(exc):
+                    raise StoreLocked(
+                        f"the embedded store at {path} is in use by another process",
+                        hint="only one process can open an embedded store; connect through "
+                        "that process's gateway instead (e.g. --dsn dpch://127.0.0.1:8124 "
+                        "against `dpch serve`), or stop the other process",
+                    ) from None
+                raise ConfigError(f"cannot open the embedded store at {path}: {exc}") from None
+            shared = _SharedClient(path, client)
+            _embedded[path] = shared
+        shared.refs += 1
+        return shared
+
+
+def _release_embedded(shared: _SharedClient) -> None:
+    with _embedded_lock:
+        shared.refs -= 1
+        if shared.refs <= 0:
+            _embedded.pop(shared.path, None)
+            shared.client.close()
+
+
+class Engine:
+    """A connection to ClickHouse (embedded or server) and the one database dpch works in."""
+
+    def __init__(self, dsn: str | None = None, *, database: str | None = None) -> None:
+        self.dsn = dsn or default_dsn()
+        parts = urlsplit(self.dsn)
+        self._shared: _SharedClient | None = None
+        if parts.scheme == "chdb":
+            path = (parts.netloc + parts.path) or str(Path.cwd() / DEFAULT_STORE_DIR)
+            self.store_path = str(Path(path).resolve())
+            self._shared = _open_embedded(self.store_path)
+            self._client = self._shared.client
+            self._lock: Any = self._shared.lock
+            self.database = database or "default"
+        elif parts.scheme in ("http", "https"):
+            self.store_path = None
+            url_db = parts.path.strip("/") or None
+            self.database = database or url_db or "default"
+            try:
+                self._client = clickhouse_connect.get_client(dsn=self.dsn, database=self.database)
+            except ClickHouseError as exc:
+                raise ConfigError(f"cannot connect to ClickHouse at {parts.hostname}: {exc}") from None
+            self._lock = threading.RLock()
+        else:
+            raise ConfigError(
+                f"unsupported DSN scheme {parts.scheme!r}",
+                hint="use chdb:///path/to/store (embedded) or http://user:pass@host:8123/db",
+            )
+        check_identifier(self.database, "database")
+        self.command(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(self.database)}")
+        self._closed = False
+
+    @property
+    def embedded(self) -> bool:
+        return self.store_path is not None
+
+    def describe(self) -> str:
+        """A human description of where the data lives (no password)."""
+        if self.embedded:
+            return f"embedded ClickHouse at {self.store_path}"
+        parts = urlsplit(self.dsn)
+        return f"ClickHouse server at {parts.hostname}:{parts.port or 8123}"
+
+    def table(self, name: str) -> str:
+        """The fully qualified, quoted name of a table in this engine's database."""
+        return f"{quote_identifier(self.database)}.{quote_identifier(name)}"
+
+    # -- raw access: metadata, DDL, ledger (never for analyst SQL) --------------------------
+
+    def command(self, sql: str) -> None:
+        with self._lock:
+            self._client.command(sql)
+
+    def query_rows(self, sql: str, parameters: dict[str, Any] | None = None) -> list[tuple]:
+        with self._lock:
+            return list(self._client.query(sql, parameters=parameters).result_rows)
+
+    def insert(
+        self,
+        table: str,
+        data: Sequence[Sequence[Any]],
+        column_names: Sequence[str],
+        *,
+        column_oriented: bool = False,
+    ) -> None:
+        """Inserts rows (or, with ``column_oriented``, one sequence per column)."""
+        with self._lock:
+            self._client.insert(
+                table,
+                list(data),
+                column_names=list(column_names),
+                database=self.database,
+                column_oriented=column_oriented,
+            )
+
+    def insert_df(self, table: str, frame: Any) -> None:
+        with self._lock:
+            self._client.insert_df(table, frame, database=self.database)
+
+    # -- emitted private SQL -----------------------------------------------------------------
+
+    def run_private(self, sql: str) -> list[tuple]:
+        """Runs SQL that dpch emitted from an analyzed plan.
+
+        ClickHouse's own error text can quote row values, so it never reaches the caller:
+        the error says only that execution failed (DESIGN.md rule 4).
+        """
+        try:
+            with self._lock:
+                return list(self._client.query(sql).result_rows)
+        except ClickHouseError:
+            raise ExecutionError(
+                "ClickHouse failed while computing the private aggregate",
+                hint="the message is withheld because it could reveal data; check the table "
+                "and policy with `dpch policy show`",
+            ) from None
+
+    # -- schema -------------------------------------------------------------------------------
+
+    def table_exists(self, table: str) -> bool:
+        rows = self.query_rows(
+            "SELECT count() FROM system.tables WHERE database = {db:String} AND name = {t:String}",
+            {"db": self.database, "t": table},
+        )
+        return rows[0][0] > 0
+
+    def list_tables(self) -> list[str]:
+        rows = self.query_rows(
+            "SELECT name FROM system.tables WHERE database = {db:String} ORDER BY name",
+            {"db": self.database},
+        )
+        return [r[0] for r in rows]
+
+    def table_comment(self, table: str) -> str:
+        rows = self.query_rows(
+            "SELECT comment FROM system.tables WHERE database = {db:String} AND name = {t:String}",
+            {"db": self.database, "t": table},
+        )
+        return rows[0][0] if rows else ""
+
+    def columns(self, table: str) -> list[ColumnInfo]:
+        rows = self.query_rows(
+            "SELECT name, type, comment FROM system.columns "
+            "WHERE database = {db:String} AND table = {t:String} ORDER BY position",
+            {"db": self.database, "t": table},
+        )
+        return [ColumnInfo(*r) for r in rows]
+
+    def close(self) -> None:
+        if getattr(self, "_closed", True):
+            return
+        self._closed = True
+        if self._shared is not None:
+            _release_embedded(self._shared)
+        else:
+            self._client.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

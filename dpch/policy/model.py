@@ -1,0 +1,266 @@
+"""The validated privacy policy of a table and its columns."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from dpch.errors import PolicyError
+
+TABLE_KEYS = {"privacy_unit", "max_rows_per_unit", "unique_units", "max_groups_per_unit", "public"}
+COLUMN_KEYS = {"bounds", "public", "values"}
+
+_WRAPPER = re.compile(r"^(?:Nullable|LowCardinality)\((.*)\)$")
+
+
+def base_type(ch_type: str) -> str:
+    """Strips Nullable(...) and LowCardinality(...) from a ClickHouse type name."""
+    t = ch_type.strip()
+    while (m := _WRAPPER.match(t)) is not None:
+        t = m.group(1).strip()
+    return t
+
+
+def is_numeric_type(ch_type: str) -> bool:
+    return base_type(ch_type).startswith(("Int", "UInt", "Float", "Decimal", "Bool"))
+
+
+def is_integer_type(ch_type: str) -> bool:
+    return base_type(ch_type).startswith(("Int", "UInt", "Bool"))
+
+
+@dataclass(frozen=True)
+class ColumnPolicy:
+    """What one column may reveal.
+
+    ``bounds`` lets it be summed and averaged (values are clamped into it); ``public`` with
+    ``values`` declares its key domain, so GROUP BY releases exactly those keys.
+    """
+
+    name: str
+    type: str
+    bounds: tuple[float, float] | None = None
+    public: bool = False
+    values: tuple[Any, ...] | None = None
+
+    @property
+    def numeric(self) -> bool:
+        return is_numeric_type(self.type)
+
+    @property
+    def integer(self) -> bool:
+        return is_integer_type(self.type)
+
+    def describe(self) -> str:
+        parts = []
+        if self.public:
+            parts.append("public")
+        if self.values is not None:
+            parts.append(f"values={list(self.values)}")
+        if self.bounds is not None:
+            lo, hi = self.bounds
+            parts.append(f"bounds=[{_fmt(lo)}, {_fmt(hi)}]")
+        return ", ".join(parts) or "private (count and filter only)"
+
+
+@dataclass(frozen=True)
+class TablePolicy:
+    """The policy of one table.
+
+    A private table names its ``privacy_unit`` and caps each unit's rows at
+    ``max_rows_per_unit`` (``unique_units`` says the table holds at most one row per unit, so
+    the cap needs no enforcement). A table annotated ``public`` holds no personal data
+    (e.g. a dimension table) and can be joined freely.
+    """
+
+    table: str
+    columns: dict[str, ColumnPolicy]
+    privacy_unit: str | None = None
+    max_rows_per_unit: int | None = None
+    unique_units: bool = False
+    max_groups_per_unit: int | None = None
+    public: bool = False
+    sources: tuple[str, ...] = field(default=())
+
+    @property
+    def private(self) -> bool:
+        return self.privacy_unit is not None
+
+    @property
+    def contribution_cap(self) -> int:
+        """Rows one unit may contribute: 1 for unique-unit tables, else max_rows_per_unit."""
+        if self.unique_units:
+            return 1
+        assert self.max_rows_per_unit is not None
+        return self.max_rows_per_unit
+
+    def column(self, name: str) -> ColumnPolicy:
+        col = self.columns.get(name)
+        if col is None:
+            lowered = {c.lower(): c for c in self.columns}
+            if name.lower() in lowered:
+                return self.columns[lowered[name.lower()]]
+            raise PolicyError(f"table {self.table} has no column {name!r}")
+        return col
+
+    def describe(self) -> str:
+        """A human-readable summary, as `dpch policy show` prints it."""
+        lines = [f"table {self.table}"]
+        if self.public:
+            lines.append("  public table (no personal data)")
+        elif self.private:
+            lines.append(f"  privacy unit: {self.privacy_unit}")
+            if self.unique_units:
+                lines.append("  one row per unit (no contribution cap needed)")
+            else:
+                lines.append(f"  max rows per unit: {self.max_rows_per_unit}")
+            if self.max_groups_per_unit is not None:
+                lines.append(f"  max groups per unit: {self.max_groups_per_unit}")
+        if self.sources:
+            lines.append(f"  from: {', '.join(self.sources)}")
+        width = max((len(c) for c in self.columns), default=0)
+        for col in self.columns.values():
+            role = "privacy unit" if col.name == self.privacy_unit else col.describe()
+            lines.append(f"  {col.name.ljust(width)}  {col.type:<24} {role}")
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "public": self.public,
+            "privacy_unit": self.privacy_unit,
+            "max_rows_per_unit": self.max_rows_per_unit,
+            "unique_units": self.unique_units,
+            "max_groups_per_unit": self.max_groups_per_unit,
+            "columns": {
+                c.name: {
+                    "type": c.type,
+                    "bounds": list(c.bounds) if c.bounds else None,
+                    "public": c.public,
+                    "values": list(c.values) if c.values is not None else None,
+                }
+                for c in self.columns.values()
+            },
+        }
+
+
+def build_table_policy(
+    table: str,
+    column_types: dict[str, str],
+    table_spec: dict[str, Any],
+    column_specs: dict[str, dict[str, Any]],
+    sources: tuple[str, ...] = (),
+) -> TablePolicy:
+    """Validates raw annotation/TOML settings against the table's real columns."""
+    unknown = set(table_spec) - TABLE_KEYS
+    if unknown:
+        raise PolicyError(
+            f"table {table}: unknown policy key(s) {sorted(unknown)}",
+            hint=f"table keys are {sorted(TABLE_KEYS)}",
+        )
+    for col in column_specs:
+        if col not in column_types:
+            raise PolicyError(
+                f"table {table}: the policy names column {col!r}, which the table does not have",
+                hint=f"columns are {sorted(column_types)}",
+            )
+    columns = {
+        name: _column_policy(table, name, ch_type, column_specs.get(name, {}))
+        for name, ch_type in column_types.items()
+    }
+
+    public = _flag(table_spec.get("public", False), f"table {table}: public")
+    unit = table_spec.get("privacy_unit")
+    if public and unit:
+        raise PolicyError(f"table {table} is annotated both public and with a privacy_unit")
+    if unit is not None:
+        if not isinstance(unit, str) or unit not in column_types:
+            raise PolicyError(
+                f"table {table}: privacy_unit {unit!r} is not a column of the table",
+                hint=f"columns are {sorted(column_types)}",
+            )
+    unique = _flag(table_spec.get("unique_units", False), f"table {table}: unique_units")
+    cap = table_spec.get("max_rows_per_unit")
+    if cap is not None:
+        cap = _positive_int(cap, f"table {table}: max_rows_per_unit")
+    groups = table_spec.get("max_groups_per_unit")
+    if groups is not None:
+        groups = _positive_int(groups, f"table {table}: max_groups_per_unit")
+    if unit is not None and cap is None and not unique:
+        raise PolicyError(
+            f"table {table} names privacy_unit={unit} but no max_rows_per_unit",
+            hint="add max_rows_per_unit=K to the table comment (or unique_units if each unit "
+            "has one row); without a cap one unit's influence is unbounded",
+        )
+    if unit is None and (cap is not None or unique):
+        raise PolicyError(
+            f"table {table} sets a contribution cap but names no privacy_unit",
+            hint="add privacy_unit=COLUMN to the table comment",
+        )
+    return TablePolicy(
+        table=table,
+        columns=columns,
+        privacy_unit=unit,
+        max_rows_per_unit=cap,
+        unique_units=unique,
+        max_groups_per_unit=groups,
+        public=public,
+        sources=sources,
+    )
+
+
+def _column_policy(table: str, name: str, ch_type: str, spec: dict[str, Any]) -> ColumnPolicy:
+    where = f"column {table}.{name}"
+    unknown = set(spec) - COLUMN_KEYS
+    if unknown:
+        raise PolicyError(
+            f"{where}: unknown policy key(s) {sorted(unknown)}",
+            hint=f"column keys are {sorted(COLUMN_KEYS)}",
+        )
+    bounds = None
+    if "bounds" in spec:
+        raw = spec["bounds"]
+        if (
+            not isinstance(raw, list | tuple)
+            or len(raw) != 2
+            or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in raw)
+        ):
+            raise PolicyError(f"{where}: bounds must be [lo, hi] with two numbers")
+        lo, hi = float(raw[0]), float(raw[1])
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            raise PolicyError(f"{where}: bounds must be finite")
+        if lo > hi:
+            raise PolicyError(f"{where}: bounds [{_fmt(lo)}, {_fmt(hi)}] have lo > hi")
+        if not is_numeric_type(ch_type):
+            raise PolicyError(f"{where}: bounds need a numeric column, but its type is {ch_type}")
+        bounds = (lo, hi)
+    values = None
+    if "values" in spec:
+        raw = spec["values"]
+        if not isinstance(raw, list) or not raw:
+            raise PolicyError(f"{where}: values must be a non-empty list")
+        if len(set(map(repr, raw))) != len(raw):
+            raise PolicyError(f"{where}: values has duplicates")
+        values = tuple(raw)
+    public = _flag(spec.get("public", values is not None), f"{where}: public")
+    if values is not None and not public:
+        raise PolicyError(f"{where}: values are only meaningful on a public column")
+    return ColumnPolicy(name=name, type=ch_type, bounds=bounds, public=public, values=values)
+
+
+def _flag(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise PolicyError(f"{where} must be true or false")
+    return value
+
+
+def _positive_int(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise PolicyError(f"{where} must be a positive whole number, got {value!r}")
+    return value
+
+
+def _fmt(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else repr(x)

@@ -1,0 +1,87 @@
+"""Building effective table policies from the database's annotations and overrides."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dpch.errors import PolicyError
+from dpch.policy.annotations import is_annotation, parse_annotation
+from dpch.policy.model import TablePolicy, build_table_policy
+from dpch.policy.toml_file import parse_policy_mapping, read_policy_toml
+
+if TYPE_CHECKING:
+    from dpch.engine import Engine
+
+
+class Policy:
+    """The privacy policy of a database: ``dp:`` annotations, overridden by a TOML file.
+
+    ``Policy.from_toml(path)`` or ``Policy.from_mapping({...})`` give the overrides; pass
+    the result to :func:`dpch.connect`. Table policies are read from ClickHouse on first use
+    and cached; :meth:`reload` forgets the cache after the comments change.
+    """
+
+    def __init__(self, overrides: dict[str, dict[str, Any]] | None = None, *, source: str = "") -> None:
+        self.overrides = overrides or {}
+        self.source = source
+        self._cache: dict[tuple[str, str], TablePolicy] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_toml(cls, path: str | Path) -> Policy:
+        return cls(read_policy_toml(path), source=str(path))
+
+    @classmethod
+    def from_mapping(cls, data: dict[str, Any]) -> Policy:
+        return cls(parse_policy_mapping(data, source="policy mapping"), source="policy mapping")
+
+    def reload(self) -> None:
+        with self._lock:
+            self._cache.clear()
+
+    def table(self, engine: Engine, table: str) -> TablePolicy:
+        """The effective policy of ``table`` in the engine's database."""
+        key = (engine.database, table)
+        with self._lock:
+            cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        policy = self._build(engine, table)
+        with self._lock:
+            self._cache[key] = policy
+        return policy
+
+    def _build(self, engine: Engine, table: str) -> TablePolicy:
+        columns = engine.columns(table)
+        if not columns:
+            raise PolicyError(
+                f"table {table!r} does not exist in database {engine.database!r}",
+                hint="list tables with `dpch policy show` or `\\tables` in the shell",
+            )
+        sources = []
+        table_comment = engine.table_comment(table)
+        table_spec = parse_annotation(table_comment, where=f"table {table}")
+        if is_annotation(table_comment):
+            sources.append("table comment")
+        column_specs = {
+            c.name: parse_annotation(c.comment, where=f"column {table}.{c.name}")
+            for c in columns
+            if is_annotation(c.comment)
+        }
+        if column_specs:
+            sources.append("column comments")
+        override = self.overrides.get(table)
+        if override:
+            table_spec = {**table_spec, **override["table"]}
+            for col, spec in override["columns"].items():
+                column_specs[col] = {**column_specs.get(col, {}), **spec}
+            sources.append(self.source or "policy file")
+        return build_table_policy(
+            table,
+            {c.name: c.type for c in columns},
+            table_spec,
+            column_specs,
+            tuple(sources),
+        )

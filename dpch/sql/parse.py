@@ -1,0 +1,114 @@
+"""Parse: SQL text → one sqlglot SELECT tree plus dpch's settings.
+
+Rejects, before any analysis, what is not a single read-only SELECT: several statements,
+DDL/DML, UNION, INTO OUTFILE, FORMAT. Settings are split off here and checked in
+:mod:`.settings`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError as SqlglotParseError
+
+from dpch.errors import ParseError, QueryRejected
+
+DIALECT = "clickhouse"
+
+_INTO_OUTFILE = re.compile(r"\bINTO\s+OUTFILE\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class ParsedQuery:
+    """A single SELECT, its dpch settings, and a hash of its normalized text."""
+
+    text: str
+    select: exp.Select
+    settings: dict[str, Any]
+
+    @property
+    def fingerprint(self) -> str:
+        """SHA-256 of the normalized SQL (kept in the ledger instead of the text)."""
+        normalized = self.select.sql(dialect=DIALECT, normalize=True)
+        return hashlib.sha256(normalized.encode()).hexdigest()
+
+
+def parse_query(text: str) -> ParsedQuery:
+    """Parses ``text`` as one ClickHouse SELECT; raises a :class:`QueryRejected` otherwise."""
+    if not text or not text.strip().rstrip(";").strip():
+        raise ParseError("the query is empty", hint="write a SELECT statement")
+    if _INTO_OUTFILE.search(text):
+        raise QueryRejected(
+            "INTO OUTFILE is not allowed: dpch returns results only to you",
+            hint="remove INTO OUTFILE and save the released result client-side",
+        )
+    try:
+        statements = [s for s in sqlglot.parse(text, read=DIALECT) if s is not None]
+    except SqlglotParseError as exc:
+        first = exc.errors[0] if exc.errors else {}
+        where = f" near line {first.get('line')}, column {first.get('col')}" if first else ""
+        desc = first.get("description", "invalid syntax") if first else str(exc)
+        raise ParseError(
+            f"cannot parse the query{where}: {desc}",
+            hint="dpch reads ClickHouse SQL; check the syntax",
+        ) from None
+    if len(statements) != 1:
+        raise QueryRejected(
+            f"expected one statement, got {len(statements)}",
+            hint="send one SELECT at a time",
+        )
+    tree = statements[0]
+    if isinstance(tree, exp.SetOperation):
+        raise QueryRejected(
+            f"{tree.key.upper()} is not supported",
+            hint="run each SELECT as its own query; each is charged separately",
+        )
+    if not isinstance(tree, exp.Select):
+        kind = tree.key.upper() if not isinstance(tree, exp.Command) else str(tree.this).upper()
+        raise QueryRejected(
+            f"only SELECT queries are allowed, got {kind}",
+            hint="dpch is read-only; the data owner manages tables directly",
+        )
+    if tree.args.get("format") is not None:
+        raise QueryRejected(
+            "the FORMAT clause is not allowed in dpch queries",
+            hint="choose the output format with the client (e.g. --format json)",
+        )
+    settings = _settings(tree)
+    tree = tree.copy()
+    tree.set("settings", None)
+    return ParsedQuery(text=text, select=tree, settings=settings)
+
+
+def _settings(tree: exp.Select) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for item in tree.args.get("settings") or []:
+        if not (isinstance(item, exp.EQ) and isinstance(item.this, exp.Column)):
+            raise QueryRejected("cannot read the SETTINGS clause", hint="write SETTINGS name = value")
+        name = item.this.name
+        value = item.expression
+        if isinstance(value, exp.Neg) and isinstance(value.this, exp.Literal):
+            literal: Any = -_literal(value.this)
+        elif isinstance(value, exp.Literal):
+            literal = _literal(value)
+        else:
+            raise QueryRejected(f"SETTINGS {name} must be a number or a quoted string")
+        if name in result:
+            raise QueryRejected(f"SETTINGS {name} is given twice")
+        result[name] = literal
+    return result
+
+
+def _literal(lit: exp.Literal) -> Any:
+    if lit.is_string:
+        return lit.this
+    text = lit.this
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)

@@ -1,0 +1,61 @@
+"""Rewrite: a :class:`QueryPlan` → the ClickHouse SQL that computes its exact aggregates.
+
+The emitted query reads only the columns the plan needs, applies the analyst's (validated)
+WHERE, keeps only rows whose group keys are in the declared domains, caps each privacy unit
+at k rows with ``LIMIT k BY unit`` (rows chosen deterministically: by unit, then by a hash
+of the row), clamps summed values with ``least(greatest(x, lo), hi)``, and aggregates per
+group. Nothing of the analyst's text reaches ClickHouse except through this function.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from dpch.sql.analyze import QueryPlan
+from dpch.sql.parse import DIALECT
+
+
+def quote(name: str) -> str:
+    return "`" + name.replace("\\", "\\\\").replace("`", "\\`") + "`"
+
+
+def literal(value: object) -> str:
+    """A ClickHouse literal for a declared key value (strings escaped by sqlglot)."""
+    return exp.convert(value).sql(dialect=DIALECT)
+
+
+def emit_sql(plan: QueryPlan, database: str) -> str:
+    """The ClickHouse SQL computing ``plan``'s exact measures (keys k0.., measures m0..)."""
+    table = f"{quote(database)}.{quote(plan.table.table)}"
+    columns = ", ".join(quote(c) for c in plan.needed_columns)
+    conditions = []
+    if plan.where is not None:
+        conditions.append(f"({_where_sql(plan)})")
+    for key in plan.keys:
+        values = ", ".join(literal(v) for v in key.values)
+        conditions.append(f"{quote(key.column)} IN ({values})")
+    inner = f"SELECT {columns} FROM {table}"
+    if conditions:
+        inner += " WHERE " + " AND ".join(conditions)
+    if not plan.table.unique_units:
+        unit = quote(plan.table.privacy_unit or "")
+        inner += (
+            f" ORDER BY {unit}, cityHash64({columns})"
+            f" LIMIT {plan.table.contribution_cap} BY {unit}"
+        )
+    select = [f"{quote(k.column)} AS k{i}" for i, k in enumerate(plan.keys)]
+    select += [f"{m.sql} AS {m.name}" for m in plan.measures]
+    sql = f"SELECT {', '.join(select)} FROM ({inner})"
+    if plan.keys:
+        sql += " GROUP BY " + ", ".join(f"k{i}" for i in range(len(plan.keys)))
+    return sql
+
+
+def _where_sql(plan: QueryPlan) -> str:
+    """The WHERE condition with column references unqualified (the subquery has one table)."""
+    assert plan.where is not None
+    where = plan.where.copy()
+    for col in where.find_all(exp.Column):
+        col.set("table", None)
+        col.this.set("quoted", True)
+    return where.sql(dialect=DIALECT)

@@ -1,0 +1,102 @@
+"""dpch's query options, carried in ClickHouse's own SETTINGS clause.
+
+    SELECT avg(spend) FROM visits SETTINGS dp_epsilon = 0.5, dp_mechanism = 'gaussian'
+
+Only ``dp_*`` settings are accepted; any other setting is refused, since ClickHouse settings
+can change what a query reveals or how it fails (DESIGN.md rule 4).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from dpch.errors import QueryRejected
+
+MECHANISMS = ("laplace", "gaussian")
+
+
+@dataclass(frozen=True)
+class QueryOptions:
+    """Privacy and accuracy options of one query.
+
+    ``epsilon`` is the total ε of the query, split evenly over its noisy measures (the split
+    is reported in the release). ``delta`` > 0 selects the Gaussian mechanism unless
+    ``mechanism`` says otherwise; ``confidence`` is the level of the reported intervals.
+    """
+
+    epsilon: float = 0.5
+    delta: float = 0.0
+    mechanism: str | None = None
+    confidence: float = 0.95
+
+    @property
+    def resolved_mechanism(self) -> str:
+        if self.mechanism is not None:
+            return self.mechanism
+        return "gaussian" if self.delta > 0 else "laplace"
+
+    def validated(self) -> QueryOptions:
+        if not (isinstance(self.epsilon, int | float) and 0 < self.epsilon and math.isfinite(self.epsilon)):
+            raise QueryRejected(
+                f"dp_epsilon must be a positive number, got {self.epsilon!r}",
+                hint="e.g. SETTINGS dp_epsilon = 0.5",
+            )
+        if not (isinstance(self.delta, int | float) and 0 <= self.delta < 1):
+            raise QueryRejected(f"dp_delta must be in [0, 1), got {self.delta!r}", hint="e.g. 1e-6")
+        if not (isinstance(self.confidence, int | float) and 0 < self.confidence < 1):
+            raise QueryRejected(
+                f"dp_confidence must be strictly between 0 and 1, got {self.confidence!r}",
+                hint="e.g. 0.95",
+            )
+        mech = self.resolved_mechanism
+        if mech not in MECHANISMS:
+            raise QueryRejected(
+                f"dp_mechanism {mech!r} is not supported",
+                hint=f"choose one of {', '.join(MECHANISMS)}",
+            )
+        if mech == "gaussian" and self.delta <= 0:
+            raise QueryRejected(
+                "the Gaussian mechanism needs dp_delta > 0",
+                hint="add e.g. dp_delta = 1e-6, or use dp_mechanism = 'laplace'",
+            )
+        if mech == "laplace" and self.delta > 0:
+            raise QueryRejected(
+                "the Laplace mechanism is pure ε-DP and takes no dp_delta",
+                hint="drop dp_delta, or use dp_mechanism = 'gaussian'",
+            )
+        return self
+
+    def with_overrides(self, overrides: dict[str, Any]) -> QueryOptions:
+        """Applies ``{"epsilon": ..., ...}`` (keys without the ``dp_`` prefix)."""
+        known = {f.name for f in fields(self)}
+        for key in overrides:
+            if key not in known:
+                raise QueryRejected(
+                    f"unknown dpch option {key!r}",
+                    hint=f"known options: {', '.join('dp_' + k for k in sorted(known))}",
+                )
+        return replace(self, **overrides)
+
+
+SETTING_NAMES = {f"dp_{f.name}": f.name for f in fields(QueryOptions)}
+
+
+def option_overrides(settings: dict[str, Any]) -> dict[str, Any]:
+    """Maps ``{"dp_epsilon": 0.5}`` to ``{"epsilon": 0.5}``, refusing unknown names."""
+    out = {}
+    for name, value in settings.items():
+        key = SETTING_NAMES.get(name.lower())
+        if key is None:
+            if name.lower().startswith("dp_"):
+                raise QueryRejected(
+                    f"unknown dpch setting {name!r}",
+                    hint=f"known settings: {', '.join(sorted(SETTING_NAMES))}",
+                )
+            raise QueryRejected(
+                f"SETTINGS {name} is not allowed: only dpch's dp_* settings can be given",
+                hint="ClickHouse settings are fixed by the data owner",
+            )
+        out[key] = value
+    return out

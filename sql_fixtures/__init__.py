@@ -1,0 +1,1 @@
+"""Fixtures: annotated demo schemas, deterministic data generators, and the query corpus."""
