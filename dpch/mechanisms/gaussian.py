@@ -1,38 +1,60 @@
-"""The Gaussian mechanism with analytic calibration (Balle & Wang 2018; ALGORITHMS.md part C)."""
+"""The Gaussian mechanism with analytic calibration (Balle & Wang 2018; ALGORITHMS.md part C).
+
+Sampling (issue 3, see :mod:`.sampling`):
+
+- ``integer=True``: exact discrete Gaussian (CKS 2020 Algorithm 3) with σ the larger of the
+  continuous analytic σ (so ρ = Δ2²/(2σ²) still holds, CKS Theorem 4) and the smallest σ
+  meeting (ε, δ) by CKS Theorem 7 for an integer shift ⌈Δ2⌉ (:mod:`.discrete`).
+- otherwise: the grid defence of :mod:`.grid` (exact discrete Gaussian on a 2^k grid,
+  calibrated so (ε, δ) and ρ still hold for the rounded query).
+
+Accuracy: :meth:`GaussianMechanism.half_width` is for the sampled distribution: exact
+discrete tails for integers; for the grid release the continuous half-width at the grid's
+worst-case σ, plus the rounding error. P(|Y| > k) ≤ 2Φ̄(k/σ) for Y ~ N_Z(0, σ²), so the
+continuous interval is conservative for the discrete Gaussian.
+"""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from dpch.mechanisms import calibration
 from dpch.mechanisms.cost import PrivacyCost
+from dpch.mechanisms.discrete import discrete_gaussian_half_width, discrete_gaussian_sigma
+from dpch.mechanisms.grid import GAUSSIAN_INFLATION, GRID_BITS, gaussian_on_grid
 from dpch.mechanisms.sampling import NoiseSource
+
+#: slack for the grid's discrete calibration (Euler–Maclaurin bound) over the continuous σ
+_GRID_SIGMA_SLACK = 2.0**-16
 
 
 @dataclass(frozen=True)
 class GaussianMechanism:
-    """Adds N(0, σ²) to each coordinate of a query with ℓ2 sensitivity ``sensitivity``.
+    """Adds Gaussian noise to each coordinate of a query with ℓ2 sensitivity ``sensitivity``.
 
-    σ is the smallest value that makes the release (ε, δ)-DP (analytic calibration); the
+    σ makes the release (ε, δ)-DP (analytic calibration, or CKS Theorem 7 for integers); the
     release is also Δ2²/(2σ²)-zCDP, reported as ``cost.rho``.
     """
 
     epsilon: float
     delta: float
     sensitivity: float
-    #: the query's exact values are integers (counts, integer sums): issue 3 samples these exactly
+    #: the query's exact values are integers: sample the discrete Gaussian exactly
     integer: bool = False
     sigma: float = field(init=False)
     name = "gaussian"
 
     def __post_init__(self) -> None:
-        sigma = (
-            calibration.analytic_gaussian_sigma(self.epsilon, self.delta, self.sensitivity)
-            if self.sensitivity > 0
-            else 0.0
-        )
+        sigma = 0.0
+        if self.sensitivity > 0:
+            sigma = calibration.analytic_gaussian_sigma(self.epsilon, self.delta, self.sensitivity)
+            if self.integer:
+                sigma = max(
+                    sigma, discrete_gaussian_sigma(self.epsilon, self.delta, self.sensitivity)
+                )
         object.__setattr__(self, "sigma", sigma)
 
     @property
@@ -41,10 +63,28 @@ class GaussianMechanism:
         return PrivacyCost(self.epsilon, self.delta, rho)
 
     def half_width(self, confidence: float = 0.95) -> float:
-        return calibration.gaussian_half_width(self.sigma, confidence)
+        """Half-width h with P(|released − exact| ≤ h) ≥ confidence, per coordinate."""
+        if self.sigma == 0:
+            return 0.0
+        if self.integer:
+            return float(discrete_gaussian_half_width(math.sqrt(self._sigma2_float()), confidence))
+        sigma_max = self.sigma * (1 + GAUSSIAN_INFLATION) * (1 + _GRID_SIGMA_SLACK)
+        width = self.sigma * 2.0**-GRID_BITS
+        return calibration.gaussian_half_width(sigma_max, confidence) + 1.5 * width
+
+    def _sigma2_float(self) -> float:
+        from dpch.mechanisms.exact import rational_at_least
+
+        return float(rational_at_least(self.sigma**2))
 
     def release(self, values: np.ndarray, source: NoiseSource) -> np.ndarray:
+        """``values`` plus fresh Gaussian noise (one draw per coordinate), sampled exactly."""
         values = np.asarray(values, dtype=float)
         if self.sigma == 0:
             return values.copy()
-        return values + source.normal(self.sigma, values.shape)
+        if self.integer:
+            noise = source.discrete_gaussian(self.sigma, values.shape)
+            return np.rint(values) + noise.astype(float)
+        return gaussian_on_grid(
+            values, self.sensitivity, self.epsilon, self.delta, self.sigma, source.generator
+        )

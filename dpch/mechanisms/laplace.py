@@ -1,23 +1,39 @@
-"""The Laplace mechanism: f(x) + Lap(Δ1/ε) is ε-DP (ALGORITHMS.md A0, Lemma 2.1)."""
+"""The Laplace mechanism: f(x) + Lap(Δ1/ε) is ε-DP (ALGORITHMS.md A0, Lemma 2.1).
+
+Sampling (issue 3, see :mod:`.sampling`):
+
+- ``integer=True`` (counts, integer sums): exact discrete Laplace with scale ⌈Δ1/ε⌉_rational
+  (CKS 2020 Algorithm 2). For integer queries the privacy loss of a shift s ≤ Δ1 is
+  s/scale ≤ ε (the geometric mechanism). Outputs are integer-valued floats.
+- otherwise: the grid defence of :mod:`.grid` (exact discrete Laplace on a 2^k grid).
+
+Accuracy: :meth:`LaplaceMechanism.half_width` is computed for the distribution actually
+sampled — the discrete Laplace's exact tail for integers, and for the grid release the
+continuous bound inflated by the grid's worst-case scale increase and rounding error.
+"""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from dpch.mechanisms import calibration
 from dpch.mechanisms.cost import PrivacyCost
+from dpch.mechanisms.discrete import discrete_laplace_half_width
+from dpch.mechanisms.exact import rational_at_least
+from dpch.mechanisms.grid import GRID_BITS, LAPLACE_INFLATION, laplace_on_grid
 from dpch.mechanisms.sampling import NoiseSource
 
 
 @dataclass(frozen=True)
 class LaplaceMechanism:
-    """Adds Lap(Δ1/ε) to each coordinate of a query with ℓ1 sensitivity ``sensitivity``."""
+    """Adds Laplace noise of scale Δ1/ε to each coordinate of a query of ℓ1 sensitivity Δ1."""
 
     epsilon: float
     sensitivity: float
-    #: the query's exact values are integers (counts, integer sums): issue 3 samples these exactly
+    #: the query's exact values are integers: sample the discrete Laplace exactly
     integer: bool = False
     name = "laplace"
 
@@ -30,12 +46,26 @@ class LaplaceMechanism:
         return PrivacyCost(self.epsilon, 0.0)
 
     def half_width(self, confidence: float = 0.95) -> float:
-        """Half-width of the per-coordinate interval that holds with ``confidence``."""
-        return calibration.laplace_half_width(self.scale, confidence)
+        """Half-width h with P(|released − exact| ≤ h) ≥ confidence, per coordinate."""
+        if self.sensitivity == 0:
+            return 0.0
+        if self.integer:
+            return float(
+                discrete_laplace_half_width(float(rational_at_least(self.scale)), confidence)
+            )
+        # grid release: scale ≤ b(1 + 2^-12)(1 + 2^-20); P(|λZ| > x) ≤ (1 + 2^-19)e^{−x/b'};
+        # rounding adds at most λ/2 ≤ b·2^-21 (see dpch.mechanisms.grid)
+        b_max = self.scale * (1 + LAPLACE_INFLATION) * (1 + 2.0**-GRID_BITS)
+        beta = 1.0 - confidence
+        return b_max * (math.log(1.0 / beta) + 2.0**-19) + self.scale * 2.0 ** -(GRID_BITS + 1)
 
     def release(self, values: np.ndarray, source: NoiseSource) -> np.ndarray:
-        """Returns ``values`` plus fresh Laplace noise (one draw per coordinate)."""
+        """``values`` plus fresh Laplace noise (one draw per coordinate), sampled exactly."""
         values = np.asarray(values, dtype=float)
         if self.sensitivity == 0:
             return values.copy()
-        return values + source.laplace(self.scale, values.shape)
+        if self.integer:
+            q = np.rint(values)
+            noise = source.discrete_laplace(self.scale, values.shape)
+            return q + noise.astype(float)
+        return laplace_on_grid(values, self.sensitivity, self.epsilon, source.generator)

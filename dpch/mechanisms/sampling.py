@@ -1,19 +1,34 @@
-"""The noise source.
+"""The noise source: one generator type for all of dpch's randomness.
 
 Production noise comes from a generator seeded with 128 bits of OS entropy
 (``secrets``), so no one can predict or replay it. A fixed seed exists only for tests and
 benchmarks: it is refused unless ``DPCH_ALLOW_FIXED_SEED=1`` is set in the environment
 (DESIGN.md rule 3).
+
+Which sampler a release uses (issue 3):
+
+- Integer-valued releases (counts, integer sums) add *exact* discrete noise: the discrete
+  Laplace and discrete Gaussian samplers of Canonne, Kamath & Steinke 2020 in
+  :mod:`dpch.mechanisms.exact`, driven only by unbiased uniform integers from this generator.
+- Real-valued releases are protected against Mironov's (2012) floating-point attack by the
+  grid defence of :mod:`dpch.mechanisms.grid`: the exact value is rounded to a public
+  power-of-two grid far finer than the noise, and exact integer noise is added on that grid,
+  so every output is a lattice point whose low-order bits say nothing about the input.
+- :meth:`NoiseSource.laplace` / :meth:`NoiseSource.normal` (numpy floats) remain for noise
+  that is never added to a private value directly (e.g. Gumbel keys, simulations) and for
+  benchmarks; mechanisms releasing values must not use them on private data.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+from fractions import Fraction
 
 import numpy as np
 
 from dpch.errors import ConfigError
+from dpch.mechanisms.exact import discrete_gaussian, discrete_laplace, rational_at_least
 
 FIXED_SEED_ENV = "DPCH_ALLOW_FIXED_SEED"
 
@@ -46,3 +61,19 @@ class NoiseSource:
     def normal(self, sigma: float, size: int | tuple[int, ...] | None = None) -> np.ndarray:
         """Draws from N(0, sigma²)."""
         return self.generator.normal(0.0, sigma, size)
+
+    def discrete_laplace(
+        self, scale: float | Fraction, size: int | tuple[int, ...] = 1
+    ) -> np.ndarray:
+        """Exact int64 draws with P(z) ∝ exp(−|z|/scale); a float scale is rounded *up* to a
+        rational (CKS 2020 Algorithm 2)."""
+        frac = scale if isinstance(scale, Fraction) else rational_at_least(scale)
+        return discrete_laplace(self.generator, frac, size)
+
+    def discrete_gaussian(
+        self, sigma: float, size: int | tuple[int, ...] = 1, *, sigma2: Fraction | None = None
+    ) -> np.ndarray:
+        """Exact int64 draws with P(z) ∝ exp(−z²/(2σ²)); σ² is rounded *up* to a rational
+        (CKS 2020 Algorithm 3). Pass ``sigma2`` to give the rational variance directly."""
+        frac = sigma2 if sigma2 is not None else rational_at_least(sigma * sigma)
+        return discrete_gaussian(self.generator, frac, size)

@@ -90,7 +90,9 @@ def test_discrete_gaussian_large_sigma_moments(rng):
     se_mean = sigma / np.sqrt(N)
     se_var = sigma**2 * np.sqrt(2 / N)
     assert abs(z.mean()) < 4 * se_mean, f"mean {z.mean():.1f} beyond 4·se={4 * se_mean:.1f}"
-    assert abs(z.var() - sigma**2) < 4 * se_var, f"var {z.var():.4g} vs {sigma**2:.4g} ± {4 * se_var:.3g}"
+    assert abs(z.var() - sigma**2) < 4 * se_var, (
+        f"var {z.var():.4g} vs {sigma**2:.4g} ± {4 * se_var:.3g}"
+    )
 
 
 @pytest.mark.parametrize("gamma", [Fraction(1, 3), Fraction(1), Fraction(5, 2)])
