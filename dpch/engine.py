@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,12 +26,13 @@ from urllib.parse import urlsplit
 import clickhouse_connect
 from clickhouse_connect.driver.exceptions import ClickHouseError
 
-from dpch.errors import ConfigError, ExecutionError, StoreLocked
+from dpch.errors import ConfigError, ExecutionError, QueryRejected, StoreLocked
 
 DSN_ENV = "DPCH_DSN"
 DEFAULT_STORE_DIR = "dpch-data"
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ERROR_CODE = re.compile(r"\(([A-Z][A-Z0-9_]+)\)")
 
 
 def default_dsn() -> str:
@@ -73,6 +75,7 @@ class _SharedClient:
         self.client = client
         self.refs = 0
         self.lock = threading.RLock()
+        self.token = uuid.uuid4().hex
 
 
 _embedded: dict[str, _SharedClient] = {}
@@ -129,6 +132,7 @@ class Engine:
             self._shared = _open_embedded(self.store_path)
             self._client = self._shared.client
             self._lock: Any = self._shared.lock
+            self.token = self._shared.token
             self.database = database or "default"
         elif parts.scheme in ("http", "https"):
             self.store_path = None
@@ -139,6 +143,7 @@ class Engine:
             except ClickHouseError as exc:
                 raise ConfigError(f"cannot connect to ClickHouse at {parts.hostname}: {exc}") from None
             self._lock = threading.RLock()
+            self.token = uuid.uuid4().hex
         else:
             raise ConfigError(
                 f"unsupported DSN scheme {parts.scheme!r}",
@@ -147,6 +152,10 @@ class Engine:
         check_identifier(self.database, "database")
         self.command(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(self.database)}")
         self._closed = False
+
+    #: identifies this opening of the store: caches keyed by it are dropped when the store is
+    #: closed and reopened, so a reconnect always re-reads the ledger
+    token: str
 
     @property
     def embedded(self) -> bool:
@@ -211,6 +220,23 @@ class Engine:
                 "ClickHouse failed while computing the private aggregate",
                 hint="the message is withheld because it could reveal data; check the table "
                 "and policy with `dpch policy show`",
+            ) from None
+
+    def check_private(self, sql: str) -> None:
+        """Has ClickHouse analyze (not run) emitted SQL, so type errors surface before any charge.
+
+        Analysis reads no rows, so its failure does not depend on the data; still, only the
+        error's code name is reported, never ClickHouse's text.
+        """
+        try:
+            with self._lock:
+                self._client.query(f"EXPLAIN {sql}")
+        except ClickHouseError as exc:
+            match = _ERROR_CODE.search(str(exc))
+            code = match.group(1) if match else "UNKNOWN"
+            raise QueryRejected(
+                f"ClickHouse cannot run this query ({code})",
+                hint="check the column types in your WHERE clause against `dpch policy show`",
             ) from None
 
     # -- schema -------------------------------------------------------------------------------

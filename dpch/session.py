@@ -132,6 +132,7 @@ class Session:
         mechanisms = self._mechanisms(plan, opts)
         cost = _total_cost(mechanisms.values())
         emitted = emit_sql(plan, self.engine.database)
+        self.engine.check_private(emitted)
 
         # The charge is durable before ClickHouse runs and before any noise is drawn.
         entry = self.accountant.charge(

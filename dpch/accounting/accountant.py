@@ -81,7 +81,7 @@ class Accountant:
         self.filter_factory = filter_factory
         self.budgets = BudgetStore(engine)
         self.ledger = Ledger(engine)
-        self._key = (engine.store_path or engine.dsn, engine.database, analyst)
+        self._key = (engine.token, engine.database, analyst)
 
     def _state(self) -> _AnalystState:
         with _states_lock:

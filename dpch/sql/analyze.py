@@ -58,17 +58,20 @@ _CLAUSE_NAMES = {
 }
 _SUPPORTED_CLAUSES = {"expressions", "from_", "where", "group", "order", "limit", "offset", "settings"}
 
-#: scalar functions allowed in WHERE: deterministic, total (never raise on a value), cheap
+#: scalar functions allowed in WHERE: deterministic, total (never raise on a row's value: an
+#: error that depends on one row would leak it, whatever the charge), and cheap. Conversions
+#: that can fail (toInt64, CAST, integer modulo) are left out; their *OrNull forms are in.
 ALLOWED_FUNCTIONS = frozenset(
     {
         "abs", "lower", "upper", "length", "lengthutf8", "empty", "notempty", "startswith",
         "endswith", "position", "positioncaseinsensitive", "substring", "concat", "trim",
-        "round", "floor", "ceil", "least", "greatest", "tostring", "tofloat64", "toint64",
-        "toyear", "tomonth", "todayofmonth", "todayofweek", "tohour", "todate",
+        "round", "floor", "ceil", "least", "greatest", "tostring", "tofloat64ornull",
+        "toint64ornull", "todateornull", "toyear", "tomonth", "todayofmonth", "todayofweek",
+        "tohour",
         "tostartofmonth", "tostartofyear", "tostartofweek", "tostartofday", "isnull",
         "isnotnull", "coalesce", "ifnull", "if", "multiif", "match", "like", "ilike",
         "has", "in", "notin", "datetrunc", "date_trunc", "year", "month", "day", "sqrt", "exp",
-        "ln", "log", "log2", "log10", "pow", "power", "sign", "modulo", "mod",
+        "ln", "log", "log2", "log10", "pow", "power", "sign",
     }
 )
 
@@ -77,7 +80,7 @@ _ALLOWED_NODES: tuple[type[exp.Expression], ...] = (
     exp.Column, exp.Identifier, exp.Literal, exp.Boolean, exp.Null, exp.Paren, exp.Tuple,
     exp.And, exp.Or, exp.Not, exp.Xor, exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE,
     exp.NullSafeEQ, exp.NullSafeNEQ, exp.In, exp.Between, exp.Like, exp.ILike, exp.Is,
-    exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.Neg, exp.Cast, exp.DataType,
+    exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Neg, exp.DataType,
     exp.Case, exp.If, exp.Var, exp.Interval, exp.Array,
 )
 _AGGREGATE_NAMES = {"count", "sum", "avg", "min", "max", "quantile", "median", "uniq", "any",
@@ -217,6 +220,8 @@ def _resolve_table(select: exp.Select, table_policy: Callable[[str], TablePolicy
     if from_ is None:
         raise QueryRejected("the query has no FROM clause", hint="name the private table to aggregate")
     source = from_.this
+    if isinstance(source, exp.Final):
+        raise QueryRejected("FINAL is not supported", hint="query the table without FINAL")
     if isinstance(source, exp.Subquery):
         raise QueryRejected("subqueries in FROM are not supported yet", hint="query the table directly")
     if not isinstance(source, exp.Table) or not isinstance(source.this, exp.Identifier):
@@ -309,7 +314,9 @@ def _check_where(node: exp.Expression, resolver: _ColumnResolver) -> None:
         if isinstance(sub, exp.Column):
             resolver.column(sub)
             continue
-        if isinstance(sub, exp.Func) and not isinstance(sub, exp.Cast):
+        if isinstance(sub, _ALLOWED_NODES):
+            continue
+        if isinstance(sub, exp.Func):
             name = _function_name(sub)
             if name not in ALLOWED_FUNCTIONS:
                 raise QueryRejected(
@@ -318,8 +325,7 @@ def _check_where(node: exp.Expression, resolver: _ColumnResolver) -> None:
                     "use comparisons and common scalar functions",
                 )
             continue
-        if not isinstance(sub, _ALLOWED_NODES):
-            raise QueryRejected(f"{sub.key.upper()} expressions are not supported in WHERE")
+        raise QueryRejected(f"{sub.key.upper()} expressions are not supported in WHERE")
 
 
 def _function_name(node: exp.Expression) -> str:

@@ -1,0 +1,51 @@
+"""``dpch demo``: an annotated demo table and a few private queries, in seconds."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from dpch.accounting.budget import Budget
+from dpch.cli.output import render_budget, render_table
+from dpch.errors import BudgetExceeded
+from dpch.session import connect
+from sql_fixtures import visits
+
+DEMO_ANALYST = "demo"
+DEMO_BUDGET = Budget(epsilon=5.0, delta=1e-6)
+DEMO_QUERIES = [
+    ("How many visits were there?", "SELECT count(*) AS visits FROM visits"),
+    ("Total spend of visitors over 40", "SELECT sum(spend) AS spend FROM visits WHERE age > 40"),
+    ("Average visit length by region",
+     "SELECT region, avg(duration_min) AS avg_minutes, count(*) AS visits FROM visits "
+     "GROUP BY region ORDER BY region"),
+    ("Visits by device, Gaussian noise",
+     "SELECT device, count(*) AS visits FROM visits GROUP BY device "
+     "SETTINGS dp_epsilon = 0.5, dp_delta = 1e-7"),
+]
+
+
+def run_demo(dsn: str | None, *, database: str | None, reset: bool, echo: Callable[[str], None]) -> None:
+    with connect(dsn, analyst=DEMO_ANALYST, database=database, default_budget=DEMO_BUDGET) as session:
+        engine = session.engine
+        echo(f"dpch demo — {engine.describe()}, database {engine.database}")
+        rows = visits.load(engine, "visits", replace=reset)
+        session.policy.reload()
+        echo(f"table visits: {rows} rows (synthetic website visits, several per person)\n")
+        echo(session.table_policy("visits").describe())
+        if reset:
+            session.accountant.set_budget(DEMO_BUDGET)
+        echo("")
+        echo(render_budget(session.budget()))
+        for title, sql in DEMO_QUERIES:
+            echo(f"\n-- {title}\n{sql}")
+            try:
+                echo(render_table(session.query(sql)))
+            except BudgetExceeded as exc:
+                echo(f"refused: {exc}")
+                echo("(run `dpch demo --reset` to start over with a fresh demo budget)")
+                return
+        echo("")
+        echo(render_budget(session.budget()))
+        echo("\nNext: dpch --analyst demo shell    or    dpch --analyst demo explain \"SELECT ...\"")
+        echo("Embedded mode is the data owner's workstation: whoever holds the store's files can "
+             "read the raw data. Analysts should reach it through `dpch serve` only.")
