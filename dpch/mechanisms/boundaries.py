@@ -1,0 +1,91 @@
+"""Privacy boundaries ψ for the Brownian mechanism (ALGORITHMS.md A2; 002 Def 3.5, Thm 3.6).
+
+ψ is a δ-boundary if P(∃n: L_{1:n} ≥ ψ(T_n)) ≤ δ; then BM stopped at any stopping time N is
+(ψ(T_N), δ)-ex-post private (002 Cor 3.7). Both boundaries decrease in t.
+
+- Linear (a, b > 0, 2ab = log(1/δ)): ψ^L(t) = (Δ2/t)(Δ2/2 + b) + Δ2·a. Floor Δ2·a.
+- Mixture (ρ > 0): ψ^M(t) = Δ2²/(2t) + (Δ2/t)·√(2(t+ρ)·log((1/δ)·√((t+ρ)/ρ))).
+
+From a target ε the time is the *smallest* t with ψ(t) ≤ ε (002 prints "inf{t: ψ(t) ≥ E}",
+which has the inequality backwards — ALGORITHMS.md A2/A7). The optimal parameters for a
+target are [derived] in A2: linear a* = (√(L² + Lε) − L)/Δ2, b* = L/(2a*), L = log(1/δ);
+mixture ρ* minimises ψ^M's inverse at ε (found numerically).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from scipy.optimize import brentq, minimize_scalar
+
+
+@dataclass(frozen=True)
+class LinearBoundary:
+    """ψ^L_{a,b}(t) = (Δ2/t)(Δ2/2 + b) + Δ2·a with 2ab = log(1/δ) (002 Thm 3.6)."""
+
+    a: float
+    delta: float
+    sensitivity: float = 1.0
+
+    @property
+    def b(self) -> float:
+        return math.log(1.0 / self.delta) / (2.0 * self.a)
+
+    def __call__(self, t: float) -> float:
+        d = self.sensitivity
+        return (d / t) * (d / 2.0 + self.b) + d * self.a
+
+    def time_for(self, epsilon: float) -> float:
+        """Smallest t with ψ(t) ≤ ε: Δ2(Δ2/2 + b)/(ε − Δ2·a); needs ε > Δ2·a."""
+        d = self.sensitivity
+        if epsilon <= d * self.a:
+            raise ValueError(f"ε={epsilon} is at or below the linear boundary's floor Δ2·a")
+        return d * (d / 2.0 + self.b) / (epsilon - d * self.a)
+
+    @classmethod
+    def optimal(cls, epsilon: float, delta: float, sensitivity: float = 1.0) -> LinearBoundary:
+        """(a*, b*) minimising the time to reach ε (A2 [derived])."""
+        big_l = math.log(1.0 / delta)
+        a = (math.sqrt(big_l**2 + big_l * epsilon) - big_l) / sensitivity
+        return cls(a, delta, sensitivity)
+
+
+@dataclass(frozen=True)
+class MixtureBoundary:
+    """ψ^M_ρ(t) = Δ2²/(2t) + (Δ2/t)·√(2(t+ρ)·log((1/δ)√((t+ρ)/ρ))) (002 Thm 3.6)."""
+
+    rho: float
+    delta: float
+    sensitivity: float = 1.0
+
+    def __call__(self, t: float) -> float:
+        d, r = self.sensitivity, self.rho
+        inner = math.log(1.0 / self.delta) + 0.5 * math.log((t + r) / r)
+        return d * d / (2.0 * t) + (d / t) * math.sqrt(2.0 * (t + r) * inner)
+
+    def time_for(self, epsilon: float) -> float:
+        """Smallest t with ψ(t) ≤ ε (ψ^M decreases to 0, so every ε > 0 is reachable)."""
+        if epsilon <= 0:
+            raise ValueError("epsilon must be positive")
+        hi = 1.0
+        while self(hi) > epsilon:
+            hi *= 2.0
+        lo = hi / 2.0
+        if self(lo) <= epsilon:
+            lo = 1e-12
+        return float(brentq(lambda t: self(t) - epsilon, lo, hi, xtol=1e-12, rtol=1e-12))
+
+    @classmethod
+    def optimal(cls, epsilon: float, delta: float, sensitivity: float = 1.0) -> MixtureBoundary:
+        """ρ* minimising the time to reach ε (A2: ρ* ≈ 11.58, T* ≈ 360.0 at ε=0.3, δ=1e-6)."""
+        res = minimize_scalar(
+            lambda log_rho: cls(math.exp(log_rho), delta, sensitivity).time_for(epsilon),
+            bounds=(math.log(1e-6), math.log(1e8)),
+            method="bounded",
+            options={"xatol": 1e-10},
+        )
+        return cls(math.exp(float(res.x)), delta, sensitivity)
+
+
+Boundary = LinearBoundary | MixtureBoundary

@@ -1,0 +1,194 @@
+"""The Brownian mechanism: Gaussian noise reduction (ALGORITHMS.md A2; 002 Def 3.1, 000 Def 4.4).
+
+BM(x) = (f(x) + B_{T_n})_{n ≥ 1} for a standard Brownian motion B (independent coordinates)
+and times T_1 ≥ T_2 ≥ … (each may depend on earlier *released* values). Iterate n alone is
+the Gaussian mechanism with variance T_n, and seeing all of 1..n costs what iterate n costs
+(the noise-reduction property, 000 Def 4.2).
+
+Sampling along the reversed path (002 Appendix E; Lemma B.5's printed density has the factor
+inverted, we implement the corrected bridge):
+
+    B_{T_1} ~ N(0, T_1·I)
+    B_{T_m} | B_{T_{m−1}} ~ N((T_m/T_{m−1})·B_{T_{m−1}}, ((T_{m−1} − T_m)·T_m/T_{m−1})·I)
+
+(a Brownian bridge pinned at B_0 = 0). Fresh independent noise per step would lose noise
+reduction (A7 pitfall 1); :class:`FreshNoiseRun` exists only as the negative control in tests.
+
+Privacy at the stop N (002 Thm 3.4, Cor 3.7): (ψ(T_N), δ)-ex-post private for a δ-boundary ψ
+(:mod:`.boundaries`), and — for the zCDP filter of 000 Thm 6 — the charge Δ2²/(2T_N): a BM
+stopped at T costs what a Gaussian of variance T costs. Both are reported by
+:attr:`BrownianRun.cost`; the worst case (finest grid point) by
+:attr:`BrownianMechanism.worst_cost`.
+
+Floating point: each released iterate is rounded to a public grid 2^⌊log2(√T·2^-20)⌋, so no
+low-order bits of f(x) + B_T leave (Mironov 2012); the rounding is in the half-width.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from dpch.mechanisms import calibration
+from dpch.mechanisms.boundaries import Boundary, LinearBoundary, MixtureBoundary
+from dpch.mechanisms.cost import PrivacyCost
+from dpch.mechanisms.lnr import snap
+from dpch.mechanisms.sampling import NoiseSource
+
+
+def bridge_step(
+    noise: np.ndarray, t_prev: float, t_next: float, rng: np.random.Generator
+) -> np.ndarray:
+    """B_{t_next} given B_{t_prev} = noise (t_next ≤ t_prev), the corrected 002 App. E bridge."""
+    if t_next > t_prev:
+        raise ValueError("Brownian times must be non-increasing")
+    if t_next == t_prev:
+        return noise
+    mean = (t_next / t_prev) * noise
+    var = (t_prev - t_next) * t_next / t_prev
+    return mean + rng.normal(0.0, math.sqrt(var), noise.shape)
+
+
+def accuracy_first_times(
+    rho_remaining: float,
+    sensitivity: float = 1.0,
+    points: int = 1000,
+    eps2_min: float = 1e-4,
+) -> np.ndarray:
+    """The 000 §7 grid (ALGORITHMS.md A5): ε² equally spaced from 1e-4 to 2ρ_rem, t = Δ2²/ε².
+
+    Returned noisiest first (decreasing t). The last point costs Δ2²/(2t) = ρ_rem.
+    """
+    eps2 = np.linspace(eps2_min, 2.0 * rho_remaining, points)
+    return sensitivity**2 / eps2
+
+
+class BrownianMechanism:
+    """BM for a vector query of ℓ2 sensitivity Δ2 with a δ-boundary ψ and a time schedule.
+
+    ``times`` (non-increasing) is the finite grid (A7 pitfall 4); a run may also refine to any
+    time between grid points with :meth:`BrownianRun.refine`, but never below the last one.
+    """
+
+    name = "brownian"
+
+    def __init__(self, sensitivity: float, times: Sequence[float], boundary: Boundary) -> None:
+        t = np.asarray(times, dtype=float)
+        if t.size == 0 or np.any(t <= 0) or np.any(np.diff(t) > 0):
+            raise ValueError("times must be positive and non-increasing")
+        if boundary.sensitivity != sensitivity:
+            raise ValueError("the boundary must be built for the same sensitivity")
+        self.sensitivity = float(sensitivity)
+        self.times = t
+        self.boundary = boundary
+
+    @classmethod
+    def for_target(
+        cls,
+        epsilon: float,
+        delta: float,
+        sensitivity: float = 1.0,
+        *,
+        kind: str = "linear",
+        steps: int = 20,
+        start_factor: float = 100.0,
+    ) -> BrownianMechanism:
+        """A schedule ending at the time T* where the optimised boundary reaches ``epsilon``.
+
+        Times are geometric from start_factor·T* down to T*; ``kind`` is "linear" or "mixture".
+        """
+        boundary: Boundary
+        if kind == "linear":
+            boundary = LinearBoundary.optimal(epsilon, delta, sensitivity)
+        elif kind == "mixture":
+            boundary = MixtureBoundary.optimal(epsilon, delta, sensitivity)
+        else:
+            raise ValueError(f"unknown boundary kind {kind!r}")
+        t_star = boundary.time_for(epsilon)
+        times = np.geomspace(start_factor * t_star, t_star, steps)
+        return cls(sensitivity, times, boundary)
+
+    @property
+    def delta(self) -> float:
+        return self.boundary.delta
+
+    def cost_at(self, time: float) -> PrivacyCost:
+        """(ψ(T), δ)-ex-post and Δ2²/(2T) zCDP for a run stopped at T (002 Cor 3.7, 000 Thm 6)."""
+        return PrivacyCost(
+            self.boundary(time),
+            self.delta,
+            rho=self.sensitivity**2 / (2.0 * time),
+            ex_post=True,
+            worst_epsilon=self.boundary(float(self.times[-1])),
+            worst_rho=self.sensitivity**2 / (2.0 * float(self.times[-1])),
+        )
+
+    @property
+    def worst_cost(self) -> PrivacyCost:
+        """The cost if the run reaches the finest grid point (for admission, A7 pitfall 3)."""
+        return self.cost_at(float(self.times[-1]))
+
+    @staticmethod
+    def half_width(time: float, confidence: float = 0.95) -> float:
+        """Per-coordinate half-width of an iterate at time T: N(0, T) plus grid rounding."""
+        sigma = math.sqrt(time)
+        return calibration.gaussian_half_width(sigma, confidence) + sigma * 2.0**-20
+
+    def start(self, values: np.ndarray, source: NoiseSource) -> BrownianRun:
+        return BrownianRun(self, np.asarray(values, dtype=float), source.generator)
+
+
+class BrownianRun:
+    """One run of BM. Only the current noise B_{T_n} is kept (002 App. E)."""
+
+    def __init__(
+        self, mechanism: BrownianMechanism, values: np.ndarray, rng: np.random.Generator
+    ) -> None:
+        self._mechanism = mechanism
+        self._values = values
+        self._rng = rng
+        self._noise: np.ndarray | None = None
+        self.time: float | None = None
+        self.released = 0
+
+    def _advance(self, time: float) -> np.ndarray:
+        floor = float(self._mechanism.times[-1])
+        if time < floor * (1 - 1e-12):
+            raise ValueError(f"time {time} is below the mechanism's finest grid point {floor}")
+        if self._noise is None:
+            self._noise = self._rng.normal(0.0, math.sqrt(time), self._values.shape)
+        else:
+            assert self.time is not None
+            self._noise = bridge_step(self._noise, self.time, time, self._rng)
+        self.time = time
+        self.released += 1
+        return snap(self._values + self._noise, math.sqrt(time))
+
+    def next(self) -> np.ndarray:
+        """Release the next grid iterate f(x) + B_{T_n}."""
+        if self.released >= self._mechanism.times.size:
+            raise StopIteration("no more Brownian grid points")
+        return self._advance(float(self._mechanism.times[self.released]))
+
+    def refine(self, time: float) -> np.ndarray:
+        """Release f(x) + B_t for a data-independent t ≤ the current time (≥ the grid floor)."""
+        return self._advance(time)
+
+    @property
+    def cost(self) -> PrivacyCost:
+        """Realized cost at the current stop (zero before any release)."""
+        if self.time is None:
+            return PrivacyCost(0.0, 0.0, 0.0, ex_post=True)
+        return self._mechanism.cost_at(self.time)
+
+
+class FreshNoiseRun(BrownianRun):
+    """BROKEN on purpose: independent N(0, T_n) per step (A7 pitfall 1). Tests only."""
+
+    def _advance(self, time: float) -> np.ndarray:
+        self._noise = self._rng.normal(0.0, math.sqrt(time), self._values.shape)
+        self.time = time
+        self.released += 1
+        return self._values + self._noise
