@@ -136,6 +136,12 @@ class BrownianMechanism:
         sigma = math.sqrt(time)
         return calibration.gaussian_half_width(sigma, confidence) + sigma * 2.0**-20
 
+    @staticmethod
+    def time_for_half_width(half_width: float, confidence: float = 0.95) -> float:
+        """The largest time T whose iterate is within ±half_width (inverse of half_width)."""
+        sigma = calibration.gaussian_sigma_for_half_width(half_width, confidence)
+        return (sigma / (1 + 2.0**-20 / calibration.gaussian_half_width(1.0, confidence))) ** 2
+
     def start(self, values: np.ndarray, source: NoiseSource) -> BrownianRun:
         return BrownianRun(self, np.asarray(values, dtype=float), source.generator)
 

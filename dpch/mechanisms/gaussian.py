@@ -72,6 +72,30 @@ class GaussianMechanism:
         width = self.sigma * 2.0**-GRID_BITS
         return calibration.gaussian_half_width(sigma_max, confidence) + 1.5 * width
 
+    @classmethod
+    def for_half_width(
+        cls,
+        half_width: float,
+        confidence: float,
+        delta: float,
+        sensitivity: float,
+        integer: bool = False,
+    ) -> GaussianMechanism:
+        """Accuracy-first inverse: the smallest ε (to 1e-9 relative) at ``delta`` whose
+        :meth:`half_width` (for what is actually sampled) is within ±half_width."""
+        lo, hi = 1e-6, 1.0
+        while cls(hi, delta, sensitivity, integer).half_width(confidence) > half_width:
+            lo, hi = hi, hi * 4.0
+        for _ in range(64):
+            mid = math.sqrt(lo * hi)
+            if cls(mid, delta, sensitivity, integer).half_width(confidence) <= half_width:
+                hi = mid
+            else:
+                lo = mid
+            if hi / lo < 1 + 1e-9:
+                break
+        return cls(hi, delta, sensitivity, integer)
+
     def _sigma2_float(self) -> float:
         from dpch.mechanisms.exact import rational_at_least
 

@@ -59,6 +59,25 @@ class LaplaceMechanism:
         beta = 1.0 - confidence
         return b_max * (math.log(1.0 / beta) + 2.0**-19) + self.scale * 2.0 ** -(GRID_BITS + 1)
 
+    @classmethod
+    def for_half_width(
+        cls, half_width: float, confidence: float, sensitivity: float, integer: bool = False
+    ) -> LaplaceMechanism:
+        """Accuracy-first inverse: the smallest ε whose interval is within ±half_width.
+
+        Uses the continuous inverse, then tightens by bisection on :meth:`half_width` (which
+        includes the grid/discrete corrections) so the promise holds for what is sampled.
+        """
+        scale = calibration.laplace_scale_for_half_width(half_width, confidence)
+        lo, hi = sensitivity / scale * 0.5, sensitivity / scale * 2.0
+        for _ in range(60):
+            mid = math.sqrt(lo * hi)
+            if cls(mid, sensitivity, integer).half_width(confidence) <= half_width:
+                hi = mid
+            else:
+                lo = mid
+        return cls(hi, sensitivity, integer)
+
     def release(self, values: np.ndarray, source: NoiseSource) -> np.ndarray:
         """``values`` plus fresh Laplace noise (one draw per coordinate), sampled exactly."""
         values = np.asarray(values, dtype=float)

@@ -133,3 +133,14 @@ def test_release_speed_10k(source):
         mech.release(values, source)
         elapsed = time.perf_counter() - start
         assert elapsed < 0.06, f"{mech.name} integer={mech.integer}: {elapsed * 1e3:.1f} ms"
+
+
+@pytest.mark.parametrize("integer", [False, True])
+def test_accuracy_first_inverses(integer):
+    """for_half_width returns the least-private-cost mechanism meeting the interval."""
+    lap = LaplaceMechanism.for_half_width(10.0, 0.95, 2.0, integer)
+    assert lap.half_width(0.95) <= 10.0
+    assert LaplaceMechanism(lap.epsilon * 0.99, 2.0, integer).half_width(0.95) > 10.0 - 1.0
+    gau = GaussianMechanism.for_half_width(10.0, 0.95, 1e-6, 2.0, integer)
+    assert gau.half_width(0.95) <= 10.0
+    assert GaussianMechanism(gau.epsilon * 0.99, 1e-6, 2.0, integer).half_width(0.95) > 9.0

@@ -188,3 +188,8 @@ def test_accuracy_first_grid():
     times = accuracy_first_times(0.0174689, points=1000)
     assert times[0] == pytest.approx(1e4) and np.all(np.diff(times) < 0)
     assert 1.0 / (2 * times[-1]) == pytest.approx(0.0174689)
+
+
+def test_bm_time_for_half_width():
+    t = BrownianMechanism.time_for_half_width(5.0, 0.9)
+    assert BrownianMechanism.half_width(t, 0.9) == pytest.approx(5.0, rel=1e-9)

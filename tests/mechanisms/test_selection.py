@@ -249,3 +249,19 @@ def test_rat_with_lnr_never_halts_below(source):
     res = rat.run(lnr.start(np.zeros(2), source), lambda it: -1e6, source)
     assert res.halted_at is None
     assert res.cost.epsilon == pytest.approx(0.5 + 0.5)
+
+
+@pytest.mark.parametrize(
+    ("sigma", "eps_baseline"), [(0.1, 1.566), (0.2, 0.661), (0.3, 0.399), (0.5, 0.208)]
+)
+def test_near_baseline_analytic_gaussian_b10(sigma, eps_baseline):
+    """B10 NEAR baseline: analytic Gaussian with Δ_q = √364/300, δ = 3e-3 needs ε ≈ the printed
+    value for σ (3 significant digits as printed): σ(ε_printed) ≈ σ."""
+    from dpch.mechanisms.calibration import analytic_gaussian_sigma
+
+    got = analytic_gaussian_sigma(eps_baseline, 3e-3, math.sqrt(364) / 300)
+    assert got == pytest.approx(sigma, rel=3e-3)
+
+
+def test_near_sigma_05_b10():
+    assert rnm_epsilon(1.0, 1 / 300, 0.5, 364) == pytest.approx(0.0627271, abs=1e-7)
