@@ -13,6 +13,7 @@ client; opening a second path while the first is open is refused with a clear er
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import threading
@@ -82,6 +83,29 @@ _embedded: dict[str, _SharedClient] = {}
 _embedded_lock = threading.Lock()
 
 
+_LOCKED_HINT = (
+    "only one process can open an embedded store; connect through that process's gateway "
+    "instead (`dpch serve` there, then --dsn dpch://HOST:PORT), or stop the other process"
+)
+
+
+def _locked_by_another_process(path: str) -> bool:
+    """Whether another process holds ClickHouse's flock on ``<store>/status``.
+
+    Checked before opening, because chdb reports a held lock only on its own stderr.
+    """
+    status = Path(path) / "status"
+    if not status.exists():
+        return False
+    with open(status, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return False
+
+
 def _open_embedded(path: str) -> _SharedClient:
     with _embedded_lock:
         shared = _embedded.get(path)
@@ -94,15 +118,19 @@ def _open_embedded(path: str) -> _SharedClient:
                     hint="close the other connection first",
                 )
             Path(path).mkdir(parents=True, exist_ok=True)
+            if _locked_by_another_process(path):
+                raise StoreLocked(
+                    f"the embedded store at {path} is in use by another process "
+                    f"(ClickHouse holds the lock on {Path(path) / 'status'})",
+                    hint=_LOCKED_HINT,
+                )
             try:
                 client = clickhouse_connect.get_client(dsn=f"chdb://{path}")
             except ClickHouseError as exc:
                 if "Cannot lock file" in str(exc):
                     raise StoreLocked(
                         f"the embedded store at {path} is in use by another process",
-                        hint="only one process can open an embedded store; connect through "
-                        "that process's gateway instead (e.g. --dsn dpch://127.0.0.1:8124 "
-                        "against `dpch serve`), or stop the other process",
+                        hint=_LOCKED_HINT,
                     ) from None
                 raise ConfigError(f"cannot open the embedded store at {path}: {exc}") from None
             shared = _SharedClient(path, client)
@@ -222,15 +250,13 @@ class Engine:
                 "and policy with `dpch policy show`",
             ) from None
 
-    def check_private(self, sql: str) -> None:
-        """Has ClickHouse analyze (not run) emitted SQL, so type errors surface before any charge.
-
-        Analysis reads no rows, so its failure does not depend on the data; still, only the
-        error's code name is reported, never ClickHouse's text.
-        """
+    def probe(self, sql: str) -> None:
+        """Runs a probe query (emitted SQL over synthetic rows, reading no table data), so a
+        query that cannot run is rejected before any charge. Only the error's code name is
+        reported, never ClickHouse's text."""
         try:
             with self._lock:
-                self._client.query(f"EXPLAIN {sql}")
+                self._client.query(sql)
         except ClickHouseError as exc:
             match = _ERROR_CODE.search(str(exc))
             code = match.group(1) if match else "UNKNOWN"

@@ -33,7 +33,7 @@ from dpch.postprocess import average, count_or_sum, order_and_limit
 from dpch.release import MeasureReport, Release
 from dpch.sql.analyze import QueryPlan, analyze
 from dpch.sql.parse import parse_query
-from dpch.sql.rewrite import emit_sql
+from dpch.sql.rewrite import emit_probe_sql, emit_sql
 from dpch.sql.settings import QueryOptions, option_overrides
 
 Mechanism = LaplaceMechanism | GaussianMechanism
@@ -93,6 +93,7 @@ class Session:
         self.accountant = Accountant(engine, analyst, default_budget=default_budget)
         self._noise = NoiseSource(seed)
         self._noise_lock = threading.Lock()
+        self._probed: set[str] = set()
 
     # -- queries ---------------------------------------------------------------------------------
 
@@ -132,7 +133,7 @@ class Session:
         mechanisms = self._mechanisms(plan, opts)
         cost = _total_cost(mechanisms.values())
         emitted = emit_sql(plan, self.engine.database)
-        self.engine.check_private(emitted)
+        self._probe(plan, emitted)
 
         # The charge is durable before ClickHouse runs and before any noise is drawn.
         entry = self.accountant.charge(
@@ -206,6 +207,15 @@ class Session:
             else:
                 result[m.name] = LaplaceMechanism(opts.epsilon / share, m.sensitivity, integer=m.integer)
         return result
+
+    def _probe(self, plan: QueryPlan, emitted: str) -> None:
+        """Type-checks the query on a synthetic row before the charge (cached per emitted SQL)."""
+        if emitted in self._probed:
+            return
+        self.engine.probe(emit_probe_sql(plan, self.engine.database))
+        if len(self._probed) > 1024:
+            self._probed.clear()
+        self._probed.add(emitted)
 
     def _exact_measures(self, plan: QueryPlan, sql: str) -> dict[str, np.ndarray]:
         """Runs the emitted SQL; returns each measure as a vector over the declared group domain."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from dpch.policy.model import base_type
 from dpch.sql.analyze import QueryPlan
 from dpch.sql.parse import DIALECT
 
@@ -24,9 +25,12 @@ def literal(value: object) -> str:
     return exp.convert(value).sql(dialect=DIALECT)
 
 
-def emit_sql(plan: QueryPlan, database: str) -> str:
-    """The ClickHouse SQL computing ``plan``'s exact measures (keys k0.., measures m0..)."""
-    table = f"{quote(database)}.{quote(plan.table.table)}"
+def emit_sql(plan: QueryPlan, database: str, *, source: str | None = None) -> str:
+    """The ClickHouse SQL computing ``plan``'s exact measures (keys k0.., measures m0..).
+
+    ``source`` replaces the table (see :func:`emit_probe_sql`).
+    """
+    table = source or f"{quote(database)}.{quote(plan.table.table)}"
     columns = ", ".join(quote(c) for c in plan.needed_columns)
     conditions = []
     if plan.where is not None:
@@ -59,3 +63,19 @@ def _where_sql(plan: QueryPlan) -> str:
         col.set("table", None)
         col.this.set("quoted", True)
     return where.sql(dialect=DIALECT)
+
+
+def emit_probe_sql(plan: QueryPlan, database: str) -> str:
+    """The plan's SQL over one synthetic row of non-NULL default values, no table data.
+
+    Running it makes ClickHouse type-check and execute every expression of the query (an empty
+    input or EXPLAIN skips functions over Nullable columns), so a query that cannot run is
+    rejected before anything is charged, and the outcome cannot depend on the data.
+    """
+    columns = []
+    for name in plan.needed_columns:
+        full = plan.table.columns[name].type
+        columns.append(
+            f"CAST(defaultValueOfTypeName({literal(base_type(full))}), {literal(full)}) AS {quote(name)}"
+        )
+    return emit_sql(plan, database, source=f"(SELECT {', '.join(columns)})")

@@ -10,7 +10,7 @@ from tests.helpers import make_table
 COLUMNS = (
     "uid UInt64, region String COMMENT 'dp: public, values=[\"a\", \"b\"]', "
     "city String COMMENT 'dp: public', x Float64 COMMENT 'dp: bounds=[0, 10]', "
-    "secret Float64, name String"
+    "secret Float64, name String, nname Nullable(String)"
 )
 
 REJECTED = [
@@ -57,6 +57,7 @@ REJECTED = [
     ("SELECT count(*) FROM t WHERE toInt64(name) = 1", QueryRejected, "toint64\\(\\) is not allowed"),
     ("SELECT count(*) FROM t WHERE uid % 0 = 1", QueryRejected, "MOD expressions"),
     ("SELECT count(*) FROM t WHERE name = 1", QueryRejected, "ClickHouse cannot run this query"),
+    ("SELECT count(*) FROM t WHERE nname = 1", QueryRejected, "ClickHouse cannot run this query"),
 ]
 
 
