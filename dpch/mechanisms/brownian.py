@@ -38,9 +38,7 @@ from dpch.mechanisms.lnr import snap
 from dpch.mechanisms.sampling import NoiseSource
 
 
-def bridge_step(
-    noise: np.ndarray, t_prev: float, t_next: float, rng: np.random.Generator
-) -> np.ndarray:
+def bridge_step(noise: np.ndarray, t_prev: float, t_next: float, rng: np.random.Generator) -> np.ndarray:
     """B_{t_next} given B_{t_prev} = noise (t_next ≤ t_prev), the corrected 002 App. E bridge."""
     if t_next > t_prev:
         raise ValueError("Brownian times must be non-increasing")
@@ -149,9 +147,7 @@ class BrownianMechanism:
 class BrownianRun:
     """One run of BM. Only the current noise B_{T_n} is kept (002 App. E)."""
 
-    def __init__(
-        self, mechanism: BrownianMechanism, values: np.ndarray, rng: np.random.Generator
-    ) -> None:
+    def __init__(self, mechanism: BrownianMechanism, values: np.ndarray, rng: np.random.Generator) -> None:
         self._mechanism = mechanism
         self._values = values
         self._rng = rng

@@ -46,9 +46,7 @@ class ExponentialMechanism:
     def select(self, utilities: np.ndarray, source: NoiseSource) -> int:
         u = np.asarray(utilities, dtype=float)
         factor = 1.0 if self.monotonic else 2.0
-        keys = self.epsilon * u / (factor * self.sensitivity) + source.generator.gumbel(
-            size=u.shape
-        )
+        keys = self.epsilon * u / (factor * self.sensitivity) + source.generator.gumbel(size=u.shape)
         return int(np.argmax(keys))
 
 

@@ -52,9 +52,7 @@ class GaussianMechanism:
         if self.sensitivity > 0:
             sigma = calibration.analytic_gaussian_sigma(self.epsilon, self.delta, self.sensitivity)
             if self.integer:
-                sigma = max(
-                    sigma, discrete_gaussian_sigma(self.epsilon, self.delta, self.sensitivity)
-                )
+                sigma = max(sigma, discrete_gaussian_sigma(self.epsilon, self.delta, self.sensitivity))
         object.__setattr__(self, "sigma", sigma)
 
     @property
@@ -109,6 +107,4 @@ class GaussianMechanism:
         if self.integer:
             noise = source.discrete_gaussian(self.sigma, values.shape)
             return np.rint(values) + noise.astype(float)
-        return gaussian_on_grid(
-            values, self.sensitivity, self.epsilon, self.delta, self.sigma, source.generator
-        )
+        return gaussian_on_grid(values, self.sensitivity, self.epsilon, self.delta, self.sigma, source.generator)

@@ -59,9 +59,7 @@ class LaplaceGrid:
         b = sensitivity / epsilon
         width = _pow2_floor(min(b * 2.0**-GRID_BITS, sensitivity * LAPLACE_INFLATION / dim))
         if b / width > _MAX_LAPLACE_GRID_SCALE:
-            raise ValueError(
-                f"{dim} coordinates at ε={epsilon} need a grid too fine for exact sampling"
-            )
+            raise ValueError(f"{dim} coordinates at ε={epsilon} need a grid too fine for exact sampling")
         # integer query q has ℓ1 sensitivity ≤ Δ1/λ + d; Lap scale (Δ1/λ + d)/ε keeps ε-DP
         scale = rational_at_least((sensitivity / width + dim) / epsilon)
         return cls(width, scale)
@@ -75,17 +73,12 @@ class GaussianGrid:
     sigma2: Fraction
 
     @classmethod
-    def for_release(
-        cls, sensitivity: float, epsilon: float, delta: float, sigma: float, dim: int
-    ) -> GaussianGrid:
+    def for_release(cls, sensitivity: float, epsilon: float, delta: float, sigma: float, dim: int) -> GaussianGrid:
         """σ is the continuous calibration for (ε, δ, Δ2); the grid σ is ≥ σ·(shift/Δ2)."""
-        width = _pow2_floor(
-            min(sigma * 2.0**-GRID_BITS, sensitivity * GAUSSIAN_INFLATION / math.sqrt(dim))
-        )
+        width = _pow2_floor(min(sigma * 2.0**-GRID_BITS, sensitivity * GAUSSIAN_INFLATION / math.sqrt(dim)))
         if sigma / width > _MAX_GAUSSIAN_GRID_SIGMA / 2:
             raise ValueError(
-                f"{dim} coordinates need a grid too fine for exact Gaussian sampling; "
-                "use fewer groups or a larger ε"
+                f"{dim} coordinates need a grid too fine for exact Gaussian sampling; use fewer groups or a larger ε"
             )
         shift = sensitivity / width + math.sqrt(dim)  # ℓ2 sensitivity of q in grid units
         sigma_grid = max(
@@ -110,15 +103,11 @@ def _round_to_grid(values: np.ndarray, width: float) -> np.ndarray:
 def _from_grid(q: np.ndarray, noise: np.ndarray, width: float) -> np.ndarray:
     total = q + noise  # exact integer addition (int64, or Python ints for huge values)
     if total.dtype == object:
-        return np.array([math.ldexp(float(v), 0) * width for v in total.ravel()]).reshape(
-            total.shape
-        )
+        return np.array([math.ldexp(float(v), 0) * width for v in total.ravel()]).reshape(total.shape)
     return total.astype(float) * width
 
 
-def laplace_on_grid(
-    values: np.ndarray, sensitivity: float, epsilon: float, rng: np.random.Generator
-) -> np.ndarray:
+def laplace_on_grid(values: np.ndarray, sensitivity: float, epsilon: float, rng: np.random.Generator) -> np.ndarray:
     """ε-DP release of real ``values`` (ℓ1 sensitivity Δ1) on a 2^k grid (module docstring)."""
     values = np.asarray(values, dtype=float)
     grid = LaplaceGrid.for_release(sensitivity, epsilon, max(1, values.size))

@@ -50,9 +50,7 @@ class LaplaceMechanism:
         if self.sensitivity == 0:
             return 0.0
         if self.integer:
-            return float(
-                discrete_laplace_half_width(float(rational_at_least(self.scale)), confidence)
-            )
+            return float(discrete_laplace_half_width(float(rational_at_least(self.scale)), confidence))
         # grid release: scale ≤ b(1 + 2^-12)(1 + 2^-20); P(|λZ| > x) ≤ (1 + 2^-19)e^{−x/b'};
         # rounding adds at most λ/2 ≤ b·2^-21 (see dpch.mechanisms.grid)
         b_max = self.scale * (1 + LAPLACE_INFLATION) * (1 + 2.0**-GRID_BITS)

@@ -40,9 +40,7 @@ def snap(values: np.ndarray, scale: float) -> np.ndarray:
     return np.rint(values / width) * width
 
 
-def markov_laplace_path(
-    scales: Sequence[float], size: int | tuple[int, ...], rng: np.random.Generator
-) -> np.ndarray:
+def markov_laplace_path(scales: Sequence[float], size: int | tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
     """ζ_1..ζ_K for increasing ``scales`` (002 eq. 5), shape (K, *size); ζ_n ~ Lap(t_n)."""
     t = np.asarray(scales, dtype=float)
     if t.ndim != 1 or t.size == 0 or np.any(t <= 0) or np.any(np.diff(t) <= 0):

@@ -62,9 +62,7 @@ class NoiseSource:
         """Draws from N(0, sigma²)."""
         return self.generator.normal(0.0, sigma, size)
 
-    def discrete_laplace(
-        self, scale: float | Fraction, size: int | tuple[int, ...] = 1
-    ) -> np.ndarray:
+    def discrete_laplace(self, scale: float | Fraction, size: int | tuple[int, ...] = 1) -> np.ndarray:
         """Exact int64 draws with P(z) ∝ exp(−|z|/scale); a float scale is rounded *up* to a
         rational (CKS 2020 Algorithm 2)."""
         frac = scale if isinstance(scale, Fraction) else rational_at_least(scale)

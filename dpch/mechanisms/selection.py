@@ -148,9 +148,7 @@ class GaussianAboveThreshold:
         """Ex-ante ε at ``delta`` (Thm 7 → pDP, B8); needs lower ≥ 0."""
         if self.lower < 0:
             raise ValueError("Thm 7 needs non-negative queries (lower ≥ 0)")
-        return at_epsilon_max(
-            self.sensitivity, self.sigma_x, self.sigma_z, self.threshold, self.delta
-        )
+        return at_epsilon_max(self.sensitivity, self.sigma_x, self.sigma_z, self.threshold, self.delta)
 
     def epsilon_post(self, t: int) -> float:
         """Ex-post ε of halting at query t (Thm 17, B8); grows with t."""
@@ -172,9 +170,7 @@ class GaussianAboveThreshold:
 class AboveThresholdRun:
     """One instance: feed query values with :meth:`test`; it halts at the first ⊤."""
 
-    def __init__(
-        self, mechanism: GaussianAboveThreshold, noisy_threshold: float, source: NoiseSource
-    ) -> None:
+    def __init__(self, mechanism: GaussianAboveThreshold, noisy_threshold: float, source: NoiseSource) -> None:
         self._mechanism = mechanism
         self._threshold = noisy_threshold
         self._source = source
@@ -198,9 +194,7 @@ class AboveThresholdRun:
         m = self._mechanism
         worst = m.epsilon_max
         if self.halted:
-            return PrivacyCost(
-                m.epsilon_post(self.count), m.delta, ex_post=True, worst_epsilon=worst
-            )
+            return PrivacyCost(m.epsilon_post(self.count), m.delta, ex_post=True, worst_epsilon=worst)
         return PrivacyCost(worst, m.delta, ex_post=True, worst_epsilon=worst)
 
 

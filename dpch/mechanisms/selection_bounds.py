@@ -30,9 +30,7 @@ from scipy.special import log_ndtr
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
-def log_gaussian_expectation(
-    log_g: Callable[[np.ndarray], np.ndarray], points: int = 20_001
-) -> float:
+def log_gaussian_expectation(log_g: Callable[[np.ndarray], np.ndarray], points: int = 20_001) -> float:
     """log E_{z~N(0,1)}[g(z)] from a vectorised log g, robust to underflow (B11).
 
     The coarse pass covers z ∈ [−60, 60] (log φ < −1800 beyond, so nothing relevant is
@@ -100,9 +98,7 @@ def at_epsilon_post(
     return log_n(sensitivity) - log_n(0.0)
 
 
-def at_epsilon_max(
-    sensitivity: float, sigma_x: float, sigma_z: float, threshold: float, delta: float
-) -> float:
+def at_epsilon_max(sensitivity: float, sigma_x: float, sigma_z: float, threshold: float, delta: float) -> float:
     """Ex-ante ε (with failure probability δ) of Gaussian AT from 004 Thm 7's RDP bound (B8).
 
     Requires σ_Z ≥ √3·σ_X, threshold ρ ≥ 0 and non-negative Δ-sensitive queries.

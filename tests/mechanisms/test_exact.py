@@ -90,9 +90,7 @@ def test_discrete_gaussian_large_sigma_moments(rng):
     se_mean = sigma / np.sqrt(N)
     se_var = sigma**2 * np.sqrt(2 / N)
     assert abs(z.mean()) < 4 * se_mean, f"mean {z.mean():.1f} beyond 4·se={4 * se_mean:.1f}"
-    assert abs(z.var() - sigma**2) < 4 * se_var, (
-        f"var {z.var():.4g} vs {sigma**2:.4g} ± {4 * se_var:.3g}"
-    )
+    assert abs(z.var() - sigma**2) < 4 * se_var, f"var {z.var():.4g} vs {sigma**2:.4g} ± {4 * se_var:.3g}"
 
 
 @pytest.mark.parametrize("gamma", [Fraction(1, 3), Fraction(1), Fraction(5, 2)])
@@ -109,3 +107,27 @@ def test_rational_at_least_rounds_up():
         f = rational_at_least(v)
         assert f >= Fraction(v), f"{f} < {v}"
         assert float(f - Fraction(v)) <= v * 2**-20, f"{f} more than 2^-20 relative above {v}"
+
+
+def test_exp_neg1_words_match_decimal():
+    """The lazily compared bits of e^{-1} equal a 120-digit decimal expansion's."""
+    from decimal import ROUND_FLOOR, Decimal, localcontext
+
+    from dpch.mechanisms.exact import _exp_neg1_word
+
+    with localcontext() as ctx:
+        ctx.prec = 120
+        e1 = Decimal(-1).exp()
+        for i in range(4):
+            scaled = (e1 * Decimal(2) ** (64 * (i + 1))).to_integral_value(rounding=ROUND_FLOOR)
+            assert _exp_neg1_word(i) == int(scaled) & (2**64 - 1)
+
+
+def test_bernoulli_exp_minus_one_rate(rng):
+    from dpch.mechanisms.exact import _bernoulli_exp_minus_one
+
+    n = 1_000_000
+    rate = _bernoulli_exp_minus_one(rng, n).mean()
+    p = np.exp(-1)
+    se = np.sqrt(p * (1 - p) / n)
+    assert abs(rate - p) < 4.5 * se, f"rate {rate:.5f} vs e^-1 ± 4.5·se={4.5 * se:.5f}"

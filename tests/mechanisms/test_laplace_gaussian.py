@@ -92,9 +92,7 @@ def test_half_width_coverage(mech, source):
     rate = float(np.mean(err <= mech.half_width(0.9)))
     assert rate >= 0.9 - binomial_band(0.9, n), f"coverage {rate:.4f} below 0.9 band"
     if not mech.integer:  # integer intervals jump; real ones should be nearly tight
-        assert rate <= 0.9 + binomial_band(0.9, n) + 0.001, (
-            f"coverage {rate:.4f}: half-width far too wide"
-        )
+        assert rate <= 0.9 + binomial_band(0.9, n) + 0.001, f"coverage {rate:.4f}: half-width far too wide"
 
 
 def test_integer_releases_are_integers(source):

@@ -66,9 +66,7 @@ def test_rnm_two_closed_form_and_second_method():
     assert rnm_epsilon(1, 0.01, 0.3, 2) == pytest.approx(rnm_epsilon_two(1, 0.01, 0.3), rel=1e-9)
 
     def expectation(shift):
-        return integrate.quad(
-            lambda z: stats.norm.pdf(z) * ndtr(z - shift) ** 9, -12, 12, limit=200
-        )[0]
+        return integrate.quad(lambda z: stats.norm.pdf(z) * ndtr(z - shift) ** 9, -12, 12, limit=200)[0]
 
     quad = math.log(expectation((1 - 0.02) / 0.3)) - math.log(expectation(1 / 0.3))
     assert rnm_epsilon(1, 0.01, 0.3, 10) == pytest.approx(quad, rel=1e-7)
@@ -116,11 +114,7 @@ def test_at_printed_thm10_underreports():
 
     def log_n(xi, sign):
         z = np.linspace(-12, 12, 200_001)
-        logf = (
-            -0.5 * z * z
-            + log_ndtr((sx * z + rho - 1 + xi) / sz)
-            + log_ndtr((sign * sx * z - rho + xi) / sz)
-        )
+        logf = -0.5 * z * z + log_ndtr((sx * z + rho - 1 + xi) / sz) + log_ndtr((sign * sx * z - rho + xi) / sz)
         return math.log(integrate.simpson(np.exp(logf), x=z))
 
     printed = log_n(d, +1) - log_n(0, +1)
@@ -251,9 +245,7 @@ def test_rat_with_lnr_never_halts_below(source):
     assert res.cost.epsilon == pytest.approx(0.5 + 0.5)
 
 
-@pytest.mark.parametrize(
-    ("sigma", "eps_baseline"), [(0.1, 1.566), (0.2, 0.661), (0.3, 0.399), (0.5, 0.208)]
-)
+@pytest.mark.parametrize(("sigma", "eps_baseline"), [(0.1, 1.566), (0.2, 0.661), (0.3, 0.399), (0.5, 0.208)])
 def test_near_baseline_analytic_gaussian_b10(sigma, eps_baseline):
     """B10 NEAR baseline: analytic Gaussian with Δ_q = √364/300, δ = 3e-3 needs ε ≈ the printed
     value for σ (3 significant digits as printed): σ(ε_printed) ≈ σ."""
