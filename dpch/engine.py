@@ -202,9 +202,20 @@ class Engine:
 
     # -- raw access: metadata, DDL, ledger (never for analyst SQL) --------------------------
 
-    def command(self, sql: str) -> None:
+    def command(self, sql: str, parameters: dict[str, Any] | None = None) -> None:
         with self._lock:
-            self._client.command(sql)
+            self._client.command(sql, parameters=parameters)
+
+    def insert_row(self, table: str, values: dict[str, tuple[str, Any]]) -> None:
+        """Inserts one row as a single statement: ``values`` maps column → (ClickHouse type, value).
+
+        One statement with bound parameters (no client-side DESCRIBE round trip): this is the
+        ledger's hot path.
+        """
+        columns = ", ".join(quote_identifier(c) for c in values)
+        params = ", ".join(f"{{p{i}:{t}}}" for i, (t, _) in enumerate(values.values()))
+        bound = {f"p{i}": v for i, (_, v) in enumerate(values.values())}
+        self.command(f"INSERT INTO {self.table(table)} ({columns}) SELECT {params}", bound)
 
     def query_rows(self, sql: str, parameters: dict[str, Any] | None = None) -> list[tuple]:
         with self._lock:
@@ -287,6 +298,15 @@ class Engine:
             {"db": self.database, "t": table},
         )
         return rows[0][0] if rows else ""
+
+    def sorting_key(self, table: str) -> list[str]:
+        """The table's ORDER BY key as a list of expressions (empty if none)."""
+        rows = self.query_rows(
+            "SELECT sorting_key FROM system.tables WHERE database = {db:String} AND name = {t:String}",
+            {"db": self.database, "t": table},
+        )
+        key = rows[0][0] if rows else ""
+        return [part.strip() for part in key.split(",") if part.strip()]
 
     def columns(self, table: str) -> list[ColumnInfo]:
         rows = self.query_rows(

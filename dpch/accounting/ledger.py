@@ -18,10 +18,6 @@ from dpch.engine import Engine
 from dpch.mechanisms.cost import PrivacyCost
 
 LEDGER_TABLE = "dpch_ledger"
-COLUMNS = [
-    "release_id", "seq", "time", "analyst", "dataset", "query_hash", "mechanism", "filter",
-    "status", "epsilon", "delta", "rho", "worst_epsilon", "worst_delta",
-]
 
 
 @dataclass(frozen=True)
@@ -88,17 +84,27 @@ class Ledger:
             cost=cost,
             worst=cost,
         )
-        self.engine.insert(LEDGER_TABLE, [self._row(entry, 1, filter_name)], COLUMNS)
+        self.engine.insert_row(LEDGER_TABLE, self._row(entry, 1, filter_name))
         return entry
 
     @staticmethod
-    def _row(entry: LedgerEntry, seq: int, filter_name: str) -> list:
-        return [
-            uuid.UUID(entry.release_id), seq, entry.time, entry.analyst, entry.dataset,
-            entry.query_hash, entry.mechanism, filter_name, entry.status,
-            entry.cost.epsilon, entry.cost.delta, entry.cost.rho,
-            entry.worst.epsilon, entry.worst.delta,
-        ]
+    def _row(entry: LedgerEntry, seq: int, filter_name: str) -> dict[str, tuple[str, object]]:
+        return {
+            "release_id": ("UUID", entry.release_id),
+            "seq": ("UInt8", seq),
+            "time": ("DateTime64(6, 'UTC')", entry.time.strftime("%Y-%m-%d %H:%M:%S.%f")),
+            "analyst": ("String", entry.analyst),
+            "dataset": ("String", entry.dataset),
+            "query_hash": ("String", entry.query_hash),
+            "mechanism": ("String", entry.mechanism),
+            "filter": ("String", filter_name),
+            "status": ("String", entry.status),
+            "epsilon": ("Float64", entry.cost.epsilon),
+            "delta": ("Float64", entry.cost.delta),
+            "rho": ("Nullable(Float64)", entry.cost.rho),
+            "worst_epsilon": ("Float64", entry.worst.epsilon),
+            "worst_delta": ("Float64", entry.worst.delta),
+        }
 
     def entries(self, analyst: str) -> list[LedgerEntry]:
         """Every release of ``analyst`` at its latest row, oldest first."""

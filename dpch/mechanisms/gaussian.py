@@ -24,6 +24,7 @@ import numpy as np
 from dpch.mechanisms import calibration
 from dpch.mechanisms.cost import PrivacyCost
 from dpch.mechanisms.discrete import discrete_gaussian_half_width, discrete_gaussian_sigma
+from dpch.mechanisms.exact import rational_at_least
 from dpch.mechanisms.grid import GAUSSIAN_INFLATION, GRID_BITS, gaussian_on_grid
 from dpch.mechanisms.sampling import NoiseSource
 
@@ -95,8 +96,6 @@ class GaussianMechanism:
         return cls(hi, delta, sensitivity, integer)
 
     def _sigma2_float(self) -> float:
-        from dpch.mechanisms.exact import rational_at_least
-
         return float(rational_at_least(self.sigma**2))
 
     def release(self, values: np.ndarray, source: NoiseSource) -> np.ndarray:

@@ -83,10 +83,17 @@ class TablePolicy:
     max_groups_per_unit: int | None = None
     public: bool = False
     sources: tuple[str, ...] = field(default=())
+    #: the table's ClickHouse sorting key, when it is plain columns
+    sorting_key: tuple[str, ...] = field(default=())
 
     @property
     def private(self) -> bool:
         return self.privacy_unit is not None
+
+    @property
+    def unit_ordered(self) -> bool:
+        """Whether the table is stored ordered by its privacy unit first (fast LIMIT BY)."""
+        return bool(self.sorting_key) and self.sorting_key[0] == self.privacy_unit
 
     @property
     def contribution_cap(self) -> int:
@@ -152,6 +159,7 @@ def build_table_policy(
     table_spec: dict[str, Any],
     column_specs: dict[str, dict[str, Any]],
     sources: tuple[str, ...] = (),
+    sorting_key: tuple[str, ...] = (),
 ) -> TablePolicy:
     """Validates raw annotation/TOML settings against the table's real columns."""
     unknown = set(table_spec) - TABLE_KEYS
@@ -208,6 +216,9 @@ def build_table_policy(
         max_groups_per_unit=groups,
         public=public,
         sources=sources,
+        sorting_key=tuple(k for k in sorting_key if k in column_types)
+        if all(k in column_types for k in sorting_key)
+        else (),
     )
 
 

@@ -84,4 +84,5 @@ class Policy:
             table_spec,
             column_specs,
             tuple(sources),
+            tuple(engine.sorting_key(table)),
         )

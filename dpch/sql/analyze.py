@@ -195,6 +195,8 @@ def analyze(parsed: ParsedQuery, table_policy: Callable[[str], TablePolicy], dat
     needed = set(resolver.used)
     if policy.privacy_unit:
         needed.add(policy.privacy_unit)
+    if policy.unit_ordered and not policy.unique_units:
+        needed.update(policy.sorting_key)  # LIMIT BY follows the stored order (see rewrite)
     order = _order_items(select, outputs, keys)
     limit, offset = _limit(select)
     return QueryPlan(

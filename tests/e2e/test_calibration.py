@@ -48,8 +48,9 @@ def noisy(connect):
             sums = np.array([row[2] for row in r.rows])
             released["count"].append(counts - exact["m0"])
             released["sum"].append(sums - exact["m1"])
-            released["count_cover"].append([iv[1][0] <= e <= iv[1][1] for iv, e in zip(r.intervals, exact["m0"])])
-            released["sum_cover"].append([iv[2][0] <= e <= iv[2][1] for iv, e in zip(r.intervals, exact["m1"])])
+            pairs = list(zip(r.intervals, exact["m0"], exact["m1"], strict=True))
+            released["count_cover"].append([iv[1][0] <= c <= iv[1][1] for iv, c, _ in pairs])
+            released["sum_cover"].append([iv[2][0] <= s <= iv[2][1] for iv, _, s in pairs])
         return {k: np.concatenate(v) for k, v in released.items()}
 
     return run

@@ -8,7 +8,10 @@ from dpch import Policy, PolicyError
 from dpch.policy.annotations import parse_annotation
 from tests.helpers import make_table
 
-COLUMNS = "uid UInt64, region String COMMENT 'dp: public, values=[\"a\", \"b\"]', x Float64 COMMENT 'dp: bounds=[0, 10]', note String COMMENT 'free text'"
+COLUMNS = (
+    "uid UInt64, region String COMMENT 'dp: public, values=[\"a\", \"b\"]', "
+    "x Float64 COMMENT 'dp: bounds=[0, 10]', note String COMMENT 'free text'"
+)
 
 
 def test_parse_annotation_flags_lists_and_words():
