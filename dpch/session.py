@@ -202,7 +202,8 @@ class Session:
         for m in plan.measures:
             if opts.resolved_mechanism == "gaussian":
                 result[m.name] = GaussianMechanism(
-                    opts.epsilon / share, opts.delta / share, m.sensitivity, integer=m.integer
+                    opts.epsilon / share, opts.delta / share, m.sensitivity, integer=m.integer,
+                    dimension=len(plan.group_domain),
                 )
             else:
                 result[m.name] = LaplaceMechanism(opts.epsilon / share, m.sensitivity, integer=m.integer)

@@ -27,6 +27,7 @@ from dpch.mechanisms.discrete import discrete_gaussian_half_width, discrete_gaus
 from dpch.mechanisms.exact import rational_at_least
 from dpch.mechanisms.grid import GAUSSIAN_INFLATION, GRID_BITS, gaussian_on_grid
 from dpch.mechanisms.sampling import NoiseSource
+from dpch.mechanisms.zcdp import sigma_for_zcdp
 
 #: slack for the grid's discrete calibration (Euler–Maclaurin bound) over the continuous σ
 _GRID_SIGMA_SLACK = 2.0**-16
@@ -45,6 +46,10 @@ class GaussianMechanism:
     sensitivity: float
     #: the query's exact values are integers: sample the discrete Gaussian exactly
     integer: bool = False
+    #: coordinates released together (groups): above 1, σ also meets (ε, δ) through the exact
+    #: zCDP of the multivariate discrete Gaussian (CKS Thm 14 + Cor 13), since the
+    #: single-coordinate calibration (CKS Thm 7) is not proven for vectors
+    dimension: int = 1
     sigma: float = field(init=False)
     name = "gaussian"
 
@@ -54,6 +59,8 @@ class GaussianMechanism:
             sigma = calibration.analytic_gaussian_sigma(self.epsilon, self.delta, self.sensitivity)
             if self.integer:
                 sigma = max(sigma, discrete_gaussian_sigma(self.epsilon, self.delta, self.sensitivity))
+            if self.dimension > 1:
+                sigma = max(sigma, sigma_for_zcdp(self.epsilon, self.delta, self.sensitivity))
         object.__setattr__(self, "sigma", sigma)
 
     @property
@@ -79,21 +86,22 @@ class GaussianMechanism:
         delta: float,
         sensitivity: float,
         integer: bool = False,
+        dimension: int = 1,
     ) -> GaussianMechanism:
         """Accuracy-first inverse: the smallest ε (to 1e-9 relative) at ``delta`` whose
         :meth:`half_width` (for what is actually sampled) is within ±half_width."""
         lo, hi = 1e-6, 1.0
-        while cls(hi, delta, sensitivity, integer).half_width(confidence) > half_width:
+        while cls(hi, delta, sensitivity, integer, dimension).half_width(confidence) > half_width:
             lo, hi = hi, hi * 4.0
         for _ in range(64):
             mid = math.sqrt(lo * hi)
-            if cls(mid, delta, sensitivity, integer).half_width(confidence) <= half_width:
+            if cls(mid, delta, sensitivity, integer, dimension).half_width(confidence) <= half_width:
                 hi = mid
             else:
                 lo = mid
             if hi / lo < 1 + 1e-9:
                 break
-        return cls(hi, delta, sensitivity, integer)
+        return cls(hi, delta, sensitivity, integer, dimension)
 
     def _sigma2_float(self) -> float:
         return float(rational_at_least(self.sigma**2))

@@ -49,3 +49,48 @@ def dp_to_zcdp_rho(epsilon: float) -> float:
 def exponential_mechanism_rho(epsilon_em: float) -> float:
     """The exponential mechanism with parameter ε_EM is ε_EM²/8-zCDP (000 §7.2)."""
     return epsilon_em * epsilon_em / 8.0
+
+
+def zcdp_delta(rho: float, epsilon: float) -> float:
+    """The δ at which ρ-zCDP implies (ε, δ)-DP, by the optimal conversion of Canonne, Kamath &
+    Steinke 2020 (Corollary 13): δ = inf_{α>1} exp((α−1)(αρ−ε))/(α−1) · (1 − 1/α)^α.
+
+    Tighter than ρ + 2√(ρ log(1/δ)); minimised over α numerically in log space.
+    """
+    from scipy.optimize import minimize_scalar
+
+    if rho <= 0:
+        return 0.0
+
+    def log_delta(log_a1: float) -> float:
+        a1 = math.exp(log_a1)  # α − 1, kept in log form so α → 1 stays finite
+        a = 1.0 + a1
+        return a1 * (a * rho - epsilon) - log_a1 + a * (log_a1 - math.log(a))
+
+    # the leading term's optimum is near α = (ε + ρ)/(2ρ); search log(α − 1) around it
+    guess = math.log(max(1e-9, (epsilon + rho) / (2.0 * rho) - 1.0))
+    result = minimize_scalar(log_delta, bounds=(guess - 25.0, guess + 25.0), method="bounded",
+                             options={"xatol": 1e-10})
+    best = min(float(result.fun), log_delta(guess))
+    return min(1.0, math.exp(best))
+
+
+def sigma_for_zcdp(epsilon: float, delta: float, sensitivity: float) -> float:
+    """Smallest σ whose ρ = Δ2²/(2σ²) converts (:func:`zcdp_delta`) to (ε, δ)-DP.
+
+    The multivariate discrete Gaussian is exactly ρ-zCDP (CKS 2020 Theorem 14), so this σ
+    makes a vector release of exact discrete Gaussian noise (ε, δ)-DP with a proof, where
+    the single-coordinate CKS Theorem 7 calibration does not apply.
+    """
+    from scipy.optimize import brentq
+
+    def excess(log_sigma: float) -> float:
+        rho = sensitivity**2 / (2.0 * math.exp(2.0 * log_sigma))
+        return math.log(max(zcdp_delta(rho, epsilon), 1e-300)) - math.log(delta)
+
+    lo, hi = math.log(sensitivity) - 5.0, math.log(sensitivity) + 5.0
+    while excess(hi) > 0:
+        hi += 5.0
+    while excess(lo) < 0:
+        lo -= 5.0
+    return math.exp(brentq(excess, lo, hi, xtol=1e-12)) * (1.0 + 1e-9)  # round up: never below
