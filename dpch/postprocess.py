@@ -1,83 +1,165 @@
-"""Post-processing of noisy measures into result rows (free: it never touches the data).
+"""Post-processing: noisy measures → statistics → result rows (free: no data is read).
 
-Counts and sums are released as measured. An average is mid + S/C from the noisy centred
-sum S and noisy count C, clipped to the column's bounds (the average of clamped values lies
-in them). Its interval holds with the stated confidence by a union bound: S and C are each
-within their (1 − β/2) half-widths, and the ratio is bounded over that box.
+- count, sum, count(DISTINCT …): released as measured, ± the mechanism's half-width.
+- avg: mid + S/C from the noisy centred sum S and count C, clipped to the value's bounds.
+- varPop/varSamp/stddev*: from C, S1 = Σ(x − mid), S2 = Σ(x − mid)²: varPop = S2/C − (S1/C)²,
+  clipped to [0, r²] (r = half the bounds' width); varSamp = varPop·C/(C − 1); stddev = √var.
+- quantile: the exponential mechanism's pick on the public grid (its accuracy is a rank
+  error, reported in the notes; the value has no interval).
+
+Intervals of derived statistics hold by a union bound: each of the m measures of a statistic
+is within its (1 − β/m) half-width, and the statistic is bounded over that box.
 """
 
 from __future__ import annotations
 
-import functools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from dpch.sql.analyze import OutputColumn, QueryPlan
+from dpch.calibrate import NoisePlan
+from dpch.mechanisms.sampling import NoiseSource
+from dpch.sql import outputs
+from dpch.sql.aggregates import Stat
 
 Interval = tuple[float, float]
 
 
-def count_or_sum(noisy: np.ndarray, half_width: float) -> tuple[list[float], list[Interval]]:
-    values = [float(v) for v in noisy]
-    return values, [(v - half_width, v + half_width) for v in values]
+@dataclass
+class GroupData:
+    """Exact inputs of the released groups: keys, additive measures, histograms."""
+
+    keys: list[tuple]
+    measures: dict[str, np.ndarray]
+    histograms: dict[str, list[dict[int, int]]]
+    #: distinct units per key (partition selection only)
+    units: np.ndarray
 
 
-def average(
-    noisy_sum: np.ndarray,
-    noisy_count: np.ndarray,
-    sum_half_width: float,
-    count_half_width: float,
-    bounds: tuple[float, float],
-) -> tuple[list[float], list[Interval]]:
-    """Average from a noisy centred sum and count; half-widths are at confidence 1 − β/2."""
-    lo, hi = bounds
-    mid = (lo + hi) / 2.0
-    values, intervals = [], []
-    for s, c in zip(noisy_sum.tolist(), noisy_count.tolist(), strict=True):
-        value = mid + s / c if c >= 1 else mid
-        values.append(min(hi, max(lo, value)))
-        if c - count_half_width <= 0:
-            intervals.append((lo, hi))
-            continue
-        ratios = [
-            (s + ds) / (c + dc)
-            for ds in (-sum_half_width, sum_half_width)
-            for dc in (-count_half_width, count_half_width)
-        ]
-        intervals.append((max(lo, mid + min(ratios)), min(hi, mid + max(ratios))))
-    return values, intervals
+def stat_values(stat: Stat, noisy: dict[str, np.ndarray], quantiles: dict[str, np.ndarray]) -> np.ndarray:
+    """The released value of ``stat`` in every group."""
+    if stat.kind in ("count", "sum"):
+        return noisy[stat.measures[0]]
+    if stat.kind == "avg":
+        s, c = noisy[stat.measures[0]], noisy[stat.measures[1]]
+        iv = stat.interval
+        with np.errstate(divide="ignore", invalid="ignore"):
+            value = np.where(c >= 1, iv.mid + s / np.maximum(c, 1), iv.mid)
+        return np.clip(value, iv.lo, iv.hi)
+    if stat.kind == "var":
+        c, s1, s2 = (noisy[m] for m in stat.measures)
+        r2 = (stat.interval.width / 2.0) ** 2
+        cc = np.maximum(c, 1.0)
+        var = np.clip(s2 / cc - (s1 / cc) ** 2, 0.0, r2)
+        if stat.variant in ("varSamp", "stddevSamp"):
+            var = np.where(c > 1, np.clip(var * cc / np.maximum(cc - 1, 1e-9), 0.0, r2), var)
+        return np.sqrt(var) if stat.variant.startswith("stddev") else var
+    if stat.kind == "quantile":
+        return quantiles[stat.name]
+    raise ValueError(stat.kind)
 
 
-def order_and_limit(
-    plan: QueryPlan, rows: list[tuple[Any, ...]], intervals: list[list[Interval | None]]
-) -> tuple[list[tuple[Any, ...]], list[list[Interval | None]]]:
-    """Applies ORDER BY / LIMIT / OFFSET to the noisy rows."""
-    pairs = list(zip(rows, intervals, strict=True))
-    if plan.order:
+def stat_intervals(stat: Stat, noisy: dict[str, np.ndarray], noise: NoisePlan,
+                   confidence: float) -> list[Interval] | None:
+    """Per-group intervals holding with ``confidence`` (None for quantiles)."""
+    if stat.kind == "quantile":
+        return None
+    m = len(stat.measures)
+    level = 1.0 - (1.0 - confidence) / m
+    half = [noise.additive[name].half_width(level) for name in stat.measures]
+    arrays = [noisy[name] for name in stat.measures]
+    n = len(arrays[0])
+    if stat.kind in ("count", "sum"):
+        return [(float(v) - half[0], float(v) + half[0]) for v in arrays[0]]
+    if stat.kind == "avg":
+        iv = stat.interval
+        result = []
+        for s, c in zip(arrays[0].tolist(), arrays[1].tolist(), strict=True):
+            if c - half[1] <= 0:
+                result.append((iv.lo, iv.hi))
+                continue
+            ratios = [(s + ds) / (c + dc) for ds in (-half[0], half[0]) for dc in (-half[1], half[1])]
+            result.append((max(iv.lo, iv.mid + min(ratios)), min(iv.hi, iv.mid + max(ratios))))
+        return result
+    # variance family
+    r2 = (stat.interval.width / 2.0) ** 2
+    result = []
+    for i in range(n):
+        c, s1, s2 = (float(a[i]) for a in arrays)
+        c_lo, c_hi = c - half[0], c + half[0]
+        if c_lo <= 1:
+            lo, hi = 0.0, r2
+        else:
+            s1_abs = [abs(s1 - half[1]), abs(s1 + half[1])]
+            s1_min = 0.0 if s1 - half[1] <= 0 <= s1 + half[1] else min(s1_abs)
+            s1_max = max(s1_abs)
+            s2_lo, s2_hi = s2 - half[2], s2 + half[2]
+            highs, lows = [], []
+            for cv in _critical_counts(c_lo, c_hi, s1_min, s2_hi):
+                highs.append(s2_hi / cv - (s1_min / cv) ** 2)
+            for cv in _critical_counts(c_lo, c_hi, s1_max, s2_lo):
+                lows.append(s2_lo / cv - (s1_max / cv) ** 2)
+            lo, hi = min(lows), max(highs)
+            if stat.variant in ("varSamp", "stddevSamp"):
+                lo, hi = lo * c_hi / (c_hi - 1), hi * c_lo / (c_lo - 1)
+        lo, hi = min(max(lo, 0.0), r2), min(max(hi, 0.0), r2)
+        if stat.variant.startswith("stddev"):
+            lo, hi = math.sqrt(lo), math.sqrt(hi)
+        result.append((lo, hi))
+    return result
 
-        def compare(a: tuple, b: tuple) -> int:
-            for item in plan.order:
-                x, y = a[0][item.output_index], b[0][item.output_index]
-                if x == y:
-                    continue
-                result = -1 if _less(x, y) else 1
-                return -result if item.descending else result
-            return 0
 
-        pairs.sort(key=functools.cmp_to_key(compare))
-    start = plan.offset
-    stop = None if plan.limit is None else start + plan.limit
-    pairs = pairs[start:stop]
-    return [p[0] for p in pairs], [p[1] for p in pairs]
+def _critical_counts(c_lo: float, c_hi: float, s1: float, s2: float) -> list[float]:
+    """Count values where S2/C − (S1/C)² may take its extremes on [c_lo, c_hi]."""
+    points = [c_lo, c_hi]
+    if s2 > 0:
+        critical = 2 * s1 * s1 / s2
+        if c_lo < critical < c_hi:
+            points.append(critical)
+    return points
 
 
-def _less(x: Any, y: Any) -> bool:
-    try:
-        return x < y
-    except TypeError:
-        return str(x) < str(y)
+def pick_quantiles(stat: Stat, histograms: list[dict[int, int]], noise: NoisePlan,
+                   source: NoiseSource) -> np.ndarray:
+    """The exponential mechanism over the grid: utility −|#{bins < j} − q·n| per candidate j."""
+    lo, step, points = stat.grid
+    mech = noise.selectors[stat.measures[0]]
+    values = np.empty(len(histograms))
+    for g, hist in enumerate(histograms):
+        counts = np.zeros(points)
+        for index, count in hist.items():
+            counts[min(int(index), points - 1)] += count
+        below = np.concatenate([[0.0], np.cumsum(counts)[:-1]])
+        utilities = -np.abs(below - stat.quantile * counts.sum())
+        values[g] = lo + step * mech.select(utilities, source)
+    return values
 
 
-def is_statistic(output: OutputColumn) -> bool:
-    return output.kind != "key"
+def rank_error(stat: Stat, noise: NoisePlan, confidence: float) -> float:
+    """With ``confidence``, the released quantile's rank is within this many rows of q·n."""
+    return noise.selectors[stat.measures[0]].utility_gap(stat.grid[2], confidence)
+
+
+def build_rows(outputs_: Sequence, keys: list[tuple], values: dict[str, np.ndarray],
+               intervals_for: Any) -> tuple[list[tuple], list[list[Interval | None]]]:
+    """Evaluates each output column per group; ``intervals_for(output)`` gives stat intervals."""
+    rows: list[list[Any]] = [[] for _ in keys]
+    ivs: list[list[Interval | None]] = [[] for _ in keys]
+    for out in outputs_:
+        stat_ivs = None if out.is_key else intervals_for(out)
+        for g, key in enumerate(keys):
+            env: dict[str, Any] = {f"k{i}": v for i, v in enumerate(key)}
+            env.update({name: float(arr[g]) for name, arr in values.items()})
+            value = outputs.evaluate(out.expr, env)
+            rows[g].append(value)
+            if out.is_key or stat_ivs is None:
+                ivs[g].append(None)
+                continue
+            ienv: dict[str, Interval] = {f"k{i}": (v, v) for i, v in enumerate(key) if isinstance(v, int | float)}
+            ienv.update({name: iv[g] for name, iv in stat_ivs.items()})
+            lo, hi = outputs.interval(out.expr, ienv)
+            ivs[g].append((float(lo), float(hi)))
+    return [tuple(r) for r in rows], ivs

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,22 +20,22 @@ import numpy as np
 
 from dpch.accounting.accountant import Accountant, BudgetStatus
 from dpch.accounting.budget import Budget
+from dpch.calibrate import NoisePlan, calibrate
 from dpch.engine import Engine
-from dpch.errors import BudgetExceeded
+from dpch.errors import BudgetExceeded, QueryRejected
 from dpch.mechanisms.cost import PrivacyCost
 from dpch.mechanisms.gaussian import GaussianMechanism
-from dpch.mechanisms.laplace import LaplaceMechanism
 from dpch.mechanisms.sampling import NoiseSource
 from dpch.policy.model import TablePolicy
 from dpch.policy.resolve import Policy
-from dpch.postprocess import average, count_or_sum, order_and_limit
+from dpch.postprocess import GroupData, build_rows, pick_quantiles, rank_error, stat_intervals, stat_values
 from dpch.release import MeasureReport, Release
-from dpch.sql.analyze import QueryPlan, analyze
+from dpch.sql import outputs
+from dpch.sql.analyze import MAX_GROUPS, QueryPlan, analyze
 from dpch.sql.parse import parse_query
+from dpch.sql.relation import quote
 from dpch.sql.rewrite import emit_probe_sql, emit_sql
 from dpch.sql.settings import QueryOptions, option_overrides
-
-Mechanism = LaplaceMechanism | GaussianMechanism
 
 
 @dataclass(frozen=True)
@@ -50,23 +49,31 @@ class Explanation:
     cost: PrivacyCost
     admissible: bool
     reason: str
+    notes: list[str]
 
     def describe(self) -> str:
-        lines = [f"table {self.plan.table.table} (privacy unit {self.plan.table.privacy_unit}, "
-                 f"≤ {self.plan.table.contribution_cap} rows per unit)"]
+        relation = self.plan.relation
+        tables = ", ".join(
+            f"{t.table} (unit {t.privacy_unit}, ≤ {t.contribution_cap} rows per unit)" if t.private
+            else f"{t.table} (public)"
+            for t in relation.tables
+        )
+        lines = [f"tables: {tables}", f"contribution cap: ≤ {relation.cap} rows per unit"]
         if self.plan.keys:
-            groups = len(self.plan.group_domain)
-            lines.append(f"groups: {groups} (declared keys of {', '.join(k.column for k in self.plan.keys)})")
-        lines.append(f"mechanism: {self.options.resolved_mechanism}, "
-                     f"{int(self.options.confidence * 100)}% intervals")
+            origins = "; ".join(f"{k.label}: {k.origin}" for k in self.plan.keys)
+            groups = ("chosen by partition selection" if self.plan.partition_selection
+                      else str(len(self.plan.group_domain)))
+            lines.append(f"groups: {groups} ({origins})")
+        lines.append(f"mechanism: {self.options.resolved_mechanism}, {self.options.confidence:.0%} intervals")
         for m in self.measures:
             lines.append(
                 f"  {m.name}: {m.expression}\n"
                 f"      sensitivity {m.sensitivity:g} ({m.derivation})\n"
-                f"      ε {m.epsilon:g}" + (f", δ {m.delta:g}" if m.delta else "")
-                + f", noise scale {m.noise_scale:.4g}, ± {m.half_width:.4g}"
+                f"      {m.mechanism}: ε {m.epsilon:g}" + (f", δ {m.delta:g}" if m.delta else "")
+                + (f", noise scale {m.noise_scale:.4g}, ± {m.half_width:.4g}" if m.noise_scale else "")
             )
         lines.append(f"cost: ε {self.cost.epsilon:g}" + (f", δ {self.cost.delta:g}" if self.cost.delta else ""))
+        lines.extend(f"note: {n}" for n in self.notes)
         lines.append(f"budget check: {'admissible' if self.admissible else 'REFUSED — ' + self.reason}")
         lines.append("emitted SQL:")
         lines.append(f"  {self.sql}")
@@ -98,20 +105,19 @@ class Session:
     # -- queries ---------------------------------------------------------------------------------
 
     def plan(self, sql: str, **options: Any) -> tuple[QueryPlan, QueryOptions]:
-        """Parses and analyzes ``sql``; reads only the policy."""
+        """Parses and analyzes ``sql``; reads only the policy (and public tables' key domains)."""
         parsed = parse_query(sql)
         opts = self.defaults.with_overrides(options).with_overrides(option_overrides(parsed.settings))
         opts = opts.validated()
-        plan = analyze(parsed, self.table_policy, self.engine.database)
+        plan = analyze(parsed, self.table_policy, self.engine.database, self._public_domain)
         return plan, opts
 
     def explain(self, sql: str, **options: Any) -> Explanation:
         """The emitted SQL, sensitivities, noise and cost of ``sql``, without spending anything."""
         plan, opts = self.plan(sql, **options)
-        mechanisms = self._mechanisms(plan, opts)
-        cost = _total_cost(mechanisms.values())
+        noise = calibrate(plan, opts)
         try:
-            self.accountant.check(cost)
+            self.accountant.check(noise.cost)
             admissible, reason = True, "within budget"
         except BudgetExceeded as exc:
             admissible, reason = False, exc.message
@@ -119,10 +125,11 @@ class Session:
             sql=emit_sql(plan, self.engine.database),
             plan=plan,
             options=opts,
-            measures=self._reports(plan, opts, mechanisms),
-            cost=cost,
+            measures=self._reports(plan, opts, noise),
+            cost=noise.cost,
             admissible=admissible,
             reason=reason,
+            notes=_notes(plan, noise, opts),
         )
 
     def query(self, sql: str, **options: Any) -> Release:
@@ -130,36 +137,64 @@ class Session:
         ``confidence``) may also be given as ``SETTINGS dp_epsilon = ...`` in the SQL."""
         started = time.perf_counter()
         plan, opts = self.plan(sql, **options)
-        mechanisms = self._mechanisms(plan, opts)
-        cost = _total_cost(mechanisms.values())
+        noise = calibrate(plan, opts)
         emitted = emit_sql(plan, self.engine.database)
         self._probe(plan, emitted)
 
         # The charge is durable before ClickHouse runs and before any noise is drawn.
         entry = self.accountant.charge(
-            cost,
-            dataset=f"{self.engine.database}.{plan.table.table}",
+            noise.cost,
+            dataset=f"{self.engine.database}.{plan.relation.dataset}",
             query_hash=plan.query.fingerprint,
             mechanism=opts.resolved_mechanism,
         )
-        exact = self._exact_measures(plan, emitted)
+        data = self._exact(plan, emitted)
         with self._noise_lock:
-            noisy = {name: mech.release(exact[name], self._noise) for name, mech in mechanisms.items()}
-        rows, intervals = self._rows(plan, opts, mechanisms, noisy)
-        rows, intervals = order_and_limit(plan, rows, intervals)
+            columns, rows, intervals = self.release_rows(plan, opts, noise, data, self._noise)
         return Release(
-            columns=plan.columns,
+            columns=columns,
             rows=rows,
             intervals=intervals,
-            cost=cost,
+            cost=noise.cost,
             confidence=opts.confidence,
             mechanism=opts.resolved_mechanism,
-            measures=self._reports(plan, opts, mechanisms),
+            measures=self._reports(plan, opts, noise),
             budget=self.accountant.status(),
             release_id=entry.release_id,
             elapsed_ms=(time.perf_counter() - started) * 1000.0,
-            notes=_notes(plan, mechanisms),
+            notes=_notes(plan, noise, opts),
         )
+
+    def release_rows(
+        self, plan: QueryPlan, opts: QueryOptions, noise: NoisePlan, data: GroupData, source: NoiseSource
+    ) -> tuple[list[str], list[tuple], list[list[tuple[float, float] | None]]]:
+        """Draws the noise for ``data`` and post-processes it into result rows.
+
+        Internal (the audit reuses it to redraw noise on fixed exact inputs); callers must
+        have charged ``noise.cost`` first.
+        """
+        keys, measures, histograms = data.keys, data.measures, data.histograms
+        if noise.selection is not None:
+            keep = noise.selection.select(data.units, source)
+            keys = [k for k, kept in zip(keys, keep, strict=True) if kept]
+            measures = {name: arr[keep] for name, arr in measures.items()}
+            histograms = {name: [h for h, kept in zip(hs, keep, strict=True) if kept]
+                          for name, hs in histograms.items()}
+        noisy = {name: mech.release(measures[name], source) for name, mech in noise.additive.items()}
+        quantiles = {
+            stat.name: pick_quantiles(stat, histograms[stat.measures[0]], noise, source)
+            for stat in plan.stats.values() if stat.kind == "quantile"
+        }
+        values = {name: stat_values(stat, noisy, quantiles) for name, stat in plan.stats.items()}
+
+        def intervals_for(out):
+            level = 1.0 - (1.0 - opts.confidence) / max(1, len(set(out.stats)))
+            ivs = {name: stat_intervals(plan.stats[name], noisy, noise, level) for name in set(out.stats)}
+            return None if any(v is None for v in ivs.values()) else ivs
+
+        rows, intervals = build_rows(plan.outputs, keys, values, intervals_for)
+        rows, intervals = _having_order_limit(plan, keys, values, rows, intervals)
+        return plan.columns, rows, intervals
 
     # -- budget and schema -----------------------------------------------------------------------
 
@@ -195,19 +230,15 @@ class Session:
 
     # -- internals -------------------------------------------------------------------------------
 
-    def _mechanisms(self, plan: QueryPlan, opts: QueryOptions) -> dict[str, Mechanism]:
-        """One mechanism per measure; ε (and δ) split evenly over the measures."""
-        share = len(plan.measures)
-        result: dict[str, Mechanism] = {}
-        for m in plan.measures:
-            if opts.resolved_mechanism == "gaussian":
-                result[m.name] = GaussianMechanism(
-                    opts.epsilon / share, opts.delta / share, m.sensitivity, integer=m.integer,
-                    dimension=len(plan.group_domain),
-                )
-            else:
-                result[m.name] = LaplaceMechanism(opts.epsilon / share, m.sensitivity, integer=m.integer)
-        return result
+    def _public_domain(self, table: str, column: str) -> tuple:
+        """The distinct values of a column of a *public* table (public data, so reading it is free)."""
+        policy = self.table_policy(table)
+        if not policy.public:
+            raise QueryRejected(f"table {table} is not public")
+        rows = self.engine.query_rows(
+            f"SELECT DISTINCT {quote(column)} FROM {self.engine.table(table)} ORDER BY 1 LIMIT {MAX_GROUPS + 1}"
+        )
+        return tuple(r[0] for r in rows)
 
     def _probe(self, plan: QueryPlan, emitted: str) -> None:
         """Type-checks the query on a synthetic row before the charge (cached per emitted SQL)."""
@@ -218,93 +249,117 @@ class Session:
             self._probed.clear()
         self._probed.add(emitted)
 
-    def _exact_measures(self, plan: QueryPlan, sql: str) -> dict[str, np.ndarray]:
-        """Runs the emitted SQL; returns each measure as a vector over the declared group domain."""
+    def _exact(self, plan: QueryPlan, sql: str) -> GroupData:
+        """Runs the emitted SQL; returns the exact inputs of every group (never leaves dpch)."""
         rows = self.engine.run_private(sql)
         nkeys = len(plan.keys)
-        index = {tuple(_key(v) for v in domain_key): i for i, domain_key in enumerate(plan.group_domain)}
-        exact = {m.name: np.zeros(len(plan.group_domain)) for m in plan.measures}
-        for row in rows:
-            position = index.get(tuple(_key(v) for v in row[:nkeys]))
-            if position is None:  # cannot happen: the SQL keeps declared keys only
-                continue
-            for j, m in enumerate(plan.measures):
-                value = row[nkeys + j]
-                exact[m.name][position] = float(value) if value is not None else 0.0
-        return exact
+        additive = [m for m in plan.measures if m.kind != "histogram"]
+        hists = [m for m in plan.measures if m.kind == "histogram"]
+        columns = {m.name: nkeys + j for j, m in enumerate(plan.measures)}
+        if plan.group_domain is not None:
+            keys = list(plan.group_domain)
+            index = {tuple(_key(v) for v in k): i for i, k in enumerate(keys)}
+            positions = []
+            for row in rows:
+                position = index.get(tuple(_key(v) for v in row[:nkeys]))
+                if position is not None:  # the SQL keeps declared keys only
+                    positions.append((position, row))
+        else:
+            keys = [tuple(row[:nkeys]) for row in rows]
+            positions = list(enumerate(rows))
+        measures = {m.name: np.zeros(len(keys)) for m in additive}
+        histograms: dict[str, list[dict[int, int]]] = {m.name: [{} for _ in keys] for m in hists}
+        units = np.zeros(len(keys))
+        for position, row in positions:
+            for m in additive:
+                value = row[columns[m.name]]
+                measures[m.name][position] = float(value) if value is not None else 0.0
+            for m in hists:
+                bins, counts = row[columns[m.name]]
+                histograms[m.name][position] = dict(zip(bins, counts, strict=True))
+            if plan.partition_selection:
+                units[position] = float(row[-1])
+        return GroupData(keys=keys, measures=measures, histograms=histograms, units=units)
 
-    def _rows(
-        self,
-        plan: QueryPlan,
-        opts: QueryOptions,
-        mechanisms: dict[str, Mechanism],
-        noisy: dict[str, np.ndarray],
-    ) -> tuple[list[tuple[Any, ...]], list[list[tuple[float, float] | None]]]:
-        columns: list[list[Any]] = []
-        column_intervals: list[list[tuple[float, float] | None]] = []
-        groups = len(plan.group_domain)
-        half_beta = 1.0 - (1.0 - opts.confidence) / 2.0
-        for out in plan.outputs:
-            if out.kind == "key":
-                assert out.key_index is not None
-                columns.append([g[out.key_index] for g in plan.group_domain])
-                column_intervals.append([None] * groups)
-            elif out.kind in ("count", "sum"):
-                assert out.measure is not None
-                mech = mechanisms[out.measure]
-                values, ivs = count_or_sum(noisy[out.measure], mech.half_width(opts.confidence))
-                columns.append(values)
-                column_intervals.append(list(ivs))
-            else:
-                assert out.measure and out.count_measure and out.bounds
-                s_mech, c_mech = mechanisms[out.measure], mechanisms[out.count_measure]
-                values, ivs = average(
-                    noisy[out.measure], noisy[out.count_measure],
-                    s_mech.half_width(half_beta), c_mech.half_width(half_beta), out.bounds,
-                )
-                columns.append(values)
-                column_intervals.append(list(ivs))
-        rows = [tuple(col[i] for col in columns) for i in range(groups)]
-        intervals = [[col[i] for col in column_intervals] for i in range(groups)]
-        return rows, intervals
+    def _exact_measures(self, plan: QueryPlan, sql: str) -> dict[str, np.ndarray]:
+        """The exact additive measures per group (tests of sensitivity use it)."""
+        return self._exact(plan, sql).measures
 
-    def _reports(
-        self, plan: QueryPlan, opts: QueryOptions, mechanisms: dict[str, Mechanism]
-    ) -> list[MeasureReport]:
+    def _reports(self, plan: QueryPlan, opts: QueryOptions, noise: NoisePlan) -> list[MeasureReport]:
         reports = []
         for m in plan.measures:
-            mech = mechanisms[m.name]
-            scale = mech.sigma if isinstance(mech, GaussianMechanism) else mech.scale
-            reports.append(
-                MeasureReport(
-                    name=m.name, expression=m.sql, sensitivity=m.sensitivity,
-                    derivation=m.derivation, mechanism=mech.name, epsilon=mech.cost.epsilon,
-                    delta=mech.cost.delta, noise_scale=scale,
-                    half_width=mech.half_width(opts.confidence),
-                )
-            )
+            if m.name in noise.additive:
+                mech = noise.additive[m.name]
+                scale = mech.sigma if isinstance(mech, GaussianMechanism) else mech.scale
+                reports.append(MeasureReport(
+                    name=m.name, expression=m.sql, sensitivity=m.l2_sensitivity if mech.name == "gaussian"
+                    else m.sensitivity, derivation=m.derivation, mechanism=mech.name,
+                    epsilon=mech.cost.epsilon, delta=mech.cost.delta, noise_scale=scale,
+                    half_width=mech.half_width(opts.confidence)))
+            else:
+                em = noise.selectors[m.name]
+                reports.append(MeasureReport(
+                    name=m.name, expression=m.sql, sensitivity=m.sensitivity, derivation=m.derivation,
+                    mechanism="exponential", epsilon=em.epsilon, delta=0.0, noise_scale=0.0, half_width=0.0))
+        if noise.selection is not None:
+            sel = noise.selection
+            reports.append(MeasureReport(
+                name="units", expression=f"uniqExact({plan.relation.unit_name}) per key", sensitivity=float(
+                    plan.groups_per_unit), derivation=f"one unit touches at most {plan.groups_per_unit} keys",
+                mechanism="partition selection", epsilon=sel.epsilon, delta=sel.delta,
+                noise_scale=float(sel.scale), half_width=0.0))
         return reports
 
 
-def _total_cost(mechanisms: Sequence[Mechanism] | Any) -> PrivacyCost:
-    total = PrivacyCost.zero()
-    for mech in mechanisms:
-        total = total + mech.cost
-    return total
+def _having_order_limit(plan: QueryPlan, keys: list[tuple], values: dict[str, np.ndarray],
+                        rows: list[tuple], intervals: list[list]) -> tuple[list[tuple], list[list]]:
+    """HAVING, ORDER BY and LIMIT/OFFSET on the noisy values (post-processing)."""
+    envs = []
+    for g, key in enumerate(keys):
+        env: dict[str, Any] = {f"k{i}": v for i, v in enumerate(key)}
+        env.update({name: float(arr[g]) for name, arr in values.items()})
+        envs.append(env)
+    order = list(range(len(rows)))
+    if plan.having is not None:
+        order = [g for g in order if outputs.evaluate(plan.having, envs[g]) is True]
+    for expr, descending in reversed(plan.order):
+        order.sort(key=lambda g, expr=expr: _sort_key(outputs.evaluate(expr, envs[g])), reverse=descending)
+    stop = None if plan.limit is None else plan.offset + plan.limit
+    order = order[plan.offset:stop]
+    return [rows[g] for g in order], [intervals[g] for g in order]
+
+
+def _sort_key(value: Any) -> tuple:
+    if value is None:
+        return (1, 0, "")
+    if isinstance(value, int | float):
+        return (0, float(value), "")
+    return (0, 0.0, str(value))
 
 
 def _key(value: Any) -> str:
     return str(value)
 
 
-def _notes(plan: QueryPlan, mechanisms: dict[str, Mechanism]) -> list[str]:
+def _notes(plan: QueryPlan, noise: NoisePlan, opts: QueryOptions) -> list[str]:
     notes = []
-    if len(mechanisms) > 1:
-        shares = ", ".join(f"{name} ε {mech.cost.epsilon:g}" for name, mech in mechanisms.items())
-        notes.append(f"budget split evenly over {len(mechanisms)} noisy measures: {shares}")
-    if any(o.kind == "avg" for o in plan.outputs):
-        notes.append("avg = mid + noisy centred sum / noisy count, clipped to the column bounds; "
-                     "its interval is conservative (union bound)")
+    parts = noise.parts
+    if len(parts) > 1:
+        shares = ", ".join(f"{name} ε {cost.epsilon:.4g}" + (f" δ {cost.delta:.2g}" if cost.delta else "")
+                           for name, cost in parts)
+        notes.append(f"budget split evenly over {len(parts)} noisy parts: {shares}")
+    kinds = {s.kind for s in plan.stats.values()}
+    if kinds & {"avg", "var"}:
+        notes.append("avg/var/stddev are computed from noisy sums and counts, clipped to the value bounds; "
+                     "their intervals are conservative (union bound)")
+    for stat in plan.stats.values():
+        if stat.kind == "quantile":
+            notes.append(f"{stat.label}: exponential mechanism on a grid of {stat.grid[2]} points; with "
+                         f"{opts.confidence:.0%} confidence its rank is within "
+                         f"{rank_error(stat, noise, opts.confidence):.0f} rows of the exact quantile's")
+    if noise.selection is not None:
+        notes.append(f"keys released by partition selection: a key appears only if its noisy count of distinct "
+                     f"units exceeds {noise.selection.threshold:g}")
     return notes
 
 

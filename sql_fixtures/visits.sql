@@ -2,7 +2,7 @@
 -- fully qualified table name when loaded.
 CREATE TABLE {table} (
   user_id      UInt64,
-  visit_date   Date,
+  visit_date   Date                   COMMENT 'dp: bounds=["2026-01-01", "2026-12-31"]',
   region       LowCardinality(String) COMMENT 'dp: public, values=["north", "south", "east", "west"]',
   device       LowCardinality(String) COMMENT 'dp: public, values=["mobile", "desktop", "tablet"]',
   age          UInt8                  COMMENT 'dp: bounds=[18, 90]',

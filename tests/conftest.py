@@ -16,7 +16,7 @@ os.environ["DPCH_ALLOW_FIXED_SEED"] = "1"  # tests use fixed noise seeds; produc
 
 import dpch  # noqa: E402
 from dpch.engine import Engine  # noqa: E402
-from sql_fixtures import visits  # noqa: E402
+from sql_fixtures import tables  # noqa: E402
 
 _counter = itertools.count()
 
@@ -60,8 +60,8 @@ def connect(store_dsn: str, database: str, keeper: Engine):
 
 @pytest.fixture(scope="session")
 def visits_db(keeper: Engine, store_dsn: str) -> str:
-    """A database holding the demo visits table (read-only for tests; loaded once)."""
+    """A database holding the fixture tables visits, people and regions (read-only; loaded once)."""
     engine = Engine(store_dsn, database="visits_fixture")
-    visits.load(engine, "visits")
+    tables.load_all(engine)
     engine.close()
     return "visits_fixture"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Any
 
 from dpch.errors import PolicyError
@@ -27,6 +28,10 @@ def is_numeric_type(ch_type: str) -> bool:
     return base_type(ch_type).startswith(("Int", "UInt", "Float", "Decimal", "Bool"))
 
 
+def is_date_type(ch_type: str) -> bool:
+    return base_type(ch_type).startswith("Date")
+
+
 def is_integer_type(ch_type: str) -> bool:
     return base_type(ch_type).startswith(("Int", "UInt", "Bool"))
 
@@ -44,6 +49,9 @@ class ColumnPolicy:
     bounds: tuple[float, float] | None = None
     public: bool = False
     values: tuple[Any, ...] | None = None
+    #: bounds of a Date/DateTime column (``bounds=["2026-01-01", "2026-12-31"]``): they give
+    #: the key domain of date buckets such as toStartOfMonth
+    date_bounds: tuple[date, date] | None = None
 
     @property
     def numeric(self) -> bool:
@@ -62,6 +70,8 @@ class ColumnPolicy:
         if self.bounds is not None:
             lo, hi = self.bounds
             parts.append(f"bounds=[{_fmt(lo)}, {_fmt(hi)}]")
+        if self.date_bounds is not None:
+            parts.append(f"bounds=[{self.date_bounds[0]}, {self.date_bounds[1]}]")
         return ", ".join(parts) or "private (count and filter only)"
 
 
@@ -144,7 +154,8 @@ class TablePolicy:
             "columns": {
                 c.name: {
                     "type": c.type,
-                    "bounds": list(c.bounds) if c.bounds else None,
+                    "bounds": list(c.bounds) if c.bounds else
+                    ([str(d) for d in c.date_bounds] if c.date_bounds else None),
                     "public": c.public,
                     "values": list(c.values) if c.values is not None else None,
                 }
@@ -231,7 +242,18 @@ def _column_policy(table: str, name: str, ch_type: str, spec: dict[str, Any]) ->
             hint=f"column keys are {sorted(COLUMN_KEYS)}",
         )
     bounds = None
-    if "bounds" in spec:
+    date_bounds = None
+    if "bounds" in spec and is_date_type(ch_type):
+        raw = spec["bounds"]
+        try:
+            lo_d, hi_d = (date.fromisoformat(str(v)[:10]) for v in raw)
+        except (TypeError, ValueError):
+            raise PolicyError(f"{where}: bounds of a date column must be two ISO dates, e.g. "
+                              '["2026-01-01", "2026-12-31"]') from None
+        if lo_d > hi_d:
+            raise PolicyError(f"{where}: bounds [{lo_d}, {hi_d}] have lo > hi")
+        date_bounds = (lo_d, hi_d)
+    elif "bounds" in spec:
         raw = spec["bounds"]
         if (
             not isinstance(raw, list | tuple)
@@ -258,7 +280,8 @@ def _column_policy(table: str, name: str, ch_type: str, spec: dict[str, Any]) ->
     public = _flag(spec.get("public", values is not None), f"{where}: public")
     if values is not None and not public:
         raise PolicyError(f"{where}: values are only meaningful on a public column")
-    return ColumnPolicy(name=name, type=ch_type, bounds=bounds, public=public, values=values)
+    return ColumnPolicy(name=name, type=ch_type, bounds=bounds, public=public, values=values,
+                        date_bounds=date_bounds)
 
 
 def _flag(value: Any, where: str) -> bool:

@@ -56,16 +56,6 @@ class QueryOptions:
                 f"dp_mechanism {mech!r} is not supported",
                 hint=f"choose one of {', '.join(MECHANISMS)}",
             )
-        if mech == "gaussian" and self.delta <= 0:
-            raise QueryRejected(
-                "the Gaussian mechanism needs dp_delta > 0",
-                hint="add e.g. dp_delta = 1e-6, or use dp_mechanism = 'laplace'",
-            )
-        if mech == "laplace" and self.delta > 0:
-            raise QueryRejected(
-                "the Laplace mechanism is pure ε-DP and takes no dp_delta",
-                hint="drop dp_delta, or use dp_mechanism = 'gaussian'",
-            )
         return self
 
     def with_overrides(self, overrides: dict[str, Any]) -> QueryOptions:

@@ -80,7 +80,7 @@ def test_errors_are_one_line_without_traceback_or_data(store):
 
 def test_explain_spends_nothing_and_policy_show(store):
     out = dpch(store, "explain", "SELECT grp, sum(x) FROM people GROUP BY grp")
-    assert "sensitivity 20" in out.stdout and "LIMIT 2 BY `uid`" in out.stdout
+    assert "sensitivity 20" in out.stdout and "LIMIT 2 BY" in out.stdout
     assert json.loads(dpch(store, "budget", "--json").stdout)["releases"] == 0
     shown = dpch(store, "policy", "show", "people")
     assert "privacy unit: uid" in shown.stdout

@@ -1,0 +1,71 @@
+"""Partition selection: which GROUP BY keys of a private column may be released at all.
+
+Laplace thresholding (as in Google's and SmartNoise's DP SQL): each key's count of distinct
+units gets exact discrete Laplace noise of scale G/ε, where G bounds the keys one unit can
+touch (the per-unit ℓ1 sensitivity of the vector of unit counts); a key is released only if
+the noisy count exceeds τ = 1 + k, with k the smallest integer such that
+P(Z > k) = p^{k+1}/(1 + p) ≤ δ/G (p = e^{−1/scale}).
+
+Why (ε, δ): on neighbouring datasets the keys present in both see a shift of at most G in ℓ1
+(ε-DP by the Laplace mechanism); the at most G keys held only by the added unit have exactly
+one unit, so each appears with probability ≤ δ/G, and all together ≤ δ (union bound).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dpch.mechanisms.cost import PrivacyCost
+from dpch.mechanisms.exact import rational_at_least
+from dpch.mechanisms.sampling import NoiseSource
+
+
+@dataclass(frozen=True)
+class LaplacePartitionSelection:
+    """Releases a key iff (distinct units + discrete Laplace noise) > threshold."""
+
+    epsilon: float
+    delta: float
+    max_partitions: int
+    threshold: float = field(init=False)
+    name = "laplace partition selection"
+
+    def __post_init__(self) -> None:
+        if not (self.epsilon > 0 and 0 < self.delta < 1 and self.max_partitions >= 1):
+            raise ValueError("partition selection needs ε > 0, 0 < δ < 1 and max_partitions ≥ 1")
+        scale = float(self.scale)
+        p = math.exp(-1.0 / scale)
+        per_key = self.delta / self.max_partitions
+        # smallest integer k with p^{k+1}/(1+p) ≤ per_key
+        k = max(0, math.ceil(math.log(per_key * (1.0 + p)) / math.log(p) - 1.0 - 1e-12))
+        while k > 0 and p**k / (1.0 + p) <= per_key:
+            k -= 1
+        while p ** (k + 1) / (1.0 + p) > per_key:
+            k += 1
+        object.__setattr__(self, "threshold", 1.0 + k)
+
+    @property
+    def scale(self):
+        """The discrete Laplace scale actually sampled (a rational ≥ G/ε)."""
+        return rational_at_least(self.max_partitions / self.epsilon)
+
+    @property
+    def cost(self) -> PrivacyCost:
+        return PrivacyCost(self.epsilon, self.delta)
+
+    def single_unit_release_probability(self) -> float:
+        """P(a key held by one unit is released) = P(Z > τ − 1) ≤ δ/G."""
+        p = math.exp(-1.0 / float(self.scale))
+        k = int(self.threshold - 1.0)
+        return p ** (k + 1) / (1.0 + p)
+
+    def select(self, unit_counts: np.ndarray, source: NoiseSource) -> np.ndarray:
+        """A boolean mask of the keys to release."""
+        counts = np.asarray(unit_counts, dtype=float)
+        if counts.size == 0:
+            return np.zeros(0, dtype=bool)
+        noise = source.discrete_laplace(self.scale, counts.shape).astype(float)
+        return counts + noise > self.threshold

@@ -1,0 +1,266 @@
+"""Aggregates: each SQL aggregate becomes noisy *measures* plus a *statistic* computed from them.
+
+Sensitivities, for one unit added or removed with at most k rows (ℓ1 over all groups, which
+also bounds ℓ2 since ℓ2 ≤ ℓ1), where an argument expression lies in [lo, hi] (interval
+arithmetic, :mod:`.bounds`), r = (hi − lo)/2 and mid = (lo + hi)/2:
+
+| aggregate | measures | sensitivity |
+|---|---|---|
+| count(*), count(e), countIf(c) | row count | k |
+| count(DISTINCT unit) | distinct units per group | ℓ1 ≤ min(k, G, groups), ℓ2 ≤ √ that; 1 without GROUP BY |
+| count(DISTINCT e) | distinct values | k |
+| sum(e), sumIf(e, c) | Σ e | k·max(|lo|, |hi|) |
+| avg(e), avgIf(e, c) | Σ (e − mid), count | k·r, k |
+| varPop/varSamp/stddevPop/stddevSamp(e) | count, Σ (e − mid), Σ (e − mid)² | k, k·r, k·r² |
+| quantile(p)(e), median(e) | histogram of e on a public grid → exponential mechanism | rank utility: k |
+
+``G`` is the table's ``max_groups_per_unit``. Identical measures are shared (``count(*)``
+beside ``avg(x)`` of a non-NULL column costs one count, not two).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from sqlglot import exp
+
+from dpch.errors import QueryRejected
+from dpch.sql.bounds import AGGREGATE_NAMES, Interval, ValueTranslator, condition_sql, function_name, num
+from dpch.sql.parse import DIALECT
+
+MeasureKind = Literal["count", "sum", "distinct", "histogram"]
+StatKind = Literal["count", "sum", "avg", "var", "quantile"]
+
+#: candidates of a quantile's exponential mechanism (grid points on the bounded domain)
+QUANTILE_GRID = 1000
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One noisy aggregate per group, computed by ClickHouse over the capped rows."""
+
+    name: str
+    kind: MeasureKind
+    sql: str
+    sensitivity: float
+    l2_sensitivity: float
+    integer: bool
+    derivation: str
+
+
+@dataclass(frozen=True)
+class Stat:
+    """A released statistic: how to compute it from its measures after noise."""
+
+    name: str
+    kind: StatKind
+    label: str
+    measures: tuple[str, ...]
+    interval: Interval | None = None
+    variant: str = ""
+    quantile: float = 0.5
+    grid: tuple[float, float, int] | None = None  # lo, step, points
+
+
+class AggregateBuilder:
+    """Turns aggregate calls into measures and statistics (sharing identical measures)."""
+
+    def __init__(self, translator: ValueTranslator, condition: Callable[[exp.Expression], str],
+                 is_unit: Callable[[exp.Expression], bool], cap: int, unit_sql: str,
+                 distinct_unit_groups: int | None) -> None:
+        self.translator = translator
+        self.condition = condition
+        self.is_unit = is_unit
+        self.cap = cap
+        self.unit_sql = unit_sql
+        self.distinct_unit_groups = distinct_unit_groups
+        self.measures: dict[str, Measure] = {}
+        self.stats: dict[str, Stat] = {}
+
+    # -- measures ---------------------------------------------------------------------------------
+
+    def _measure(self, kind: MeasureKind, sql: str, l1: float, integer: bool, derivation: str,
+                 l2: float | None = None) -> str:
+        for m in self.measures.values():
+            if m.sql == sql:
+                return m.name
+        name = f"m{len(self.measures)}"
+        self.measures[name] = Measure(name, kind, sql, l1, l1 if l2 is None else l2, integer, derivation)
+        return name
+
+    def _stat(self, kind: StatKind, label: str, measures: tuple[str, ...], **kw) -> str:
+        for s in self.stats.values():
+            if s.kind == kind and s.measures == measures and s.variant == kw.get("variant", "") \
+                    and s.quantile == kw.get("quantile", 0.5):
+                return s.name
+        name = f"s{len(self.stats)}"
+        self.stats[name] = Stat(name, kind, label, measures, **kw)
+        return name
+
+    def _count(self, condition: str | None, label: str) -> str:
+        sql = f"countIf({condition})" if condition else "count()"
+        return self._measure("count", sql, float(self.cap), True, f"{label}: one unit adds at most {self.cap} rows")
+
+    # -- aggregate calls --------------------------------------------------------------------------
+
+    def aggregate(self, node: exp.Expression) -> str:
+        """Registers the aggregate ``node``; returns the name of its statistic."""
+        label = node.sql(DIALECT)
+        name = function_name(node)
+        if isinstance(node, exp.Count):
+            return self._count_call(node, label)
+        if isinstance(node, exp.CountIf) or name == "countif":
+            cond = self._args(node, 1, label)[0]
+            return self._stat("count", label, (self._count(self.condition(cond), label),))
+        if isinstance(node, exp.Sum) or name == "sumif":
+            arg, cond = self._arg_and_condition(node, name == "sumif", label)
+            return self._stat("sum", label, (self._sum(arg, cond, label, centred=False)[0],))
+        if isinstance(node, exp.Avg) or name == "avgif":
+            arg, cond = self._arg_and_condition(node, name == "avgif", label)
+            sum_name, value = self._sum(arg, cond, label, centred=True)
+            count_name = self._count(self._not_null(value.sql, cond), label)
+            return self._stat("avg", label, (sum_name, count_name), interval=value.interval)
+        if name in ("varpop", "varsamp", "stddevpop", "stddevsamp", "variance", "var_pop", "var_samp",
+                    "stddev", "stddev_pop", "stddev_samp", "variance_pop", "variance_samp") \
+                or isinstance(node, exp.Variance | exp.VariancePop | exp.Stddev | exp.StddevPop | exp.StddevSamp):
+            return self._variance(node, name, label)
+        if name in ("quantile", "median") or isinstance(node, exp.Quantile | exp.Median):
+            return self._quantile(node, name, label)
+        raise QueryRejected(
+            f"aggregate {name or node.key}() is not supported",
+            hint="supported: count, count(DISTINCT unit), countIf, sum, sumIf, avg, avgIf, varPop, varSamp, "
+            "stddevPop, stddevSamp, quantile(p), median",
+        )
+
+    def _count_call(self, node: exp.Count, label: str) -> str:
+        arg = node.this
+        if arg is None or isinstance(arg, exp.Star):
+            return self._stat("count", label, (self._count(None, label),))
+        if isinstance(arg, exp.Distinct):
+            items = arg.expressions
+            if len(items) != 1:
+                raise QueryRejected(f"{label}: count(DISTINCT ...) takes one expression")
+            return self._distinct(items[0], label)
+        return self._stat("count", label, (self._count(self._not_null(self.condition(arg), None), label),))
+
+    def _distinct(self, arg: exp.Expression, label: str) -> str:
+        if self.is_unit(arg):
+            sql = self.unit_sql
+            groups = self.distinct_unit_groups
+            l1 = float(min(self.cap, groups) if groups else 1)
+            measure = self._measure(
+                "distinct", f"uniqExact({sql})", l1, True,
+                f"{label}: one unit is one distinct value in each of at most {int(l1)} group(s)",
+                l2=math.sqrt(l1))
+        else:
+            sql = self.condition(arg)
+            measure = self._measure("distinct", f"uniqExact({sql})", float(self.cap), True,
+                                    f"{label}: one unit's {self.cap} rows add at most {self.cap} distinct values")
+        return self._stat("count", label, (measure,))
+
+    def _args(self, node: exp.Expression, count: int, label: str) -> list[exp.Expression]:
+        if isinstance(node, exp.CountIf):
+            args = [node.this]
+        elif isinstance(node, exp.Anonymous | exp.AnonymousAggFunc | exp.CombinedAggFunc):
+            args = list(node.expressions)
+        else:
+            args = [a for a in (node.this, node.args.get("expression")) if a is not None]
+        if len(args) != count:
+            raise QueryRejected(f"{label} takes {count} argument(s)")
+        return args
+
+    def _arg_and_condition(
+        self, node: exp.Expression, conditional: bool, label: str
+    ) -> tuple[exp.Expression, str | None]:
+        if not conditional:
+            arg = node.this
+            if isinstance(arg, exp.Distinct):
+                raise QueryRejected(f"{label}: DISTINCT is only supported in count(DISTINCT ...)")
+            return arg, None
+        arg, cond = self._args(node, 2, label)
+        return arg, self.condition(cond)
+
+    def _not_null(self, sql: str, cond: str | None) -> str | None:
+        test = f"isNotNull({sql})"
+        return f"({cond}) AND {test}" if cond else test
+
+    def _sum(self, arg: exp.Expression, cond: str | None, label: str, *, centred: bool):
+        value = self.translator.translate(arg, label)
+        iv = value.interval
+        expr = value.sql
+        if centred:
+            expr = f"({expr} - {num(iv.mid)})"
+            l1 = self.cap * iv.width / 2.0
+            why = f"{label}: Σ(value − {num(iv.mid)}) with value in [{num(iv.lo)}, {num(iv.hi)}]: " \
+                  f"{self.cap} rows × {num(iv.width / 2.0)}"
+            integer = False
+        else:
+            l1 = self.cap * iv.magnitude
+            why = f"{label}: value in [{num(iv.lo)}, {num(iv.hi)}]: {self.cap} rows × {num(iv.magnitude)}"
+            integer = value.integer
+        sql = f"sumIf({expr}, {cond})" if cond else f"sum({expr})"
+        return self._measure("sum", sql, l1, integer, why), value
+
+    def _variance(self, node: exp.Expression, name: str, label: str) -> str:
+        arg = self._args(node, 1, label)[0]
+        variant = {
+            "varpop": "varPop", "var_pop": "varPop", "variance_pop": "varPop",
+            "varsamp": "varSamp", "var_samp": "varSamp", "variance": "varSamp", "variance_samp": "varSamp",
+            "stddevpop": "stddevPop", "stddev_pop": "stddevPop",
+            "stddevsamp": "stddevSamp", "stddev_samp": "stddevSamp", "stddev": "stddevSamp",
+        }.get(name)
+        if variant is None:
+            variant = {exp.VariancePop: "varPop", exp.Variance: "varSamp", exp.StddevPop: "stddevPop",
+                       exp.StddevSamp: "stddevSamp", exp.Stddev: "stddevSamp"}[type(node)]
+        value = self.translator.translate(arg, label)
+        iv = value.interval
+        centred = f"({value.sql} - {num(iv.mid)})"
+        r = iv.width / 2.0
+        count = self._count(self._not_null(value.sql, None), label)
+        s1 = self._measure("sum", f"sum({centred})", self.cap * r, False,
+                           f"{label}: Σ(value − mid): {self.cap} rows × {num(r)}")
+        s2 = self._measure("sum", f"sum(pow({centred}, 2))", self.cap * r * r, False,
+                           f"{label}: Σ(value − mid)²: {self.cap} rows × {num(r * r)}")
+        return self._stat("var", label, (count, s1, s2), interval=iv, variant=variant)
+
+    def _quantile(self, node: exp.Expression, name: str, label: str) -> str:
+        level = 0.5
+        arg = node.this
+        if isinstance(node, exp.Quantile):
+            quantile = node.args.get("quantile")
+            if quantile is not None:
+                level = _literal(quantile, label)
+        else:
+            raise QueryRejected(f"{label}: write quantile(p)(column)")
+        if not 0.0 <= level <= 1.0:
+            raise QueryRejected(f"{label}: the quantile level must be between 0 and 1")
+        value = self.translator.translate(arg, label)
+        iv = value.interval
+        if iv.width == 0:
+            raise QueryRejected(f"{label}: the value's bounds are a single point")
+        points = QUANTILE_GRID
+        if value.integer and iv.width < QUANTILE_GRID:
+            points = int(iv.width) + 1
+        step = iv.width / (points - 1)
+        bin_sql = f"toUInt32(round(({value.sql} - {num(iv.lo)}) / {step!r}))"
+        sql = f"sumMapIf([{bin_sql}], [toUInt64(1)], isNotNull({value.sql}))"
+        measure = self._measure("histogram", sql, float(self.cap), True,
+                                f"{label}: rank utility; one unit moves a rank by at most {self.cap}")
+        return self._stat("quantile", label, (measure,), interval=iv, quantile=level,
+                          grid=(iv.lo, step, points))
+
+
+def is_aggregate(node: exp.Expression) -> bool:
+    return isinstance(node, exp.AggFunc) or function_name(node) in AGGREGATE_NAMES
+
+
+def _literal(node: exp.Expression, label: str) -> float:
+    if isinstance(node, exp.Literal) and not node.is_string:
+        return float(node.this)
+    raise QueryRejected(f"{label}: expected a number")
+
+
+__all__ = ["AggregateBuilder", "Measure", "Stat", "condition_sql", "is_aggregate"]

@@ -1,0 +1,377 @@
+"""Row expressions: bounds by interval arithmetic, and the clamped SQL that enforces them.
+
+An aggregate's argument may be any expression over bounded columns, literals, arithmetic,
+comparisons, CASE/if and an allowlist of monotone or bounded functions. Every column read
+as a *value* is clamped to its declared bounds in the emitted SQL, so the expression's
+value provably lies in the interval computed here (interval arithmetic; a Lipschitz map of
+bounded inputs has bounded output, seed dpch-differential-privacy-for-clickhouse Remark 1).
+The final value is clamped to that interval once more and non-finite results (0/0, sqrt of
+a negative) are replaced by a fixed in-range value, so no row can push an aggregate outside
+the bound or turn it into NaN.
+
+Columns used inside *conditions* (WHERE, the test of an if/CASE, countIf) need no bounds:
+a condition only selects rows and cannot raise a sum above k·max|bound|.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from sqlglot import exp
+
+from dpch.errors import MissingBoundsError, QueryRejected
+from dpch.policy.model import is_numeric_type
+from dpch.sql.parse import DIALECT
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A closed interval [lo, hi] of reals (lo may equal hi)."""
+
+    lo: float
+    hi: float
+
+    @property
+    def magnitude(self) -> float:
+        """max(|lo|, |hi|): the largest absolute value in the interval."""
+        return max(abs(self.lo), abs(self.hi))
+
+    @property
+    def width(self) -> float:
+        return self.hi - self.lo
+
+    @property
+    def mid(self) -> float:
+        return (self.lo + self.hi) / 2.0
+
+    def __add__(self, other: Interval) -> Interval:
+        return Interval(self.lo + other.lo, self.hi + other.hi)
+
+    def __sub__(self, other: Interval) -> Interval:
+        return Interval(self.lo - other.hi, self.hi - other.lo)
+
+    def __mul__(self, other: Interval) -> Interval:
+        products = [a * b for a in (self.lo, self.hi) for b in (other.lo, other.hi)]
+        return Interval(min(products), max(products))
+
+    def union(self, other: Interval) -> Interval:
+        return Interval(min(self.lo, other.lo), max(self.hi, other.hi))
+
+    def contains_zero(self) -> bool:
+        return self.lo <= 0.0 <= self.hi
+
+    def check(self) -> Interval:
+        if not (math.isfinite(self.lo) and math.isfinite(self.hi)):
+            raise QueryRejected("an expression's bounds overflow", hint="use smaller constants or bounds")
+        return self
+
+
+BOOL = Interval(0.0, 1.0)
+
+
+@dataclass(frozen=True)
+class ColumnRef:
+    """A column as the query sees it: its SQL name inside the capped subquery, and its policy."""
+
+    sql: str
+    name: str
+    type: str
+    bounds: Interval | None
+    integer: bool
+    public: bool = False
+    values: tuple | None = None
+    is_unit: bool = False
+
+
+@dataclass(frozen=True)
+class ValueExpr:
+    """A translated row expression: clamped SQL, its bounds, and whether it is integer-valued."""
+
+    sql: str
+    interval: Interval
+    integer: bool
+
+
+Mode = Literal["value", "condition"]
+Resolver = Callable[[exp.Column], ColumnRef]
+
+#: functions allowed in conditions (WHERE, if/CASE tests, countIf): deterministic and total —
+#: never raising on a row's value, since an error that depends on one row would leak it
+CONDITION_FUNCTIONS = frozenset(
+    {
+        "abs", "lower", "upper", "length", "lengthutf8", "empty", "notempty", "startswith",
+        "endswith", "position", "positioncaseinsensitive", "substring", "concat", "trim",
+        "round", "floor", "ceil", "least", "greatest", "tostring", "tofloat64ornull",
+        "toint64ornull", "todateornull", "toyear", "tomonth", "todayofmonth", "todayofweek",
+        "tohour", "tostartofweek",
+        "isnull", "isnotnull", "coalesce", "ifnull", "if", "multiif", "match",
+        "like", "ilike", "has", "in", "notin", "datetrunc", "date_trunc", "year", "month", "day",
+        "sqrt", "exp", "ln", "log", "log2", "log10", "pow", "power", "sign",
+        # sqlglot's canonical names for ClickHouse functions
+        "starts_with", "ends_with", "str_position", "dayofweek_iso", "timestamp_trunc",
+        "regexp_like", "array_contains",
+    }
+)
+
+#: node types allowed in conditions besides functions
+CONDITION_NODES: tuple[type[exp.Expression], ...] = (
+    exp.Column, exp.Identifier, exp.Literal, exp.Boolean, exp.Null, exp.Paren, exp.Tuple,
+    exp.And, exp.Or, exp.Not, exp.Xor, exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE,
+    exp.NullSafeEQ, exp.NullSafeNEQ, exp.In, exp.Between, exp.Like, exp.ILike, exp.Is,
+    exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Neg, exp.DataType, exp.Case, exp.If, exp.Var,
+    exp.Interval, exp.Array, exp.Where,
+)
+
+AGGREGATE_NAMES = frozenset({
+    "count", "sum", "avg", "min", "max", "quantile", "median", "uniq", "any", "stddevpop",
+    "stddevsamp", "varpop", "varsamp", "grouparray", "argmax", "argmin", "countif", "sumif",
+    "avgif", "uniqexact", "anylast", "topk", "variance", "stddev", "var_pop", "var_samp",
+    "stddev_pop", "stddev_samp", "groupuniqarray", "quantiles", "quantileexact",
+})
+
+
+_NAMED = (exp.Anonymous, exp.AnonymousAggFunc, exp.CombinedAggFunc, exp.ParameterizedAgg)
+
+
+def function_name(node: exp.Expression) -> str:
+    """The lower-case SQL name of a function node ('' for anything else)."""
+    if isinstance(node, _NAMED):
+        return str(node.this).lower()
+    if isinstance(node, exp.Func):
+        return node.sql_name().lower()
+    return ""
+
+
+def num(x: float) -> str:
+    """A ClickHouse numeric literal for a bound."""
+    if float(x).is_integer() and abs(x) < 2**53:
+        return str(int(x))
+    return repr(float(x))
+
+
+def clamp_sql(sql: str, interval: Interval) -> str:
+    return f"least(greatest({sql}, {num(interval.lo)}), {num(interval.hi)})"
+
+
+def check_condition(node: exp.Expression, resolve: Resolver) -> None:
+    """Validates a condition: allowlisted nodes and functions, known columns, no subqueries."""
+    for sub in node.walk():
+        if isinstance(sub, exp.Select | exp.Subquery):
+            raise QueryRejected("subqueries in conditions are not supported", hint="filter with literal values")
+        if isinstance(sub, exp.Window):
+            raise QueryRejected("window functions (OVER) are not supported")
+        if isinstance(sub, exp.AggFunc) or function_name(sub) in AGGREGATE_NAMES:
+            raise QueryRejected(
+                "aggregate functions are not allowed in WHERE or inside another aggregate",
+                hint="filter rows on columns; filter groups with HAVING",
+            )
+        if isinstance(sub, exp.Column):
+            resolve(sub)
+            continue
+        if isinstance(sub, CONDITION_NODES):
+            continue
+        if isinstance(sub, exp.Func):
+            name = function_name(sub)
+            if name not in CONDITION_FUNCTIONS:
+                raise QueryRejected(
+                    f"function {name}() is not allowed in dpch queries",
+                    hint="functions that can fail, sleep, or read outside the table are refused; "
+                    "use comparisons and common scalar functions",
+                )
+            continue
+        raise QueryRejected(f"{sub.key.upper()} expressions are not supported in dpch queries")
+
+
+def condition_sql(node: exp.Expression, resolve: Resolver) -> str:
+    """The SQL of a validated condition with column references mapped to the capped rows."""
+    check_condition(node, resolve)
+    holder = exp.Paren(this=node.copy())  # a parent, so that a bare column can be replaced too
+    for col in list(holder.find_all(exp.Column)):
+        col.replace(_raw(resolve(col).sql))
+    return holder.this.sql(dialect=DIALECT)
+
+
+def _raw(sql: str) -> exp.Expression:
+    """Wraps already-quoted SQL so sqlglot emits it verbatim."""
+    return exp.Var(this=sql)
+
+
+class ValueTranslator:
+    """Translates a value expression into clamped SQL with bounds (interval arithmetic)."""
+
+    def __init__(self, resolve: Resolver) -> None:
+        self.resolve = resolve
+
+    def translate(self, node: exp.Expression, context: str) -> ValueExpr:
+        """``context`` names the aggregate for error messages, e.g. ``sum(x * 2)``."""
+        while isinstance(node, exp.Paren):
+            node = node.this
+        value = self._value(node, context)
+        interval = value.interval.check()
+        exact_integer = value.integer and float(interval.lo).is_integer() and float(interval.hi).is_integer()
+        if isinstance(node, exp.Column) and exact_integer:
+            return value  # already clamped, and an integer cannot be NaN
+        fallback = num(min(max(0.0, interval.lo), interval.hi))
+        inner = value.sql
+        if isinstance(node, exp.Column):  # clamp once: NaN/inf first, then the bounds
+            inner = self.resolve(node).sql
+        sql = clamp_sql(f"ifNotFinite(toFloat64({inner}), {fallback})", interval)
+        if exact_integer:
+            sql = f"toInt64({sql})"
+        return ValueExpr(sql, interval, value.integer)
+
+    # -- the recursion ---------------------------------------------------------------------------
+
+    def _value(self, node: exp.Expression, context: str) -> ValueExpr:
+        if isinstance(node, exp.Paren):
+            return self._value(node.this, context)
+        if isinstance(node, exp.Column):
+            ref = self.resolve(node)
+            if ref.bounds is None:
+                if not is_numeric_type(ref.type):
+                    raise QueryRejected(f"{context}: column {ref.name} is not numeric (type {ref.type})")
+                if ref.is_unit:
+                    raise QueryRejected(f"{context}: the privacy unit column cannot be aggregated as a value")
+                raise MissingBoundsError(
+                    f"{context} needs bounds on {ref.name}, and it has none",
+                    hint=f"the data owner adds them: ALTER TABLE ... COMMENT COLUMN {ref.name} "
+                    "'dp: bounds=[lo, hi]' (or in the policy TOML)",
+                )
+            return ValueExpr(clamp_sql(ref.sql, ref.bounds), ref.bounds, ref.integer)
+        if isinstance(node, exp.Literal):
+            if node.is_string:
+                raise QueryRejected(f"{context}: a string literal is not a number")
+            value = float(node.this)
+            return ValueExpr(num(value), Interval(value, value), value.is_integer())
+        if isinstance(node, exp.Boolean):
+            value = 1.0 if node.this else 0.0
+            return ValueExpr(num(value), Interval(value, value), True)
+        if isinstance(node, exp.Neg):
+            inner = self._value(node.this, context)
+            return ValueExpr(f"(-{inner.sql})", Interval(-inner.interval.hi, -inner.interval.lo), inner.integer)
+        if isinstance(node, exp.Add | exp.Sub | exp.Mul):
+            a, b = self._value(node.this, context), self._value(node.expression, context)
+            op = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*"}[type(node)]
+            interval = {"+": a.interval + b.interval, "-": a.interval - b.interval,
+                        "*": a.interval * b.interval}[op]
+            return ValueExpr(f"({a.sql} {op} {b.sql})", interval, a.integer and b.integer)
+        if isinstance(node, exp.Div):
+            a, b = self._value(node.this, context), self._value(node.expression, context)
+            if b.interval.contains_zero():
+                raise QueryRejected(
+                    f"{context}: the divisor's bounds [{num(b.interval.lo)}, {num(b.interval.hi)}] "
+                    "include 0, so the quotient is unbounded",
+                    hint="divide by a constant or by a column whose bounds exclude 0",
+                )
+            inverse = Interval(1.0 / b.interval.hi, 1.0 / b.interval.lo)
+            return ValueExpr(f"({a.sql} / {b.sql})", a.interval * inverse, False)
+        if isinstance(node, exp.If):
+            return self._branches([(node.this, node.args.get("true")), (None, node.args.get("false"))], context)
+        if isinstance(node, exp.Case):
+            if node.this is not None:
+                raise QueryRejected(f"{context}: write CASE WHEN condition THEN ... (simple CASE is not supported)")
+            branches = [(w.this, w.args.get("true")) for w in node.args.get("ifs") or []]
+            branches.append((None, node.args.get("default")))
+            return self._branches(branches, context)
+        if _is_condition(node):
+            return ValueExpr(f"toUInt8({condition_sql(node, self.resolve)})", BOOL, True)
+        if isinstance(node, exp.Func):
+            return self._function(node, context)
+        raise QueryRejected(f"{context}: {node.key.upper()} expressions are not supported inside aggregates")
+
+    def _branches(self, branches: list[tuple[exp.Expression | None, exp.Expression | None]], context: str) -> ValueExpr:
+        """if/CASE: the value lies in the union of the branches' intervals (a missing ELSE is 0)."""
+        parts, interval, integer = [], None, True
+        for cond, value in branches:
+            translated = self._value(value, context) if value is not None else ValueExpr("0", Interval(0, 0), True)
+            interval = translated.interval if interval is None else interval.union(translated.interval)
+            integer = integer and translated.integer
+            if cond is not None:
+                parts.append(f"{condition_sql(cond, self.resolve)}, {translated.sql}")
+            else:
+                parts.append(translated.sql)
+        assert interval is not None
+        return ValueExpr(f"multiIf({', '.join(parts)})", interval, integer)
+
+    def _function(self, node: exp.Func, context: str) -> ValueExpr:
+        name = function_name(node)
+        args = list(node.expressions) if isinstance(node, _NAMED) else []
+        if name == "abs":
+            a = self._value(node.this, context)
+            lo = 0.0 if a.interval.contains_zero() else min(abs(a.interval.lo), abs(a.interval.hi))
+            return ValueExpr(f"abs({a.sql})", Interval(lo, a.interval.magnitude), a.integer)
+        if name in ("least", "greatest"):
+            values = [self._value(a, context) for a in (args or [node.this, *node.expressions])]
+            pick = min if name == "least" else max
+            interval = Interval(pick(v.interval.lo for v in values), pick(v.interval.hi for v in values))
+            return ValueExpr(f"{name}({', '.join(v.sql for v in values)})", interval, all(v.integer for v in values))
+        if name in ("round", "floor", "ceil"):
+            a = self._value(node.this, context)
+            digits = node.args.get("decimals") or node.args.get("expression")
+            places = int(_literal_number(digits, context)) if digits is not None else 0
+            step = 10.0 ** (-places)
+            lo = math.floor(a.interval.lo / step) * step
+            hi = math.ceil(a.interval.hi / step) * step
+            suffix = f", {places}" if digits is not None else ""
+            return ValueExpr(f"{name}({a.sql}{suffix})", Interval(lo, hi), a.integer or places <= 0)
+        if name == "sqrt":
+            a = self._value(node.this, context)
+            return ValueExpr(f"sqrt({a.sql})", Interval(math.sqrt(max(0.0, a.interval.lo)),
+                                                          math.sqrt(max(0.0, a.interval.hi))), False)
+        if name in ("ln", "log", "log2", "log10") and not (isinstance(node, exp.Log) and node.expression is not None):
+            a = self._value(node.this, context)
+            if a.interval.lo <= 0:
+                raise QueryRejected(f"{context}: {name}() needs a positive argument; its bounds start at "
+                                    f"{num(a.interval.lo)}", hint="add a positive constant, e.g. log(x + 1)")
+            fn = {"ln": math.log, "log": math.log, "log2": math.log2, "log10": math.log10}[name]
+            sql_name = "log" if name in ("ln", "log") else name
+            return ValueExpr(f"{sql_name}({a.sql})", Interval(fn(a.interval.lo), fn(a.interval.hi)), False)
+        if name == "exp":
+            a = self._value(node.this, context)
+            if a.interval.hi > 700:
+                raise QueryRejected(f"{context}: exp() of values up to {num(a.interval.hi)} overflows")
+            return ValueExpr(f"exp({a.sql})", Interval(math.exp(a.interval.lo), math.exp(a.interval.hi)), False)
+        if name in ("pow", "power"):
+            base = self._value(node.this, context)
+            power = _literal_number(node.expression, context)
+            if not (float(power).is_integer() and 0 <= power <= 4):
+                raise QueryRejected(f"{context}: pow() takes a whole exponent from 0 to 4")
+            corners = [base.interval.lo**power, base.interval.hi**power]
+            if base.interval.contains_zero():
+                corners.append(0.0)
+            return ValueExpr(f"pow({base.sql}, {num(power)})", Interval(min(corners), max(corners)), base.integer)
+        if name == "sign":
+            a = self._value(node.this, context)
+            return ValueExpr(f"sign({a.sql})", Interval(-1.0 if a.interval.lo < 0 else 0.0,
+                                                          1.0 if a.interval.hi > 0 else 0.0), True)
+        if name == "multiif":
+            items = list(node.expressions)
+            branches = [(items[i], items[i + 1]) for i in range(0, len(items) - 1, 2)]
+            branches.append((None, items[-1]))
+            return self._branches(branches, context)
+        if name in ("coalesce", "ifnull"):
+            values = [self._value(a, context) for a in ([node.this, *node.expressions])]
+            interval = values[0].interval
+            for v in values[1:]:
+                interval = interval.union(v.interval)
+            return ValueExpr(f"coalesce({', '.join(v.sql for v in values)})", interval, all(v.integer for v in values))
+        raise QueryRejected(
+            f"{context}: function {name}() is not supported inside aggregates",
+            hint="use arithmetic, if/CASE, abs, least/greatest, round/floor/ceil, sqrt, log, exp, pow",
+        )
+
+
+def _is_condition(node: exp.Expression) -> bool:
+    return isinstance(node, exp.And | exp.Or | exp.Not | exp.EQ | exp.NEQ | exp.GT | exp.GTE | exp.LT
+                      | exp.LTE | exp.In | exp.Between | exp.Like | exp.ILike | exp.Is)
+
+
+def _literal_number(node: exp.Expression | None, context: str) -> float:
+    if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal) and not node.this.is_string:
+        return -float(node.this.this)
+    if isinstance(node, exp.Literal) and not node.is_string:
+        return float(node.this)
+    raise QueryRejected(f"{context}: expected a number literal")

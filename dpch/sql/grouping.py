@@ -1,0 +1,170 @@
+"""GROUP BY: which keys a query may release, and where their domain comes from.
+
+A key's domain must not be learned from the private data, or the mere presence of a key
+would reveal someone. dpch accepts four kinds of key:
+
+- a public column with declared ``values``: exactly those keys are released (empty ones with
+  a noisy 0);
+- a bucket of a *bounded* column, whose domain follows from the bounds: the integer column
+  itself (``GROUP BY age`` with bounds [18, 90] releases 18…90), ``intDiv(col, n)``, and
+  ``toYear``/``toMonth``/``toStartOfMonth``/``toStartOfYear``/``toStartOfQuarter``/
+  ``toDate`` of a date column with date bounds; values are clamped into the bounds first;
+- a column of a joined public table: its domain is that table's distinct values (public data);
+- anything else (a private column, an expression): released only through *partition
+  selection* — a key appears only if its noisy count of distinct units clears a threshold
+  calibrated to δ (:mod:`dpch.session`), with each unit limited to G keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date, timedelta
+
+from sqlglot import exp
+
+from dpch.errors import QueryRejected
+from dpch.policy.model import base_type
+from dpch.sql.bounds import check_condition, clamp_sql, condition_sql, function_name, num
+from dpch.sql.parse import DIALECT
+from dpch.sql.relation import Relation, SourceColumn
+from dpch.sql.rewrite_literals import literal
+
+#: the largest domain a GROUP BY may release (product of the keys' domains)
+MAX_GROUPS = 100_000
+
+PublicDomain = Callable[[str, str], tuple]
+
+
+@dataclass(frozen=True)
+class GroupKey:
+    """One GROUP BY key: its SQL over the capped rows, and its domain (None: partition selection)."""
+
+    label: str
+    sql: str
+    values: tuple | None
+    origin: str
+    inner_filter: str | None = None
+
+
+class KeyBuilder:
+    def __init__(self, relation: Relation, outer: Callable[[SourceColumn], str],
+                 public_domain: PublicDomain) -> None:
+        self.relation = relation
+        self.outer = outer
+        self.public_domain = public_domain
+
+    def key(self, expr: exp.Expression) -> GroupKey:
+        label = expr.sql(DIALECT)
+        if isinstance(expr, exp.Column):
+            return self._column_key(self.relation.resolve(expr), label)
+        name = function_name(expr)
+        if name == "intdiv":
+            return self._intdiv(expr, label)
+        date_unit = _date_bucket(expr, name)
+        if date_unit is not None and isinstance(expr.this if not isinstance(expr, exp.Anonymous) else
+                                                expr.expressions[0], exp.Column):
+            column = expr.this if not isinstance(expr, exp.Anonymous) else expr.expressions[0]
+            source = self.relation.resolve(column)
+            if source.date_bounds is not None:
+                return self._date_key(source, date_unit, label)
+        check_condition(expr, lambda c: self.relation.resolve(c).ref(""))
+        return GroupKey(label, condition_sql(expr, self._outer_ref), None, "partition selection")
+
+    def _outer_ref(self, col: exp.Column):
+        source = self.relation.resolve(col)
+        return source.ref(self.outer(source))
+
+    def _column_key(self, source: SourceColumn, label: str) -> GroupKey:
+        sql = self.outer(source)
+        if source.is_unit:
+            raise QueryRejected(f"GROUP BY {source.name}: grouping by the privacy unit releases one group per person",
+                                hint="count distinct units instead: count(DISTINCT unit)")
+        if source.public and source.values is not None:
+            values = ", ".join(literal(v) for v in source.values)
+            return GroupKey(label, sql, tuple(source.values), "declared values",
+                            inner_filter=f"{source.base_sql} IN ({values})")
+        if source.public_table is not None:
+            domain = self.public_domain(source.public_table, source.name)
+            if not domain:
+                raise QueryRejected(f"GROUP BY {label}: the public table has no values in this column")
+            values = ", ".join(literal(v) for v in domain)
+            return GroupKey(label, sql, tuple(domain), f"public table {source.public_table}",
+                            inner_filter=f"{source.base_sql} IN ({values})")
+        if source.bounds is not None and source.integer:
+            lo, hi = int(source.bounds.lo), int(source.bounds.hi)
+            _check_size(hi - lo + 1, label)
+            return GroupKey(label, clamp_sql(sql, source.bounds), tuple(range(lo, hi + 1)), "bounds")
+        if source.date_bounds is not None and base_type(source.type) in ("Date", "Date32"):
+            return self._date_key(source, "day", label)
+        return GroupKey(label, sql, None, "partition selection")
+
+    def _intdiv(self, expr: exp.Expression, label: str) -> GroupKey:
+        args = list(expr.expressions)
+        if len(args) != 2 or not isinstance(args[0], exp.Column) or not (
+                isinstance(args[1], exp.Literal) and not args[1].is_string and args[1].this.isdigit()
+                and int(args[1].this) > 0):
+            raise QueryRejected(f"GROUP BY {label}: write intDiv(column, positive whole number)")
+        source = self.relation.resolve(args[0])
+        step = int(args[1].this)
+        if source.bounds is None or not source.integer or source.bounds.lo < 0:
+            raise QueryRejected(f"GROUP BY {label}: intDiv buckets need an integer column with bounds ≥ 0",
+                                hint="or group by a public column with declared values")
+        lo, hi = int(source.bounds.lo) // step, int(source.bounds.hi) // step
+        _check_size(hi - lo + 1, label)
+        sql = f"intDiv({clamp_sql(self.outer(source), source.bounds)}, {step})"
+        return GroupKey(label, sql, tuple(range(lo, hi + 1)), "bounds")
+
+    def _date_key(self, source: SourceColumn, unit: str, label: str) -> GroupKey:
+        lo, hi = source.date_bounds
+        is_time = base_type(source.type).startswith("DateTime")
+        if is_time:
+            clamp = (f"least(greatest({self.outer(source)}, toDateTime('{lo} 00:00:00')), "
+                     f"toDateTime('{hi} 23:59:59'))")
+        else:
+            fn = "toDate32" if base_type(source.type) == "Date32" else "toDate"
+            clamp = f"least(greatest({self.outer(source)}, {fn}('{lo}')), {fn}('{hi}'))"
+        days = [lo + timedelta(days=i) for i in range((hi - lo).days + 1)]
+        functions = {
+            "day": ("toDate", lambda d: d),
+            "month": ("toStartOfMonth", lambda d: d.replace(day=1)),
+            "quarter": ("toStartOfQuarter", lambda d: date(d.year, 3 * ((d.month - 1) // 3) + 1, 1)),
+            "year": ("toStartOfYear", lambda d: date(d.year, 1, 1)),
+            "toyear": ("toYear", lambda d: d.year),
+            "tomonth": ("toMonth", lambda d: d.month),
+        }
+        fn, mapper = functions[unit]
+        domain = tuple(sorted({mapper(d) for d in days}))
+        _check_size(len(domain), label)
+        return GroupKey(label, f"{fn}({clamp})", domain, "bounds")
+
+
+def _date_bucket(expr: exp.Expression, name: str) -> str | None:
+    if isinstance(expr, exp.TimestampTrunc | exp.DateTrunc):
+        unit = str(expr.args.get("unit").name if expr.args.get("unit") is not None else "").lower()
+        return unit if unit in ("day", "month", "quarter", "year") else None
+    if name in ("toyear", "tomonth"):
+        return name
+    if name == "todate":
+        return "day"
+    return None
+
+
+def _check_size(size: int, label: str) -> None:
+    if size > MAX_GROUPS:
+        raise QueryRejected(f"GROUP BY {label} would release {size} groups, more than the limit of {MAX_GROUPS}",
+                            hint="use coarser buckets, e.g. intDiv(column, 10)")
+
+
+def check_domain_size(keys: list[GroupKey]) -> int:
+    size = 1
+    for k in keys:
+        if k.values is not None:
+            size *= len(k.values)
+    if size > MAX_GROUPS:
+        raise QueryRejected(f"GROUP BY would release {size} groups, more than the limit of {MAX_GROUPS}",
+                            hint="group by fewer columns or coarser buckets")
+    return size
+
+
+__all__ = ["GroupKey", "KeyBuilder", "MAX_GROUPS", "check_domain_size", "num"]
