@@ -2,12 +2,30 @@
 
 from __future__ import annotations
 
+import functools
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from dpch.cli.main import Context, friendly_errors
 from dpch.errors import ConfigError
+
+if TYPE_CHECKING:
+    from dpch.cli.main import Context
+
+
+def friendly_errors(func: Callable[..., Any]) -> Callable[..., Any]:
+    """dpch.cli.main's error handling, imported when called: main imports this module to
+    register the command, so importing main here at load time would be circular."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from dpch.cli.main import friendly_errors as handle
+
+        return handle(func)(*args, **kwargs)
+
+    return wrapper
 
 
 @click.command()

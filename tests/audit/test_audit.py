@@ -129,8 +129,9 @@ def test_fresh_noise_per_brownian_step_charged_as_one_is_caught():
     """Noise reduction observed at every step; charged as its last step (ψ(T_N) = ε = 1).
 
     Correct BM: the last iterate is sufficient, so the path leaks what one Gaussian leaks.
-    FreshNoiseRun (A7 pitfall 1): 20 independent draws near T_N compose to ≈ 0.7/√T_N·√T_N…
-    i.e. a Gaussian with 3.7× the signal-to-noise, far beyond ε = 1."""
+    FreshNoiseRun (A7 pitfall 1): 20 independent draws with variances in [T_N, 2·T_N]; their
+    sufficient statistic Σ x_k/T_k has √(Σ Δ²/T_k) ≈ 3.7× the signal-to-noise of the last step
+    alone, far beyond ε = 1. The audit sees every step, as an analyst would."""
     from dpch.audit.estimators import classifier_bound, combine, threshold_bound
 
     mech = BrownianMechanism.for_target(1.0, 1e-6, 1.0, steps=20, start_factor=2.0)
