@@ -275,6 +275,11 @@ def engine_info(obj: Context) -> None:
     click.echo(engine.describe())
 
 
+from dpch.cli.audit import audit as _audit  # noqa: E402  (defined in its own module; needs Context)
+
+cli.add_command(_audit)
+
+
 def main() -> None:
     cli(prog_name="dpch")
 

@@ -1,0 +1,28 @@
+"""Empirical privacy audit on neighbouring datasets (DPCH paper §1 item 3; issue 6).
+
+- :mod:`.neighbours` — D and D′ differing in one worst-case privacy unit, as real tables.
+- :mod:`.runner` — sample a query on both (fast: noise redrawn over exact aggregates; full:
+  every trial through :meth:`Session.query`, charged to a scratch audit analyst).
+- :mod:`.estimators` — ε lower bounds with confidence (threshold tests, a classifier).
+- :mod:`.experiment` — :func:`audit_query`: neighbours → samples → bounds → verdict.
+- :mod:`.report` — the text summary and the HTML/PNG report.
+- :mod:`.suite` — the fixed audit suite on the demo table.
+"""
+
+from dpch.audit.estimators import EpsilonBound, classifier_bound, threshold_bound
+from dpch.audit.experiment import AUDIT_ANALYST, AuditResult, audit_query
+from dpch.audit.neighbours import NeighbourPair, build_neighbours
+from dpch.audit.runner import AuditRunner, AuditSamples
+
+__all__ = [
+    "AUDIT_ANALYST",
+    "AuditResult",
+    "AuditRunner",
+    "AuditSamples",
+    "EpsilonBound",
+    "NeighbourPair",
+    "audit_query",
+    "build_neighbours",
+    "classifier_bound",
+    "threshold_bound",
+]

@@ -1,0 +1,229 @@
+"""Neighbouring datasets for an audit: D and D′ that differ in one privacy unit.
+
+Both are real tables in scratch databases of the same ClickHouse store (the table keeps its
+name, DDL and ``dp:`` annotations, so the analyst's SQL runs unchanged on either side):
+
+- ``add`` (default): D is a copy of the table; D′ is D plus one *new* unit chosen to be the
+  worst case for the query: its rows copy a row that passes the query's WHERE and lies in the
+  targeted (first matching) group, so every row lands in one group; every summed or averaged
+  column is set *beyond* its declared bounds on the side of max(|lo|, |hi|), so the clamp
+  decides the shift; and the unit has twice the contribution cap in rows, so the cap decides
+  the count. With the policy enforced, the exact aggregates move by exactly the derived
+  sensitivity (the runner reports the realized shift); without it they move further.
+- ``remove``: D′ is D without the existing unit that has the most rows passing the WHERE.
+
+Add/remove neighbours are symmetric (DESIGN.md, DPCH paper Def 1), so either direction audits
+the same guarantee. The scratch databases are dropped by :meth:`NeighbourPair.drop`.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sqlglot import exp
+
+from dpch.engine import Engine, quote_identifier
+from dpch.errors import QueryRejected
+from dpch.policy.model import base_type
+from dpch.sql.analyze import QueryPlan
+from dpch.sql.parse import DIALECT
+from dpch.sql.rewrite import literal
+
+Direction = Literal["add", "remove"]
+
+_INT_RANGES = {
+    "UInt8": (0, 2**8 - 1), "UInt16": (0, 2**16 - 1), "UInt32": (0, 2**32 - 1), "UInt64": (0, 2**64 - 1),
+    "Int8": (-(2**7), 2**7 - 1), "Int16": (-(2**15), 2**15 - 1), "Int32": (-(2**31), 2**31 - 1),
+    "Int64": (-(2**63), 2**63 - 1),
+}
+
+
+@dataclass(frozen=True)
+class NeighbourPair:
+    """Where D and D′ live, and which unit tells them apart."""
+
+    table: str
+    d_database: str
+    dprime_database: str
+    direction: Direction
+    unit: Any
+    rows: int
+    description: str
+
+    def drop(self, engine: Engine) -> None:
+        """Drops both scratch databases (the audit's ledger with them)."""
+        for db in (self.d_database, self.dprime_database):
+            engine.command(f"DROP DATABASE IF EXISTS {quote_identifier(db)}")
+
+
+def build_neighbours(
+    engine: Engine,
+    plan: QueryPlan,
+    *,
+    direction: Direction = "add",
+    scratch: str | None = None,
+    rows_factor: int = 2,
+) -> NeighbourPair:
+    """Builds D and D′ for ``plan`` (the analyzed query) from its table in ``engine``'s database.
+
+    ``scratch`` names the pair (databases ``{scratch}_d`` and ``{scratch}_dprime``); ``rows_factor``
+    is how many times the contribution cap the added unit's rows exceed it (≥ 1).
+    """
+    if direction not in ("add", "remove"):
+        raise QueryRejected(f"unknown neighbour direction {direction!r}", hint="use 'add' or 'remove'")
+    policy = plan.table
+    unit = policy.privacy_unit
+    assert unit is not None  # analyze() accepts private tables only
+    scratch = scratch or f"dpch_audit_{uuid.uuid4().hex[:10]}"
+    pair_dbs = (f"{scratch}_d", f"{scratch}_dprime")
+    source = f"{quote_identifier(engine.database)}.{quote_identifier(policy.table)}"
+    ddl = engine.query_rows(f"SHOW CREATE TABLE {source}")[0][0]
+    condition = _condition_sql(plan)
+    try:
+        for db in pair_dbs:
+            engine.command(f"DROP DATABASE IF EXISTS {quote_identifier(db)}")
+            engine.command(f"CREATE DATABASE {quote_identifier(db)}")
+            target = f"{quote_identifier(db)}.{quote_identifier(policy.table)}"
+            engine.command(re.sub(r"^CREATE TABLE \S+", f"CREATE TABLE {target}", ddl, count=1))
+        d_table = f"{quote_identifier(pair_dbs[0])}.{quote_identifier(policy.table)}"
+        dp_table = f"{quote_identifier(pair_dbs[1])}.{quote_identifier(policy.table)}"
+        engine.command(f"INSERT INTO {d_table} SELECT * FROM {source}")
+        if direction == "remove":
+            chosen = engine.query_rows(
+                f"SELECT {quote_identifier(unit)}, count() AS n FROM {source} WHERE {condition} "
+                f"GROUP BY {quote_identifier(unit)} ORDER BY n DESC, {quote_identifier(unit)} LIMIT 1"
+            )
+            if not chosen:
+                raise QueryRejected(
+                    "no privacy unit has rows that pass the query's WHERE, so none can be removed",
+                    hint="audit with direction 'add' instead",
+                )
+            victim, count = chosen[0]
+            engine.command(
+                f"INSERT INTO {dp_table} SELECT * FROM {source} WHERE {quote_identifier(unit)} != {literal(victim)}"
+            )
+            description = (f"D′ = D minus unit {unit}={victim}, which has {count} rows passing the query's filter "
+                           f"(cap {policy.contribution_cap})")
+            return NeighbourPair(policy.table, *pair_dbs, "remove", victim, int(count), description)
+
+        engine.command(f"INSERT INTO {dp_table} SELECT * FROM {source}")
+        row, columns, where_holds = _worst_case_row(engine, plan, source, condition, pair_dbs[1])
+        rows = 1 if policy.unique_units else policy.contribution_cap * max(1, rows_factor)
+        _insert(engine, pair_dbs[1], policy.table, [row] * rows, columns)
+        new_unit = row[columns.index(unit)]
+        changed = [c for c in columns if c in _measured_columns(plan)]
+        description = (
+            f"D′ = D plus unit {unit}={new_unit} with {rows} rows (cap {policy.contribution_cap})"
+            + (f", {', '.join(changed)} beyond the bounds" if changed else "")
+            + ("" if where_holds else "; WARNING: no row satisfies the query's filter, the unit may not count")
+        )
+        return NeighbourPair(policy.table, *pair_dbs, "add", new_unit, rows, description)
+    except Exception:
+        for db in pair_dbs:
+            engine.command(f"DROP DATABASE IF EXISTS {quote_identifier(db)}")
+        raise
+
+
+def _insert(engine: Engine, database: str, table: str, rows: list[tuple], columns: list[str]) -> None:
+    with Engine(engine.dsn, database=database) as scratch:  # embedded: shares the open store
+        scratch.insert(table, rows, columns)
+
+
+def _condition_sql(plan: QueryPlan) -> str:
+    """The query's WHERE and its group-domain condition, as ClickHouse SQL over the table."""
+    parts = []
+    if plan.where is not None:
+        where = plan.where.copy()
+        for col in where.find_all(exp.Column):
+            col.set("table", None)
+            col.this.set("quoted", True)
+        parts.append(f"({where.sql(dialect=DIALECT)})")
+    for key in plan.keys:
+        parts.append(f"{quote_identifier(key.column)} IN ({', '.join(literal(v) for v in key.values)})")
+    return " AND ".join(parts) or "1"
+
+
+def _measured_columns(plan: QueryPlan) -> set[str]:
+    """Columns whose values a measure sums (their bounds are what clamping enforces)."""
+    names = set()
+    for out in plan.outputs:
+        if out.kind in ("sum", "avg"):
+            measure = next(m for m in plan.measures if m.name == out.measure)
+            for col in plan.table.columns:
+                if f"`{col}`" in measure.sql:
+                    names.add(col)
+    return names
+
+
+def _extreme(value_type: str, bounds: tuple[float, float]) -> list[Any]:
+    """Candidate worst-case values, most extreme first: beyond the bound of largest magnitude,
+    then the bound itself (if the WHERE excludes the first)."""
+    lo, hi = bounds
+    width = hi - lo if hi > lo else 1.0
+    beyond = hi + width if abs(hi) >= abs(lo) else lo - width
+    at = hi if abs(hi) >= abs(lo) else lo
+    kind = base_type(value_type)
+    if kind in _INT_RANGES:
+        lo_t, hi_t = _INT_RANGES[kind]
+        return [int(min(max(round(beyond), lo_t), hi_t)), int(at)]
+    return [float(beyond), float(at)]
+
+
+def _worst_case_row(
+    engine: Engine, plan: QueryPlan, source: str, condition: str, stage_db: str
+) -> tuple[tuple, list[str], bool]:
+    """A row for the new unit: a template passing the WHERE, measured columns pushed past their bounds."""
+    policy = plan.table
+    unit = policy.privacy_unit
+    assert unit is not None
+    columns = [c.name for c in engine.columns(policy.table)]
+    select = ", ".join(quote_identifier(c) for c in columns)
+    template = engine.query_rows(f"SELECT {select} FROM {source} WHERE {condition} LIMIT 1")
+    found = bool(template)
+    if not found:
+        template = engine.query_rows(f"SELECT {select} FROM {source} LIMIT 1")
+    if not template:
+        raise QueryRejected(f"table {policy.table} is empty: there is nothing to audit",
+                            hint="load data first (dpch load)")
+    base = list(template[0])
+    unit_type = base_type(policy.columns[unit].type)
+    new_unit: Any
+    if unit_type in _INT_RANGES:
+        top = engine.query_rows(f"SELECT max({quote_identifier(unit)}) FROM {source}")[0][0]
+        new_unit = int(top) + 1
+    else:
+        new_unit = f"dpch-audit-{uuid.uuid4().hex[:8]}"
+    base[columns.index(unit)] = new_unit
+    measured = sorted(_measured_columns(plan))
+    if not measured or not found:
+        return tuple(base), columns, found
+    # try the most extreme variant first; keep the first one the WHERE still accepts
+    options = {c: _extreme(policy.columns[c].type, policy.columns[c].bounds or (0.0, 0.0)) for c in measured}
+    variants = []
+    for level in range(2):
+        row = list(base)
+        for c in measured:
+            row[columns.index(c)] = options[c][level]
+        variants.append(tuple(row))
+    variants.append(tuple(base))
+    stage = "dpch_audit_stage"
+    engine.command(
+        f"CREATE TABLE {quote_identifier(stage_db)}.{quote_identifier(stage)} "
+        f"AS {source} ENGINE = Memory"
+    )
+    try:
+        marked = [tuple(v) for v in variants]
+        for i, v in enumerate(marked):
+            _insert(engine, stage_db, stage, [v], columns)
+            passes = engine.query_rows(
+                f"SELECT count() FROM {quote_identifier(stage_db)}.{quote_identifier(stage)} WHERE {condition}"
+            )[0][0]
+            engine.command(f"TRUNCATE TABLE {quote_identifier(stage_db)}.{quote_identifier(stage)}")
+            if passes:
+                return marked[i], columns, True
+    finally:
+        engine.command(f"DROP TABLE IF EXISTS {quote_identifier(stage_db)}.{quote_identifier(stage)}")
+    return tuple(base), columns, True

@@ -1,0 +1,151 @@
+"""Run one query many times on D and on D′ and collect what an observer would see.
+
+Two modes:
+
+- **fast** (audit-only): the query is parsed, analyzed and calibrated by the session exactly as
+  :meth:`Session.query` does, its emitted SQL runs *once* per side in ClickHouse, and only the
+  noise is redrawn, vectorised: ``mechanism.release`` on an (N, groups) array. Observations are
+  the noisy measures (the mechanisms' outputs; the released cells are post-processing of them,
+  so auditing the measures is at least as strong). Integer measures get exactly the per-query
+  distribution; a real-valued (grid) batch shares one grid chosen for N·groups coordinates,
+  finer than a single release's, with the same ≤ 2^-12 bound on the scale's inflation:
+  indistinguishable at any audit's sample size. Nothing is charged: the fast path reads exact
+  aggregates of the scratch copies, which only the data owner running the audit may do.
+- **full**: every trial is a real :meth:`Session.query` on each side, through parse, analyze,
+  probe, ledger charge, ClickHouse, noise and post-processing; observations are the released
+  numeric cells. It catches bugs in the SQL and in the session's wiring, and is charged to a
+  dedicated audit analyst whose ledger lives in the scratch databases (never a real analyst's).
+
+:meth:`AuditRunner.calibrate` and :meth:`AuditRunner.emit` are the two seams the fast path uses;
+tests subclass the runner to inject broken mechanisms or SQL (never reachable from production).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dpch.mechanisms.cost import PrivacyCost
+from dpch.mechanisms.gaussian import GaussianMechanism
+from dpch.mechanisms.laplace import LaplaceMechanism
+from dpch.mechanisms.sampling import NoiseSource
+from dpch.sql.analyze import QueryPlan
+from dpch.sql.rewrite import emit_sql
+from dpch.sql.settings import QueryOptions
+
+Mechanism = LaplaceMechanism | GaussianMechanism
+
+
+@dataclass
+class AuditSamples:
+    """Observations on D and D′ (one row per trial), and what the query claims to cost."""
+
+    d: np.ndarray
+    dprime: np.ndarray
+    labels: list[str]
+    claimed: PrivacyCost
+    mechanism: str
+    mode: str
+    #: per measure: exact value on D and D′ (fast mode), sensitivity, and the ℓ1 shift
+    exact_d: dict[str, np.ndarray] = field(default_factory=dict)
+    exact_dprime: dict[str, np.ndarray] = field(default_factory=dict)
+    sensitivities: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def trials(self) -> int:
+        return int(self.d.shape[0])
+
+    def shifts(self) -> dict[str, float]:
+        """ℓ1 distance between the exact measure vectors of D and D′ (fast mode)."""
+        return {k: float(np.abs(self.exact_dprime[k] - self.exact_d[k]).sum()) for k in self.exact_d}
+
+
+class AuditRunner:
+    """Samples a query's releases on two sessions: one on D, one on D′ (same table name)."""
+
+    def __init__(self, session_d: Any, session_dprime: Any, sql: str, *, seed: int | None = None,
+                 **options: Any) -> None:
+        self.sessions = (session_d, session_dprime)
+        self.sql = sql
+        self.options = options
+        self._noise = NoiseSource(seed)
+
+    # -- seams (tests override these to inject broken variants) --------------------------------
+
+    def calibrate(self, plan: QueryPlan, opts: QueryOptions) -> dict[str, Mechanism]:
+        """The mechanisms the fast path samples: the session's own calibration."""
+        return self.sessions[0]._mechanisms(plan, opts)
+
+    def emit(self, plan: QueryPlan, database: str) -> str:
+        """The SQL the fast path runs on each side: the session's own rewrite."""
+        return emit_sql(plan, database)
+
+    # -- modes ---------------------------------------------------------------------------------
+
+    def claimed(self) -> tuple[PrivacyCost, str]:
+        """What the production path says the query costs (never from the seams above)."""
+        session = self.sessions[0]
+        plan, opts = session.plan(self.sql, **self.options)
+        total = PrivacyCost.zero()
+        for mech in session._mechanisms(plan, opts).values():
+            total = total + mech.cost
+        return total, opts.resolved_mechanism
+
+    def run_fast(self, trials: int) -> AuditSamples:
+        """``trials`` releases per side, exact aggregates computed once, noise redrawn."""
+        claimed, mechanism = self.claimed()
+        sides: list[np.ndarray] = []
+        exact_sides: list[dict[str, np.ndarray]] = []
+        labels: list[str] = []
+        sensitivities: dict[str, float] = {}
+        for session in self.sessions:
+            plan, opts = session.plan(self.sql, **self.options)
+            mechanisms = self.calibrate(plan, opts)
+            exact = session._exact_measures(plan, self.emit(plan, session.engine.database))
+            columns = []
+            labels = []
+            for m in plan.measures:
+                batch = np.broadcast_to(exact[m.name], (trials, exact[m.name].size))
+                columns.append(mechanisms[m.name].release(np.array(batch), self._noise))
+                labels += [f"{m.name} {_group_label(g)}".rstrip() for g in plan.group_domain]
+                sensitivities[m.name] = m.sensitivity
+            sides.append(np.hstack(columns))
+            exact_sides.append(exact)
+        return AuditSamples(sides[0], sides[1], labels, claimed, mechanism, "fast",
+                            exact_sides[0], exact_sides[1], sensitivities)
+
+    def run_full(self, trials: int) -> AuditSamples:
+        """``trials`` full :meth:`Session.query` calls per side; observations are released cells."""
+        claimed, mechanism = self.claimed()
+        sides = []
+        labels: list[str] = []
+        for session in self.sessions:
+            rows = []
+            for _ in range(trials):
+                release = session.query(self.sql, **self.options)
+                cells, labels = _numeric_cells(release)
+                rows.append(cells)
+            sides.append(np.array(rows, dtype=float))
+        return AuditSamples(sides[0], sides[1], labels, claimed, mechanism, "full")
+
+
+def _group_label(group: tuple[Any, ...]) -> str:
+    return f"[{', '.join(str(v) for v in group)}]" if group else ""
+
+
+def _numeric_cells(release: Any) -> tuple[list[float], list[str]]:
+    """The noisy cells of a release in a fixed order (by group key, then column), so that an
+    ORDER BY on noisy values does not permute the observations. Key columns (public, exact)
+    are skipped."""
+    cells: list[tuple[str, str, float]] = []
+    for i, row in enumerate(release.rows):
+        key = ", ".join(str(row[j]) for j in range(len(row)) if release.intervals[i][j] is None)
+        for j, column in enumerate(release.columns):
+            if release.intervals[i][j] is None:
+                continue
+            value = row[j]
+            cells.append((key, column, float(value) if value is not None else float("nan")))
+    cells.sort(key=lambda c: (c[0], c[1]))
+    return [c[2] for c in cells], [f"{c[1]} [{c[0]}]" if c[0] else c[1] for c in cells]

@@ -1,0 +1,86 @@
+"""``dpch audit``: measure a query's privacy empirically on neighbouring datasets (issue 6)."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from dpch.errors import ConfigError
+
+if TYPE_CHECKING:
+    from dpch.cli.main import Context
+
+
+def friendly_errors(func: Callable[..., Any]) -> Callable[..., Any]:
+    """dpch.cli.main's error handling, imported when called: main imports this module to
+    register the command, so importing main here at load time would be circular."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from dpch.cli.main import friendly_errors as handle
+
+        return handle(func)(*args, **kwargs)
+
+    return wrapper
+
+
+@click.command()
+@click.option("--table", help="The private table whose neighbours are built (must be the query's table).")
+@click.option("--query", "sql", help="The query to audit, as an analyst would send it.")
+@click.option("--trials", type=int, default=None, help="Releases per side (default 20000 fast, 500 full-stack).")
+@click.option("--epsilon", type=float, help="ε of the audited query (default: the query's or dpch's default).")
+@click.option("--delta", type=float, help="δ of the audited query (> 0 selects the Gaussian mechanism).")
+@click.option("--confidence", type=float, default=0.95, show_default=True, help="Confidence of ε_lb.")
+@click.option("--full-stack", is_flag=True, help="Run every trial through the whole query path (slow).")
+@click.option("--direction", type=click.Choice(["add", "remove"]), default="add", show_default=True,
+              help="D′ = D plus a worst-case unit, or D minus its largest unit.")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False),
+              help="Write a report with histograms and the threshold curve (.html, or .png with matplotlib).")
+@click.option("--suite", is_flag=True, help="Audit the fixed query suite on the demo table; exit 1 on a violation.")
+@click.option("--seed", type=int, hidden=True, help="Fixed noise seed (tests only; needs DPCH_ALLOW_FIXED_SEED=1).")
+@click.pass_obj
+@friendly_errors
+def audit(obj: Context, table: str | None, sql: str | None, trials: int | None, epsilon: float | None,
+          delta: float | None, confidence: float, full_stack: bool, direction: str, report_path: str | None,
+          suite: bool, seed: int | None) -> None:
+    """(Data owner) Test whether a query leaks more than its claimed ε.
+
+    Builds D and D′ differing in one worst-case privacy unit (scratch copies of the table in
+    the same store), runs the query thousands of times on each, and bounds ε from below
+    with a threshold test and a classifier. Spends no analyst's budget.
+    """
+    from dpch.audit.experiment import DEFAULT_TRIALS, audit_query
+    from dpch.audit.report import summary, write_report
+    from dpch.audit.suite import run_suite
+
+    if suite:
+        session = obj.session()
+        outcomes = run_suite(session.engine.dsn, trials=trials or DEFAULT_TRIALS, confidence=confidence,
+                             seed=seed, echo=click.echo)
+        bad = [o.entry.name for o in outcomes if o.violation]
+        if bad:
+            click.secho(f"VIOLATION in {len(bad)} of {len(outcomes)} audits: {', '.join(bad)}", fg="red")
+            sys.exit(1)
+        click.echo(f"all {sum(o.result is not None for o in outcomes)} audits consistent")
+        return
+    if not sql:
+        raise ConfigError("dpch audit needs --query (or --suite)",
+                          hint='e.g. dpch audit --table visits --query "SELECT count(*) FROM visits"')
+    session = obj.session()
+    options = {k: v for k, v in (("epsilon", epsilon), ("delta", delta)) if v is not None}
+    plan, _ = session.plan(sql, **options)
+    if table is not None and plan.table.table != table:
+        raise ConfigError(f"the query reads table {plan.table.table}, not {table}",
+                          hint="pass the query's own table to --table")
+    mode = "full" if full_stack else "fast"
+    result = audit_query(session, sql, trials=trials or (500 if full_stack else DEFAULT_TRIALS), mode=mode,
+                         confidence=confidence, direction=direction, seed=seed, **options)
+    click.echo(summary(result))
+    if report_path:
+        click.echo(f"report: {write_report(result, report_path)}")
+    if result.violation:
+        sys.exit(1)

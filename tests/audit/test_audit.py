@@ -1,0 +1,216 @@
+"""Audits through dpch on the demo table (embedded ClickHouse): neighbours, calibrated
+mechanisms, broken variants, full-stack mode, the report and the suite.
+
+Statistics: every audit uses a fixed seed; a calibrated mechanism must give ε_lb ≤ claimed ε
+(the bound holds with probability ≥ 95%, so with a fixed seed the test is deterministic and a
+failure would be a real finding or a 5% event to investigate). Broken variants shift the output
+by 2× the sensitivity (or use σ for 2ε), so the true ε is about 2× the claim; at the trial
+counts used the expected ε_lb is 1.8–1.9 (Laplace, 20 000 trials) and ≈ 1.25 (Gaussian, 400 000),
+far enough above 1 that they are caught at almost every seed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dpch
+from dpch.audit import audit_query, build_neighbours
+from dpch.audit.report import summary, write_report
+from dpch.audit.runner import AuditRunner
+from dpch.audit.suite import SUITE, run_suite
+from dpch.engine import Engine
+from dpch.errors import ConfigError
+from dpch.mechanisms.brownian import BrownianMechanism, BrownianRun, FreshNoiseRun
+from tests.audit.broken import GaussianSigmaForTwiceEpsilon, HalvedSensitivity, NoClamping, NoContributionCap
+
+TRIALS = 20_000
+GAUSSIAN_TRIALS = 400_000
+
+
+@pytest.fixture
+def session(store_dsn, visits_db):
+    s = dpch.connect(store_dsn, database=visits_db, analyst="real-analyst", seed=99)
+    yield s
+    s.close()
+
+
+def _scratch_databases(engine: Engine) -> list[str]:
+    return [r[0] for r in engine.query_rows("SELECT name FROM system.databases WHERE name LIKE 'dpch_audit%'")]
+
+
+# -- neighbours -------------------------------------------------------------------------------
+
+
+def test_added_unit_is_worst_case_and_respects_the_filter(session):
+    plan, _ = session.plan("SELECT sum(spend) FROM visits WHERE region = 'east'")
+    pair = build_neighbours(session.engine, plan, scratch="dpch_audit_t1")
+    try:
+        e = session.engine
+        d = e.query_rows("SELECT count(), uniqExact(user_id) FROM dpch_audit_t1_d.visits")[0]
+        dp = e.query_rows("SELECT count(), uniqExact(user_id) FROM dpch_audit_t1_dprime.visits")[0]
+        assert dp[0] == d[0] + 20 and dp[1] == d[1] + 1  # one new unit with 2× the cap of rows
+        rows = e.query_rows(f"SELECT region, spend FROM dpch_audit_t1_dprime.visits WHERE user_id = {pair.unit}")
+        assert {r[0] for r in rows} == {"east"} and {r[1] for r in rows} == {1000.0}  # beyond bounds [0, 500]
+        # the annotations came along: the copy has the same policy
+        assert "max_rows_per_unit=10" in e.query_rows(
+            "SELECT comment FROM system.tables WHERE database = 'dpch_audit_t1_dprime' AND name = 'visits'")[0][0]
+    finally:
+        pair.drop(session.engine)
+    assert not _scratch_databases(session.engine)
+
+
+def test_filter_on_the_measured_column_falls_back_to_a_passing_value(session):
+    plan, _ = session.plan("SELECT sum(spend) FROM visits WHERE spend < 100")
+    pair = build_neighbours(session.engine, plan, scratch="dpch_audit_t2")
+    try:
+        rows = session.engine.query_rows(
+            f"SELECT spend FROM dpch_audit_t2_dprime.visits WHERE user_id = {pair.unit} AND spend < 100")
+        assert len(rows) == 20, "the added unit's rows must pass the WHERE, or they audit nothing"
+    finally:
+        pair.drop(session.engine)
+
+
+def test_remove_direction_drops_the_largest_unit(session):
+    result = audit_query(session, "SELECT count(*) FROM visits", trials=2000, direction="remove", seed=4,
+                         epsilon=1.0)
+    assert result.samples.shifts() == {"m0": 10.0}  # the largest unit has ≥ 10 rows: the cap binds
+    assert "minus unit" in result.neighbours and not result.violation
+
+
+# -- calibrated mechanisms pass, and the Laplace audit is tight ------------------------------
+
+
+@pytest.mark.parametrize("entry", SUITE, ids=[e.name for e in SUITE])
+def test_calibrated_mechanism_is_consistent(session, entry):
+    trials = TRIALS * entry.trials_factor
+    result = audit_query(session, entry.sql, trials=trials, seed=17, **entry.options)
+    assert not result.violation, summary(result)
+    assert result.bound.confidence == pytest.approx(0.95)
+    for name, shift in result.samples.shifts().items():  # the neighbour is the worst case
+        assert shift == pytest.approx(result.samples.sensitivities[name]), summary(result)
+    assert session.budget().releases == 0, "an audit must not touch a real analyst's ledger"
+    assert not _scratch_databases(session.engine)
+
+
+def test_laplace_count_audit_is_tight(session):
+    result = audit_query(session, "SELECT count(*) FROM visits", trials=TRIALS, seed=23, epsilon=1.0)
+    assert 0.6 * result.claimed_epsilon <= result.bound.epsilon_lb <= result.claimed_epsilon, summary(result)
+    print(f"Laplace count: ε_lb {result.bound.epsilon_lb:.3f} = {result.tightness:.0%} of ε 1 "
+          f"at {TRIALS} trials per side, 95% confidence")
+
+
+# -- broken variants are caught --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("runner", "sql"),
+    [
+        (HalvedSensitivity, "SELECT count(*) FROM visits"),
+        (HalvedSensitivity, "SELECT region, sum(spend) FROM visits GROUP BY region"),
+        (NoClamping, "SELECT sum(spend) FROM visits"),
+        (NoClamping, "SELECT avg(duration_min) FROM visits"),
+        (NoContributionCap, "SELECT count(*) FROM visits"),
+        (NoContributionCap, "SELECT region, count(*) FROM visits GROUP BY region"),
+    ],
+)
+def test_broken_laplace_variants_are_caught(session, runner, sql):
+    result = audit_query(session, sql, trials=TRIALS, seed=31, runner_class=runner, epsilon=1.0)
+    assert result.violation, summary(result)
+
+
+def test_gaussian_sigma_for_twice_epsilon_is_caught(session):
+    result = audit_query(session, "SELECT count(*) FROM visits", trials=GAUSSIAN_TRIALS, seed=37,
+                         runner_class=GaussianSigmaForTwiceEpsilon, epsilon=1.0, delta=1e-6)
+    assert result.violation, summary(result)
+
+
+def test_fresh_noise_per_brownian_step_charged_as_one_is_caught():
+    """Noise reduction observed at every step; charged as its last step (ψ(T_N) = ε = 1).
+
+    Correct BM: the last iterate is sufficient, so the path leaks what one Gaussian leaks.
+    FreshNoiseRun (A7 pitfall 1): 20 independent draws with variances in [T_N, 2·T_N]; their
+    sufficient statistic Σ x_k/T_k has √(Σ Δ²/T_k) ≈ 3.7× the signal-to-noise of the last step
+    alone, far beyond ε = 1. The audit sees every step, as an analyst would."""
+    from dpch.audit.estimators import classifier_bound, combine, threshold_bound
+
+    mech = BrownianMechanism.for_target(1.0, 1e-6, 1.0, steps=20, start_factor=2.0)
+    claimed = mech.worst_cost.epsilon
+    found = {}
+    for run_class in (BrownianRun, FreshNoiseRun):
+        rng = np.random.default_rng(41)
+        paths = []
+        for value in (0.0, 1.0):  # f(D) and f(D′): a shift of the sensitivity
+            run = run_class(mech, np.full(100_000, value), rng)  # coordinates = independent trials
+            paths.append(np.stack([run.next() for _ in range(mech.times.size)], axis=1))
+        bounds = [threshold_bound(*paths, delta=mech.delta, confidence=0.975),
+                  classifier_bound(*paths, delta=mech.delta, confidence=0.975)]
+        found[run_class.__name__] = combine(bounds).epsilon_lb
+    assert found["BrownianRun"] <= claimed, found
+    assert found["FreshNoiseRun"] > claimed, found
+
+
+# -- full-stack mode, report, suite ----------------------------------------------------------
+
+
+def test_full_stack_mode_agrees_with_the_fast_path_and_spends_no_real_budget(session):
+    sql = "SELECT count(*) FROM visits"
+    full = audit_query(session, sql, trials=100, mode="full", seed=43, epsilon=1.0)
+    fast = audit_query(session, sql, trials=5000, seed=43, epsilon=1.0)
+    assert not full.violation
+    # same distribution on each side: means within 4 standard errors (Laplace scale 10: sd 14.1)
+    se = np.sqrt(2 * 10.0**2 / 100 + 2 * 10.0**2 / 5000)
+    for side in ("d", "dprime"):
+        diff = getattr(full.samples, side).mean() - getattr(fast.samples, side).mean()
+        assert abs(diff) < 4 * se, f"{side}: full {getattr(full.samples, side).mean()} vs fast"
+    assert session.budget().releases == 0
+    assert not _scratch_databases(session.engine)
+
+
+def test_html_report_without_matplotlib_and_png_needs_it(session, tmp_path):
+    result = audit_query(session, "SELECT region, count(*) FROM visits GROUP BY region", trials=4000, seed=47,
+                         epsilon=1.0)
+    page = write_report(result, tmp_path / "audit.html").read_text()
+    assert page.count("<svg") == 2 and "consistent" in page and "ε_lb" in page
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        with pytest.raises(ConfigError, match="matplotlib"):
+            write_report(result, tmp_path / "audit.png")
+    else:
+        assert write_report(result, tmp_path / "audit.png").stat().st_size > 1000
+
+
+def test_bad_audit_arguments_are_clear_errors(session):
+    with pytest.raises(ConfigError, match="at least 20 trials"):
+        audit_query(session, "SELECT count(*) FROM visits", trials=5)
+    with pytest.raises(ConfigError, match="mode"):
+        audit_query(session, "SELECT count(*) FROM visits", mode="quick")
+
+
+def test_suite_passes_and_flags_a_broken_mechanism(store_dsn, keeper):
+    outcomes = run_suite(store_dsn, trials=3000, seed=53)
+    assert not any(o.violation for o in outcomes), [summary(o.result) for o in outcomes if o.violation]
+    assert any(o.result is None and "accuracy-first" in o.entry.name for o in outcomes)
+    broken = run_suite(store_dsn, trials=3000, seed=53, runner_class=HalvedSensitivity)
+    assert any(o.violation for o in broken)
+    assert AuditRunner  # the production runner is the default
+
+
+def test_cli_audit_and_suite(store_dsn, visits_db, tmp_path):
+    from click.testing import CliRunner
+
+    from dpch.cli.main import cli
+
+    runner = CliRunner()
+    out = runner.invoke(cli, ["--dsn", store_dsn, "--database", visits_db, "audit", "--table", "visits",
+                              "--query", "SELECT count(*) FROM visits", "--epsilon", "1", "--trials", "4000",
+                              "--seed", "5", "--report", str(tmp_path / "r.html")])
+    assert out.exit_code == 0, out.output
+    assert "claimed:    ε 1" in out.output and "verdict:    consistent" in out.output
+    assert (tmp_path / "r.html").exists()
+    out = runner.invoke(cli, ["--dsn", store_dsn, "--database", visits_db, "audit", "--table", "other",
+                              "--query", "SELECT count(*) FROM visits"])
+    assert out.exit_code == 1 and "reads table visits" in out.output
+    out = runner.invoke(cli, ["--dsn", store_dsn, "audit", "--suite", "--trials", "2000", "--seed", "5"])
+    assert out.exit_code == 0 and "audits consistent" in out.output, out.output
