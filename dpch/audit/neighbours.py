@@ -23,14 +23,11 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlglot import exp
-
 from dpch.engine import Engine, quote_identifier
 from dpch.errors import QueryRejected
 from dpch.policy.model import base_type
 from dpch.sql.analyze import QueryPlan
-from dpch.sql.parse import DIALECT
-from dpch.sql.rewrite import literal
+from dpch.sql.rewrite_literals import literal
 
 Direction = Literal["add", "remove"]
 
@@ -74,6 +71,10 @@ def build_neighbours(
     """
     if direction not in ("add", "remove"):
         raise QueryRejected(f"unknown neighbour direction {direction!r}", hint="use 'add' or 'remove'")
+    if len(plan.relation.tables) != 1 or plan.partition_selection:
+        raise QueryRejected(
+            "the audit builds neighbours for queries over one private table with declared or bounded keys",
+            hint="audit the query without joins; GROUP BY a private column (partition selection) is not audited")
     policy = plan.table
     unit = policy.privacy_unit
     assert unit is not None  # analyze() accepts private tables only
@@ -132,29 +133,31 @@ def _insert(engine: Engine, database: str, table: str, rows: list[tuple], column
         scratch.insert(table, rows, columns)
 
 
+def _table_sql(plan: QueryPlan, sql: str) -> str:
+    """Plan SQL over the one source table (alias ``t0``) rewritten over the table itself."""
+    return sql.replace(f"{_alias(plan)}.", "")
+
+
+def _alias(plan: QueryPlan) -> str:
+    return plan.relation.from_sql.rsplit(" AS ", 1)[-1]
+
+
 def _condition_sql(plan: QueryPlan) -> str:
-    """The query's WHERE and its group-domain condition, as ClickHouse SQL over the table."""
-    parts = []
-    if plan.where is not None:
-        where = plan.where.copy()
-        for col in where.find_all(exp.Column):
-            col.set("table", None)
-            col.this.set("quoted", True)
-        parts.append(f"({where.sql(dialect=DIALECT)})")
-    for key in plan.keys:
-        parts.append(f"{quote_identifier(key.column)} IN ({', '.join(literal(v) for v in key.values)})")
-    return " AND ".join(parts) or "1"
+    """The query's WHERE and its group-domain conditions, as ClickHouse SQL over the table."""
+    return " AND ".join(f"({_table_sql(plan, c)})" for c in plan.conditions) or "1"
 
 
 def _measured_columns(plan: QueryPlan) -> set[str]:
     """Columns whose values a measure sums (their bounds are what clamping enforces)."""
     names = set()
-    for out in plan.outputs:
-        if out.kind in ("sum", "avg"):
-            measure = next(m for m in plan.measures if m.name == out.measure)
-            for col in plan.table.columns:
-                if f"`{col}`" in measure.sql:
-                    names.add(col)
+    for m in plan.measures:
+        if m.kind not in ("sum", "histogram"):
+            continue
+        for inner, base in plan.inner_columns:
+            if f"`{inner}`" in m.sql:
+                column = _table_sql(plan, base).strip("`")
+                if column in plan.table.columns:
+                    names.add(column)
     return names
 
 

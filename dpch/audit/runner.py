@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from dpch.calibrate import calibrate
+from dpch.errors import QueryRejected
 from dpch.mechanisms.cost import PrivacyCost
 from dpch.mechanisms.gaussian import GaussianMechanism
 from dpch.mechanisms.laplace import LaplaceMechanism
@@ -76,7 +78,7 @@ class AuditRunner:
 
     def calibrate(self, plan: QueryPlan, opts: QueryOptions) -> dict[str, Mechanism]:
         """The mechanisms the fast path samples: the session's own calibration."""
-        return self.sessions[0]._mechanisms(plan, opts)
+        return calibrate(plan, opts).additive
 
     def emit(self, plan: QueryPlan, database: str) -> str:
         """The SQL the fast path runs on each side: the session's own rewrite."""
@@ -88,10 +90,12 @@ class AuditRunner:
         """What the production path says the query costs (never from the seams above)."""
         session = self.sessions[0]
         plan, opts = session.plan(self.sql, **self.options)
-        total = PrivacyCost.zero()
-        for mech in session._mechanisms(plan, opts).values():
-            total = total + mech.cost
-        return total, opts.resolved_mechanism
+        noise = calibrate(plan, opts)
+        if noise.selectors or noise.selection is not None:
+            raise QueryRejected(
+                "the fast audit path covers additive noise (count, sum, avg, var); quantiles and "
+                "partition selection are not audited yet", hint="audit the query's counts and sums")
+        return noise.cost, opts.resolved_mechanism
 
     def run_fast(self, trials: int) -> AuditSamples:
         """``trials`` releases per side, exact aggregates computed once, noise redrawn."""

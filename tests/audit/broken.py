@@ -39,7 +39,9 @@ class NoClamping(AuditRunner):
 
     def emit(self, plan, database):
         sql = super().emit(plan, database)
-        unclamped = re.sub(r"least\(greatest\((`[^`]+`), [^)]+\), [^)]+\)", r"\1", sql)
+        unclamped = re.sub(r"least\(greatest\(ifNotFinite\(toFloat64\((`[^`]+`)\), [^)]+\), [^)]+\), [^)]+\)",
+                           r"\1", sql)
+        unclamped = re.sub(r"least\(greatest\((`[^`]+`), [^)]+\), [^)]+\)", r"\1", unclamped)
         assert unclamped != sql, "the query has no clamp to remove"
         return unclamped
 
