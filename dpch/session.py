@@ -115,6 +115,9 @@ class Session:
     def explain(self, sql: str, **options: Any) -> Explanation:
         """The emitted SQL, sensitivities, noise and cost of ``sql``, without spending anything."""
         plan, opts = self.plan(sql, **options)
+        return self._explanation(plan, opts)
+
+    def _explanation(self, plan: QueryPlan, opts: QueryOptions) -> Explanation:
         noise = calibrate(plan, opts)
         try:
             self.accountant.check(noise.cost)
@@ -137,6 +140,8 @@ class Session:
         ``confidence``) may also be given as ``SETTINGS dp_epsilon = ...`` in the SQL."""
         started = time.perf_counter()
         plan, opts = self.plan(sql, **options)
+        if plan.query.explain:
+            return self._explain_release(plan, opts, started)
         noise = calibrate(plan, opts)
         emitted = emit_sql(plan, self.engine.database)
         self._probe(plan, emitted)
@@ -163,6 +168,19 @@ class Session:
             release_id=entry.release_id,
             elapsed_ms=(time.perf_counter() - started) * 1000.0,
             notes=_notes(plan, noise, opts),
+        )
+
+    def _explain_release(self, plan: QueryPlan, opts: QueryOptions, started: float) -> Release:
+        """``EXPLAIN DP SELECT ...`` as a one-column result (so every client can show it); free."""
+        explanation = self._explanation(plan, opts)
+        lines = explanation.describe().splitlines()
+        return Release(
+            columns=["explain"], rows=[(line,) for line in lines], intervals=[[None] for _ in lines],
+            cost=PrivacyCost(0.0, 0.0), confidence=opts.confidence, mechanism="none",
+            measures=explanation.measures, budget=self.accountant.status(), release_id="",
+            elapsed_ms=(time.perf_counter() - started) * 1000.0,
+            notes=[f"EXPLAIN DP spends nothing; running the query would cost ε {explanation.cost.epsilon:g}"
+                   + (f", δ {explanation.cost.delta:g}" if explanation.cost.delta else "")],
         )
 
     def release_rows(

@@ -21,6 +21,7 @@ from dpch.errors import ParseError, QueryRejected
 DIALECT = "clickhouse"
 
 _INTO_OUTFILE = re.compile(r"\bINTO\s+OUTFILE\b", re.IGNORECASE)
+_EXPLAIN_DP = re.compile(r"^\s*EXPLAIN\s+DP\s+", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,8 @@ class ParsedQuery:
     text: str
     select: exp.Select
     settings: dict[str, Any]
+    #: ``EXPLAIN DP SELECT ...``: show the plan and cost instead of running (spends nothing)
+    explain: bool = False
 
     @property
     def fingerprint(self) -> str:
@@ -42,6 +45,9 @@ def parse_query(text: str) -> ParsedQuery:
     """Parses ``text`` as one ClickHouse SELECT; raises a :class:`QueryRejected` otherwise."""
     if not text or not text.strip().rstrip(";").strip():
         raise ParseError("the query is empty", hint="write a SELECT statement")
+    explain = _EXPLAIN_DP.match(text) is not None
+    if explain:
+        text = text[_EXPLAIN_DP.match(text).end():]
     if _INTO_OUTFILE.search(text):
         raise QueryRejected(
             "INTO OUTFILE is not allowed: dpch returns results only to you",
@@ -82,7 +88,7 @@ def parse_query(text: str) -> ParsedQuery:
     settings = _settings(tree)
     tree = tree.copy()
     tree.set("settings", None)
-    return ParsedQuery(text=text, select=tree, settings=settings)
+    return ParsedQuery(text=text, select=tree, settings=settings, explain=explain)
 
 
 def _settings(tree: exp.Select) -> dict[str, Any]:
