@@ -196,6 +196,9 @@ def _system_name(table: exp.Table) -> str | None:
 
 def _check_functions(tree: exp.Expression) -> None:
     for node in tree.walk():
+        if isinstance(node, exp.In) and node.args.get("field") is not None:
+            # ClickHouse reads `x IN name` as membership in the table `name`
+            raise GatewayError(497, "dpch: IN <table> is not allowed in a metadata query")
         if isinstance(node, exp.Anonymous):
             name = str(node.this)
             if name.lower() not in {n.lower() for n in _ANONYMOUS_OK}:

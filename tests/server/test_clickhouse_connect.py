@@ -85,6 +85,10 @@ def test_schema_browsing_shows_only_policy_tables(serve, database):
         client.query("DESCRIBE TABLE unannotated")
     with pytest.raises(DatabaseError, match="mix system tables"):
         client.query("SELECT name FROM system.tables WHERE name IN (SELECT region FROM visits)")
+    with pytest.raises(DatabaseError, match="IN <table> is not allowed"):
+        client.query(f"SELECT name FROM system.tables WHERE toUInt64(length(name)) IN {database}.visits")
+    with pytest.raises(DatabaseError, match="function joinGet is not allowed"):
+        client.query("SELECT joinGet('visits', 'spend', 1)")
     with pytest.raises(DatabaseError, match="function file is not allowed"):
         client.query("SELECT file('/etc/passwd')")
 
