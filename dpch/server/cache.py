@@ -13,7 +13,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from dpch.release import Release
@@ -24,6 +24,8 @@ class CachedRelease:
     release: Release
     types: list[str]
     released_at: float
+    #: the release already serialised, per (format, output settings): a hit costs no ClickHouse call
+    encoded: dict[Hashable, bytes] = field(default_factory=dict, compare=False)
 
 
 class ReleaseCache:

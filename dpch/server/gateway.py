@@ -178,7 +178,12 @@ class Gateway:
             return Result(body, fmt, -1, found.kind)
         cached, hit = self.release(user, text, database=engine.database, options=options)
         release = cached.release
-        body = self._serialize(engine, fmt, release, cached.types, output)
+        encoding_key = (fmt, tuple(sorted(output.items())))
+        body = cached.encoded.get(encoding_key)
+        if body is None:
+            body = self._serialize(engine, fmt, release, cached.types, output)
+            if self.cache.enabled:
+                cached.encoded[encoding_key] = body
         status = self.session(user, engine.database).budget()
         headers = {
             "X-Dpch-Release-Id": release.release_id,
