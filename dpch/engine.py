@@ -221,6 +221,12 @@ class Engine:
         with self._lock:
             return list(self._client.query(sql, parameters=parameters).result_rows)
 
+    def raw_query(self, sql: str, fmt: str) -> bytes:
+        """Runs dpch-built SQL and returns ClickHouse's bytes in format ``fmt`` (the gateway uses
+        this to serialise released rows and public metadata; never for analyst SQL)."""
+        with self._lock:
+            return bytes(self._client.raw_query(sql, fmt=fmt))
+
     def insert(
         self,
         table: str,

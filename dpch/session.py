@@ -21,7 +21,7 @@ import numpy as np
 from dpch.accounting.accountant import Accountant, BudgetStatus
 from dpch.accounting.budget import Budget
 from dpch.calibrate import NoisePlan, calibrate
-from dpch.engine import Engine
+from dpch.engine import Engine, default_dsn
 from dpch.errors import BudgetExceeded, QueryRejected
 from dpch.mechanisms.cost import PrivacyCost
 from dpch.mechanisms.gaussian import GaussianMechanism
@@ -392,6 +392,7 @@ def connect(
     confidence: float | None = None,
     default_budget: Budget | None = None,
     seed: int | None = None,
+    password: str | None = None,
 ) -> Session:
     """Opens a private session.
 
@@ -400,6 +401,9 @@ def connect(
     that overrides the tables' ``dp:`` annotations. ``epsilon``/``delta``/``confidence`` set
     this session's per-query defaults. ``seed`` fixes the noise for tests only (refused unless
     ``DPCH_ALLOW_FIXED_SEED=1``).
+
+    ``dpch://host:port[/db]`` opens a remote session on a ``dpch serve`` gateway instead
+    (``analyst`` and ``password`` are the gateway user's; see :mod:`dpch.server.client`).
     """
     if isinstance(policy, str):
         policy = Policy.from_toml(policy)
@@ -411,6 +415,11 @@ def connect(
     if confidence is not None:
         overrides["confidence"] = confidence
     defaults = QueryOptions().with_overrides(overrides)
+    if (dsn or default_dsn()).startswith(("dpch://", "dpchs://")):
+        from dpch.server.client import connect_remote
+
+        return connect_remote(dsn or default_dsn(), analyst=analyst, password=password,  # type: ignore[return-value]
+                              database=database, options=overrides)
     if seed is not None:
         NoiseSource(seed)  # raises before the store is opened if seeds are not allowed
     engine = Engine(dsn, database=database)

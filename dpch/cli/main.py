@@ -72,7 +72,9 @@ def friendly_errors(func: Callable[..., Any]) -> Callable[..., Any]:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="dpch")
-@click.option("--dsn", envvar=DSN_ENV, help="chdb:///path (embedded, default ./dpch-data) or http://user:pass@host:8123/db")
+@click.option("--dsn", envvar=DSN_ENV,
+              help="chdb:///path (embedded, default ./dpch-data), http://user:pass@host:8123/db, "
+              "or dpch://host:port (a `dpch serve` gateway; password in the DSN or $DPCH_PASSWORD)")
 @click.option("--analyst", envvar="DPCH_ANALYST", default="default", show_default=True, help="Whose budget pays.")
 @click.option("--database", envvar="DPCH_DATABASE", default=None, help="ClickHouse database (default: 'default').")
 @click.option("--policy", "policy_file", envvar="DPCH_POLICY", type=click.Path(dir_okay=False),
@@ -278,6 +280,10 @@ def engine_info(obj: Context) -> None:
 from dpch.cli.audit import audit as _audit  # noqa: E402  (defined in its own module; needs Context)
 
 cli.add_command(_audit)
+
+from dpch.cli.serve import serve  # noqa: E402 - the gateway command lives in its own module
+
+cli.add_command(serve)
 
 
 def main() -> None:

@@ -45,6 +45,8 @@ class GroupKey:
     values: tuple | None
     origin: str
     inner_filter: str | None = None
+    #: the ClickHouse type of the released key
+    type: str = "String"
 
 
 class KeyBuilder:
@@ -69,7 +71,8 @@ class KeyBuilder:
             if source.date_bounds is not None:
                 return self._date_key(source, date_unit, label)
         check_condition(expr, lambda c: self.relation.resolve(c).ref(""))
-        return GroupKey(label, condition_sql(expr, self._outer_ref), None, "partition selection")
+        # an expression key is released as text (its values come from the data, through selection)
+        return GroupKey(label, f"toString({condition_sql(expr, self._outer_ref)})", None, "partition selection")
 
     def _outer_ref(self, col: exp.Column):
         source = self.relation.resolve(col)
@@ -83,21 +86,22 @@ class KeyBuilder:
         if source.public and source.values is not None:
             values = ", ".join(literal(v) for v in source.values)
             return GroupKey(label, sql, tuple(source.values), "declared values",
-                            inner_filter=f"{source.base_sql} IN ({values})")
+                            inner_filter=f"{source.base_sql} IN ({values})", type=source.type)
         if source.public_table is not None:
             domain = self.public_domain(source.public_table, source.name)
             if not domain:
                 raise QueryRejected(f"GROUP BY {label}: the public table has no values in this column")
             values = ", ".join(literal(v) for v in domain)
             return GroupKey(label, sql, tuple(domain), f"public table {source.public_table}",
-                            inner_filter=f"{source.base_sql} IN ({values})")
+                            inner_filter=f"{source.base_sql} IN ({values})", type=source.type)
         if source.bounds is not None and source.integer:
             lo, hi = int(source.bounds.lo), int(source.bounds.hi)
             _check_size(hi - lo + 1, label)
-            return GroupKey(label, clamp_sql(sql, source.bounds), tuple(range(lo, hi + 1)), "bounds")
+            return GroupKey(label, clamp_sql(sql, source.bounds), tuple(range(lo, hi + 1)), "bounds",
+                            type=base_type(source.type))
         if source.date_bounds is not None and base_type(source.type) in ("Date", "Date32"):
             return self._date_key(source, "day", label)
-        return GroupKey(label, sql, None, "partition selection")
+        return GroupKey(label, sql, None, "partition selection", type=source.type)
 
     def _intdiv(self, expr: exp.Expression, label: str) -> GroupKey:
         args = list(expr.expressions)
@@ -113,7 +117,7 @@ class KeyBuilder:
         lo, hi = int(source.bounds.lo) // step, int(source.bounds.hi) // step
         _check_size(hi - lo + 1, label)
         sql = f"intDiv({clamp_sql(self.outer(source), source.bounds)}, {step})"
-        return GroupKey(label, sql, tuple(range(lo, hi + 1)), "bounds")
+        return GroupKey(label, sql, tuple(range(lo, hi + 1)), "bounds", type="Int64")
 
     def _date_key(self, source: SourceColumn, unit: str, label: str) -> GroupKey:
         lo, hi = source.date_bounds
@@ -136,7 +140,8 @@ class KeyBuilder:
         fn, mapper = functions[unit]
         domain = tuple(sorted({mapper(d) for d in days}))
         _check_size(len(domain), label)
-        return GroupKey(label, f"{fn}({clamp})", domain, "bounds")
+        key_type = {"toYear": "UInt16", "toMonth": "UInt8"}.get(fn, "Date32" if "Date32" in clamp else "Date")
+        return GroupKey(label, f"{fn}({clamp})", domain, "bounds", type=key_type)
 
 
 def _date_bucket(expr: exp.Expression, name: str) -> str | None:

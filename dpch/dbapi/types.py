@@ -1,0 +1,37 @@
+"""ClickHouse types of a release's columns, shared by the DB-API cursor and the gateway."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from sqlglot import exp
+
+from dpch.sql import outputs
+from dpch.sql.analyze import QueryPlan
+
+
+def release_types(plan: QueryPlan) -> list[str]:
+    """ClickHouse types of a release's columns: a key keeps its type; a column that is exactly a
+    noisy count or integer sum is Int64 (its noise is integer-valued); anything else is Float64."""
+    measures = {m.name: m for m in plan.measures}
+    types = []
+    for out in plan.outputs:
+        if out.is_key:
+            assert out.key_index is not None
+            types.append(plan.keys[out.key_index].type)
+            continue
+        refs = outputs.references(out.expr)
+        stat = plan.stats.get(refs[0]) if len(refs) == 1 and isinstance(out.expr, exp.Var) else None
+        if stat is not None and stat.kind in ("count", "sum") and measures[stat.measures[0]].integer:
+            types.append("Int64")
+        else:
+            types.append("Float64")
+    return types
+
+
+def typed_rows(rows: list[tuple[Any, ...]], types: list[str]) -> list[tuple[Any, ...]]:
+    """Rows with Int64 columns as Python ints (noise on integer measures is integer-valued)."""
+    ints = [t == "Int64" for t in types]
+    return [tuple(int(round(v)) if i and isinstance(v, float) and math.isfinite(v) else v
+                  for v, i in zip(row, ints, strict=True)) for row in rows]

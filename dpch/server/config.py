@@ -1,0 +1,147 @@
+"""The gateway's configuration: a TOML file mapping ClickHouse users to dpch analysts.
+
+```toml
+[server]
+dsn = "chdb:///var/lib/dpch"        # the store this process owns (or http://... a ClickHouse server)
+databases = ["default"]             # databases served; the first is the default
+host = "127.0.0.1"
+port = 8123
+display_name = "dpch"               # X-ClickHouse-Server-Display-Name
+cache_ttl = 60                      # seconds a released answer is re-served for free; 0 = off
+max_request_bytes = 1048576
+query_timeout = 30                  # seconds before a request is answered TIMEOUT_EXCEEDED
+max_concurrent = 32                 # requests executing at once (more get TOO_MANY_SIMULTANEOUS_QUERIES)
+policy = "policy.toml"              # optional TOML overriding the tables' dp: annotations
+access_log = "-"                    # "-" = stderr, or a file path (JSON lines)
+accept_settings = []                # more URL settings to accept and ignore
+
+[users.grafana]                     # a ClickHouse user name
+password_sha256 = "5e8848..."       # or password = "..." (plain, for tests)
+analyst = "bi"                      # whose budget pays (default: the user name)
+epsilon = 3.0                       # optional: sets the analyst's budget at startup
+delta = 1e-6
+```
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dpch.accounting.budget import Budget
+from dpch.errors import ConfigError
+
+_SERVER_KEYS = {
+    "dsn", "database", "databases", "host", "port", "display_name", "cache_ttl", "max_request_bytes",
+    "query_timeout", "max_concurrent", "policy", "access_log", "accept_settings", "keep_alive_timeout",
+}
+_USER_KEYS = {"password", "password_sha256", "analyst", "epsilon", "delta"}
+
+
+@dataclass(frozen=True)
+class User:
+    """A ClickHouse user name the gateway accepts, and the analyst whose budget it spends."""
+
+    name: str
+    analyst: str
+    password_sha256: str
+    budget: Budget | None = None
+
+    def check(self, password: str) -> bool:
+        digest = hashlib.sha256(password.encode()).hexdigest()
+        return hmac.compare_digest(digest, self.password_sha256)
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Everything ``dpch serve`` needs; see the module docstring for the TOML form."""
+
+    dsn: str | None = None
+    databases: tuple[str, ...] = ("default",)
+    host: str = "127.0.0.1"
+    port: int = 8123
+    display_name: str = "dpch"
+    cache_ttl: float = 60.0
+    max_request_bytes: int = 1 << 20
+    query_timeout: float = 30.0
+    max_concurrent: int = 32
+    keep_alive_timeout: float = 10.0
+    policy: str | None = None
+    access_log: str | None = "-"
+    accept_settings: tuple[str, ...] = ()
+    users: dict[str, User] = field(default_factory=dict)
+
+    @property
+    def database(self) -> str:
+        return self.databases[0]
+
+    @classmethod
+    def from_toml(cls, path: str | Path) -> ServerConfig:
+        try:
+            data = tomllib.loads(Path(path).read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"server config {path} does not exist") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"server config {path} is not valid TOML: {exc}") from None
+        return cls.from_mapping(data, source=str(path))
+
+    @classmethod
+    def from_mapping(cls, data: dict[str, Any], *, source: str = "server config") -> ServerConfig:
+        unknown = set(data) - {"server", "users"}
+        if unknown:
+            raise ConfigError(f"{source}: unknown section(s) {sorted(unknown)}", hint="use [server] and [users.NAME]")
+        server = dict(data.get("server", {}))
+        bad = set(server) - _SERVER_KEYS
+        if bad:
+            raise ConfigError(f"{source}: unknown [server] key(s) {sorted(bad)}",
+                              hint=f"known keys: {', '.join(sorted(_SERVER_KEYS))}")
+        kwargs: dict[str, Any] = {}
+        if "databases" in server:
+            kwargs["databases"] = tuple(_str_list(server.pop("databases"), f"{source}: databases"))
+            if not kwargs["databases"]:
+                raise ConfigError(f"{source}: databases must name at least one database")
+        if "database" in server:
+            db = str(server.pop("database"))
+            rest = [d for d in kwargs.get("databases", ()) if d != db]
+            kwargs["databases"] = (db, *rest)
+        if "accept_settings" in server:
+            kwargs["accept_settings"] = tuple(_str_list(server.pop("accept_settings"), f"{source}: accept_settings"))
+        for key, kind in (("port", int), ("max_request_bytes", int), ("max_concurrent", int),
+                          ("cache_ttl", float), ("query_timeout", float), ("keep_alive_timeout", float)):
+            if key in server:
+                try:
+                    kwargs[key] = kind(server.pop(key))
+                except (TypeError, ValueError):
+                    raise ConfigError(f"{source}: [server] {key} must be a number") from None
+                if kwargs[key] < 0:
+                    raise ConfigError(f"{source}: [server] {key} must not be negative")
+        for key in ("dsn", "host", "display_name", "policy", "access_log"):
+            if key in server:
+                kwargs[key] = str(server.pop(key))
+        users = {}
+        for name, spec in (data.get("users") or {}).items():
+            if not isinstance(spec, dict):
+                raise ConfigError(f"{source}: [users.{name}] must be a table")
+            bad = set(spec) - _USER_KEYS
+            if bad:
+                raise ConfigError(f"{source}: unknown key(s) {sorted(bad)} in [users.{name}]",
+                                  hint=f"known keys: {', '.join(sorted(_USER_KEYS))}")
+            if "password_sha256" in spec:
+                digest = str(spec["password_sha256"]).lower()
+            else:
+                digest = hashlib.sha256(str(spec.get("password", "")).encode()).hexdigest()
+            budget = None
+            if "epsilon" in spec:
+                budget = Budget(float(spec["epsilon"]), float(spec.get("delta", 1e-6)))
+            users[name] = User(name, str(spec.get("analyst", name)), digest, budget)
+        return cls(users=users, **kwargs)
+
+
+def _str_list(value: Any, where: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where} must be a list of strings")
+    return list(value)

@@ -1,0 +1,328 @@
+"""The gateway: one process owns the store; each analyst gets a :class:`~dpch.session.Session`.
+
+All sessions share one :class:`~dpch.engine.Engine` per served database (chdb opens a store
+once per process) and one :class:`~dpch.policy.resolve.Policy`. A request is either
+introspection (answered from public metadata, see :mod:`.introspection`) or goes through the
+analyst's Session — the DP path, with its filter, durable ledger charge and noise. Released
+rows are serialised by ClickHouse in the client's format (:mod:`.formats`).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from dpch.accounting.accountant import Accountant
+from dpch.dbapi.types import release_types, typed_rows
+from dpch.engine import Engine, quote_identifier
+from dpch.errors import ConfigError, DpchError
+from dpch.mechanisms.cost import PrivacyCost
+from dpch.policy.resolve import Policy
+from dpch.release import Release
+from dpch.server.cache import ReleaseCache, cache_key
+from dpch.server.config import ServerConfig, User
+from dpch.server.errors import GatewayError, from_dpch
+from dpch.server.formats import canonical_format, serialize, split_format, string_literal
+from dpch.server.introspection import Catalog, introspect
+from dpch.server.wire import release_to_wire
+from dpch.session import Session
+from dpch.sql.settings import SETTING_NAMES
+
+#: URL parameters that are part of the HTTP protocol, not settings
+TRANSPORT_PARAMS = {
+    "query", "database", "default_format", "user", "password", "quota_key", "query_id", "session_id",
+    "session_timeout", "session_check", "compress", "decompress", "buffer_size", "wait_end_of_query",
+    "client_protocol_version", "enable_http_compression", "http_zlib_compression_level",
+    "send_progress_in_http_headers", "http_headers_progress_interval_ms", "stacktrace",
+}
+#: settings clients send that cannot change what dpch releases; accepted and never passed on
+HARMLESS_SETTINGS = {
+    "cancel_http_readonly_queries_on_client_close": "0", "date_time_input_format": "basic",
+    "cast_string_to_dynamic_use_inference": "0", "max_execution_time": "0", "max_result_rows": "0",
+    "max_result_bytes": "0", "result_overflow_mode": "throw", "log_comment": "", "readonly": "0",
+    "max_block_size": "65505", "use_client_time_zone": "0", "join_use_nulls": "0", "extremes": "0",
+    "allow_experimental_analyzer": "1", "max_threads": "0", "timeout_before_checking_execution_speed": "10",
+    "output_format_json_quote_64bit_integers": "1", "output_format_json_quote_denormals": "0",
+    "output_format_json_named_tuples_as_objects": "1", "date_time_output_format": "simple",
+    "output_format_arrow_string_as_string": "1", "output_format_parquet_string_as_string": "1",
+    "output_format_csv_crlf_end_of_line": "0", "output_format_tsv_crlf_end_of_line": "0",
+    "output_format_decimal_trailing_zeros": "0", "output_format_native_encode_types_in_binary_format": "0",
+}
+#: the harmless settings that only change how rows are written: passed to the serialising query
+_OUTPUT_SETTING = re.compile(r"^(output_format_[a-z0-9_]+|date_time_output_format)$")
+_SETTING_VALUE = re.compile(r"^[A-Za-z0-9_.\-]{0,64}$")
+_PARAM = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*):([^{}]+)\}")
+_NUMERIC_TYPE = re.compile(r"^(Nullable\()?(U?Int\d+|Float\d+|Decimal.*|Bool)\)?$")
+
+
+@dataclass
+class Result:
+    """What one query produced, for the HTTP layer: bytes in ``fmt`` and extra headers."""
+
+    body: bytes
+    fmt: str
+    rows: int
+    kind: str
+    headers: dict[str, str] = field(default_factory=dict)
+    cost: PrivacyCost | None = None
+
+
+class Gateway:
+    """Answers ClickHouse-protocol queries for authenticated users through dpch."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.policy = Policy.from_toml(config.policy) if config.policy else Policy()
+        self.cache = ReleaseCache(config.cache_ttl)
+        self._engines: dict[str, Engine] = {}
+        self._sessions: dict[tuple[str, str], Session] = {}
+        self._lock = threading.Lock()
+        try:
+            for db in config.databases:
+                self._engines[db] = Engine(config.dsn, database=db)
+            first = self._engines[config.database]
+            self.version, self.timezone = first.query_rows("SELECT version(), timezone()")[0]
+            for user in config.users.values():
+                if user.budget is not None:
+                    for engine in self._engines.values():
+                        Accountant(engine, user.analyst).set_budget(user.budget)
+        except BaseException:
+            self.close()
+            raise
+        self.accept = set(HARMLESS_SETTINGS) | set(config.accept_settings)
+
+    # -- users and sessions ---------------------------------------------------------------------
+
+    def authenticate(self, user: str | None, password: str | None) -> User:
+        name = user or "default"
+        entry = self.config.users.get(name)
+        if entry is None or not entry.check(password or ""):
+            raise GatewayError(516, f"{name}: Authentication failed: password is incorrect, "
+                                    "or there is no user with such name")
+        return entry
+
+    def engine(self, database: str | None) -> Engine:
+        db = database or self.config.database
+        engine = self._engines.get(db)
+        if engine is None:
+            raise GatewayError(81, f"Database {db} does not exist (dpch serves: {', '.join(self._engines)})")
+        return engine
+
+    def session(self, user: User, database: str | None) -> Session:
+        engine = self.engine(database)
+        key = (user.analyst, engine.database)
+        with self._lock:
+            session = self._sessions.get(key)
+            if session is None:
+                session = Session(engine, analyst=user.analyst, policy=self.policy)
+                self._sessions[key] = session
+            return session
+
+    # -- settings -------------------------------------------------------------------------------
+
+    def split_params(self, params: dict[str, str]) -> tuple[dict[str, Any], dict[str, str], dict[str, str]]:
+        """URL parameters → (dp options, bind parameters, output settings). Others are refused
+        unless they are harmless; nothing here ever reaches ClickHouse as a setting except
+        output_format_* ones, which only shape how released rows are written."""
+        options: dict[str, Any] = {}
+        binds: dict[str, str] = {}
+        output: dict[str, str] = {}
+        for name, value in params.items():
+            if name in TRANSPORT_PARAMS:
+                continue
+            if name.startswith("param_"):
+                binds[name[6:]] = value
+            elif name.lower() in SETTING_NAMES:
+                options[SETTING_NAMES[name.lower()]] = _number_or_text(value)
+            elif name in self.accept:
+                if _OUTPUT_SETTING.match(name):
+                    if not _SETTING_VALUE.match(value):
+                        raise GatewayError(36, f"Invalid value {value!r} for setting {name}")
+                    output[name] = value
+            else:
+                raise GatewayError(115, f"Setting {name} is not accepted by dpch (only dp_* settings and "
+                                        "harmless client settings are; ClickHouse settings are fixed by "
+                                        "the data owner)")
+        return options, binds, output
+
+    def settings_rows(self) -> list[tuple[Any, ...]]:
+        rows = []
+        for name, default in sorted(HARMLESS_SETTINGS.items()):
+            rows.append((name, default, 0, "accepted by dpch and not passed to ClickHouse", None, None, 0,
+                         "String", default, "", 0))
+        for name in sorted(SETTING_NAMES):
+            rows.append((name, "", 0, f"dpch: the query's {name[3:]}", None, None, 0, "String", "", "", 0))
+        return rows
+
+    # -- queries --------------------------------------------------------------------------------
+
+    def execute(self, user: User, sql: str, *, database: str | None = None,
+                params: dict[str, str] | None = None, default_format: str | None = None) -> Result:
+        """Answers one query from a ClickHouse client."""
+        options, binds, output = self.split_params(params or {})
+        text, clause_format = split_format(sql)
+        fmt_name = clause_format or default_format or "TabSeparated"
+        fmt = canonical_format(fmt_name)
+        if fmt is None:
+            raise GatewayError(73, f"Unknown output format {fmt_name} (dpch serves: TabSeparated[WithNames"
+                                   "[AndTypes]], CSV[WithNames], JSON, JSONCompact, JSONEachRow, Native, "
+                                   "RowBinary, Arrow, Parquet, Pretty)")
+        text = bind_parameters(text, binds)
+        engine = self.engine(database)
+        catalog = self._catalog(user, engine.database)
+        found = introspect(text, catalog)
+        if found is not None:
+            body = self._raw(engine, found.sql, fmt, output)
+            return Result(body, fmt, -1, found.kind)
+        cached, hit = self.release(user, text, database=engine.database, options=options)
+        release = cached.release
+        encoding_key = (fmt, tuple(sorted(output.items())))
+        body = cached.encoded.get(encoding_key)
+        if body is None:
+            body = self._serialize(engine, fmt, release, cached.types, output)
+            if self.cache.enabled:
+                cached.encoded[encoding_key] = body
+        status = self.session(user, engine.database).budget()
+        headers = {
+            "X-Dpch-Release-Id": release.release_id,
+            "X-Dpch-Cost": _json({"epsilon": 0.0 if hit else release.cost.epsilon,
+                                  "delta": 0.0 if hit else release.cost.delta}),
+            "X-Dpch-Budget-Remaining": _json({"epsilon": status.remaining.epsilon,
+                                              "delta": status.remaining.delta}),
+            "X-Dpch-Mechanism": release.mechanism,
+            "X-Dpch-Confidence": repr(release.confidence),
+            "X-Dpch-Cache": ("hit" if hit else "miss") if self.cache.enabled else "off",
+        }
+        cost = PrivacyCost.zero() if hit else release.cost
+        return Result(body, fmt, len(release.rows), "cache" if hit else "release", headers, cost)
+
+    def release(self, user: User, sql: str, *, database: str | None, options: dict[str, Any]):
+        """A release of ``sql`` for ``user`` (from the cache when an identical one is fresh)."""
+        session = self.session(user, database)
+        try:
+            plan, opts = session.plan(sql, **options)
+            key = cache_key(user.analyst, session.engine.database, plan.query.fingerprint, opts)
+
+            def fresh() -> tuple[Release, list[str]]:
+                return session.query(sql, **options), release_types(plan)
+
+            return self.cache.get_or_release(key, fresh)
+        except DpchError as exc:
+            raise from_dpch(exc) from None
+
+    def release_wire(self, user: User, sql: str, *, database: str | None, options: dict[str, Any]) -> dict:
+        """The dpch:// protocol's answer: the full release as JSON."""
+        cached, hit = self.release(user, sql, database=database, options=options)
+        release = cached.release
+        wire = release_to_wire(release, cached.types, cached=hit)
+        wire["rows"] = [list(r) for r in typed_rows(release.rows, cached.types)]
+        status = self.session(user, database).budget()
+        wire["budget"] = status.as_dict()
+        if hit:
+            wire["cost"] = {"epsilon": 0.0, "delta": 0.0, "rho": 0.0}
+            wire["notes"] = [*wire["notes"], f"served from the release cache (release {release.release_id}): "
+                                              "no budget spent"]
+        return wire
+
+    def _serialize(self, engine: Engine, fmt: str, release: Release, types: list[str],
+                   output: dict[str, str]) -> bytes:
+        rows = typed_rows(release.rows, types)
+        if not output:
+            return serialize(engine, fmt, release.columns, types, rows)
+        from dpch.server.formats import rows_table
+
+        sql = f"SELECT * FROM {rows_table(release.columns, types, rows)}"
+        return self._raw(engine, sql, fmt, output)
+
+    def _raw(self, engine: Engine, sql: str, fmt: str, output: dict[str, str]) -> bytes:
+        settings = {"input_format_parallel_parsing": "0", **output}
+        tail = ", ".join(f"{k} = {string_literal(v)}" for k, v in settings.items())
+        try:
+            return engine.raw_query(f"{sql} SETTINGS {tail}", fmt)
+        except Exception as exc:  # over synthetic public rows only: ClickHouse's text names no data
+            text = str(exc)
+            match = re.search(r"Code: (\d+)\. DB::Exception: (.*?)(?: \([A-Z_]+\))?(?:\s*\(version.*)?$",
+                              text.strip().splitlines()[0] if text.strip() else "")
+            if match:
+                raise GatewayError(int(match.group(1)), match.group(2)) from None
+            raise GatewayError(1002, "the metadata query failed") from None
+
+    def _catalog(self, user: User, database: str) -> Catalog:
+        return Catalog(user=user.name, database=database, databases=list(self._engines),
+                       tables=self._tables, settings=self.settings_rows)
+
+    def _tables(self, database: str) -> list[tuple[str, str, str, str, str, list[tuple[str, str, str]]]]:
+        engine = self._engines.get(database)
+        if engine is None:
+            return []
+        rows = engine.query_rows(
+            "SELECT name, engine, comment, sorting_key FROM system.tables "
+            "WHERE database = {db:String} AND NOT is_temporary ORDER BY name", {"db": database})
+        result = []
+        for name, eng, comment, sorting_key in rows:
+            if name.startswith("dpch_"):
+                continue
+            try:
+                policy = self.policy.table(engine, name)
+            except DpchError:
+                continue
+            if not (policy.private or policy.public):
+                continue
+            cols = [(c.name, c.type, c.comment) for c in engine.columns(name)]
+            create = (f"CREATE TABLE {quote_identifier(database)}.{quote_identifier(name)} ("
+                      + ", ".join(f"{quote_identifier(c)} {t}" for c, t, _ in cols) + f") ENGINE = {eng}")
+            result.append((name, eng, comment, sorting_key, create, cols))
+        return result
+
+    def table_policies(self, user: User, database: str | None) -> list[dict]:
+        return [p.as_dict() | {"describe": p.describe()} for p in self.session(user, database).tables()]
+
+    def close(self) -> None:
+        for engine in self._engines.values():
+            engine.close()
+        self._engines.clear()
+        self._sessions.clear()
+
+
+def bind_parameters(sql: str, binds: dict[str, str]) -> str:
+    """Substitutes ClickHouse's ``{name:Type}`` placeholders with literals from ``param_name``."""
+    if not binds:
+        return sql
+
+    def literal(match: re.Match[str]) -> str:
+        name, ch_type = match.group(1), match.group(2).strip()
+        if name not in binds:
+            raise GatewayError(36, f"Substitution {name} is not set (send it as param_{name})")
+        value = binds[name]
+        if _NUMERIC_TYPE.match(ch_type):
+            try:
+                float(value)
+            except ValueError:
+                raise GatewayError(36, f"Value of parameter {name} is not a {ch_type}") from None
+            return value
+        return string_literal(value)
+
+    return _PARAM.sub(literal, sql)
+
+
+def _number_or_text(value: str) -> Any:
+    for kind in (int, float):
+        try:
+            return kind(value)
+        except ValueError:
+            continue
+    return value
+
+
+def _json(data: Any) -> str:
+    import json
+
+    return json.dumps(data, separators=(",", ":"))
+
+
+def check_config(config: ServerConfig) -> None:
+    if not config.users:
+        raise ConfigError("the server config defines no users",
+                          hint="add [users.NAME] with a password (and analyst) to the config")

@@ -1,0 +1,358 @@
+"""``dpch serve``: the HTTP front speaking the parts of ClickHouse's HTTP interface clients use.
+
+- ``GET/POST /`` with the query in the ``query`` URL parameter and/or the body, ``database``,
+  ``default_format``, a trailing ``FORMAT`` clause, ``query_id``, settings as URL parameters
+  (``dp_*`` options, ``param_*`` bindings, harmless client settings; anything else refused);
+- HTTP basic auth, ``X-ClickHouse-User``/``X-ClickHouse-Key`` headers, or ``user``/``password``;
+- responses with ``X-ClickHouse-Query-Id/-Format/-Timezone/-Server-Display-Name/-Summary`` and
+  ``X-Dpch-*`` (cost, budget left, cache), compressed (gzip, deflate, zstd, lz4, br) when the
+  client asks; errors as ClickHouse writes them, with ``X-ClickHouse-Exception-Code``;
+- ``/ping``, and ``/dpch/v1/{release,explain,budget,tables}`` (JSON) for dpch's own clients.
+
+Threaded, with bounded request size, execution time and concurrency; graceful shutdown; one
+JSON access-log line per request.
+"""
+
+from __future__ import annotations
+
+import base64
+import concurrent.futures
+import json
+import logging
+import socket
+import threading
+import time
+import uuid
+import zlib
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from dpch.errors import DpchError
+from dpch.server.config import ServerConfig, User
+from dpch.server.errors import GatewayError, from_dpch
+from dpch.server.gateway import Gateway, Result
+
+access_log = logging.getLogger("dpch.access")
+
+
+def _codecs() -> dict[str, Any]:
+    codecs: dict[str, Any] = {
+        "gzip": (lambda b: zlib.compress(b, 6, wbits=31), lambda b: zlib.decompress(b, wbits=47)),
+        "deflate": (lambda b: zlib.compress(b, 6), zlib.decompress),
+    }
+    try:
+        from backports import zstd  # type: ignore[import-not-found]
+
+        codecs["zstd"] = (zstd.compress, zstd.decompress)
+    except ImportError:
+        try:
+            import zstandard
+
+            codecs["zstd"] = (zstandard.ZstdCompressor().compress, zstandard.ZstdDecompressor().decompress)
+        except ImportError:
+            pass
+    try:
+        import lz4.frame
+
+        codecs["lz4"] = (lz4.frame.compress, lz4.frame.decompress)
+    except ImportError:
+        pass
+    try:
+        import brotli  # type: ignore[import-not-found]
+
+        codecs["br"] = (brotli.compress, brotli.decompress)
+    except ImportError:
+        pass
+    return codecs
+
+
+CODECS = _codecs()
+
+
+class GatewayServer(ThreadingHTTPServer):
+    """A threaded HTTP server around a :class:`Gateway`; :meth:`stop` shuts down gracefully."""
+
+    daemon_threads = False
+    block_on_close = True
+    allow_reuse_address = True
+    request_queue_size = 128  # BI tools open pools of connections at once
+
+    def __init__(self, gateway: Gateway, address: tuple[str, int]) -> None:
+        self.gateway = gateway
+        self.config: ServerConfig = gateway.config
+        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, self.config.max_concurrent),
+                                                          thread_name_prefix="dpch-query")
+        self.slots = threading.BoundedSemaphore(max(1, self.config.max_concurrent))
+        self._connections: set[socket.socket] = set()
+        self._conn_lock = threading.Lock()
+        self._stopped = False
+        super().__init__(address, Handler)
+
+    @property
+    def port(self) -> int:
+        return self.server_address[1]
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._conn_lock:
+            self._connections.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._conn_lock:
+            self._connections.discard(request)
+        super().shutdown_request(request)
+
+    def start(self) -> threading.Thread:
+        """Serves in a background thread (tests, embedding); returns the thread."""
+        thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05}, name="dpch-serve",
+                                  daemon=True)
+        thread.start()
+        return thread
+
+    def stop(self) -> None:
+        """Stops accepting, lets requests in flight finish, closes idle connections, then the store."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self.shutdown()
+        with self._conn_lock:
+            for conn in list(self._connections):
+                try:
+                    conn.shutdown(socket.SHUT_RD)  # idle keep-alive readers see EOF; writes still work
+                except OSError:
+                    pass
+        self.server_close()  # joins the handler threads
+        self.pool.shutdown(wait=True)
+        self.gateway.close()
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "dpch"
+    server: GatewayServer
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.settimeout(self.server.config.keep_alive_timeout or None)
+        # small responses: without this, Nagle + the client's delayed ACK add ~40 ms per request
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        pass  # the structured access log replaces http.server's
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib names
+        self._handle()
+
+    def do_POST(self) -> None:  # noqa: N802
+        self._handle()
+
+    def do_HEAD(self) -> None:  # noqa: N802
+        self._send(200, b"", {"Content-Type": "text/plain"})
+
+    # -- request handling -----------------------------------------------------------------------
+
+    def _handle(self) -> None:
+        started = time.perf_counter()
+        parts = urlsplit(self.path)
+        params = dict(parse_qsl(parts.query, keep_blank_values=True))
+        query_id = params.get("query_id") or str(uuid.uuid4())
+        log: dict[str, Any] = {"client": self.client_address[0], "method": self.command, "path": parts.path,
+                               "query_id": query_id}
+        gateway = self.server.gateway
+        headers = {
+            "X-ClickHouse-Query-Id": query_id,
+            "X-ClickHouse-Timezone": gateway.timezone,
+            "X-ClickHouse-Server-Display-Name": self.server.config.display_name,
+        }
+        try:
+            if parts.path in ("/ping", "/replicas_status"):
+                status, body, extra = 200, b"Ok.\n", {"Content-Type": "text/html; charset=UTF-8"}
+                log["kind"] = "ping"
+            else:
+                body_bytes = self._read_body()
+                user = self._authenticate(params)
+                log["user"], log["analyst"] = user.name, user.analyst
+                if parts.path.startswith("/dpch/"):
+                    status, body, extra = self._dpch(parts.path, user, params, body_bytes, log)
+                elif parts.path in ("/", "/query", ""):
+                    status, body, extra = self._query(user, params, body_bytes, log)
+                else:
+                    raise GatewayError(36, f"There is no handle {parts.path}")
+        except GatewayError as exc:
+            status, body = exc.status, exc.body(gateway.version)
+            extra = {"Content-Type": "text/plain; charset=UTF-8",
+                     "X-ClickHouse-Exception-Code": str(exc.code)}
+            log["error"] = exc.code
+            if exc.code == 516:
+                extra["WWW-Authenticate"] = 'Basic realm="dpch"'
+        except Exception as exc:  # never a traceback or unvetted text to the client
+            status = 500
+            body = GatewayError(1002, f"dpch: internal error ({type(exc).__name__})").body(gateway.version)
+            extra = {"Content-Type": "text/plain; charset=UTF-8", "X-ClickHouse-Exception-Code": "1002"}
+            log["error"] = 1002
+            log["exception"] = type(exc).__name__
+        headers.update(extra)
+        body = self._compress(body, params, headers)
+        self._send(status, body, headers)
+        log.update(status=status, bytes=len(body), ms=round((time.perf_counter() - started) * 1000, 2))
+        access_log.info(json.dumps(log, default=str))
+
+    def _read_body(self) -> bytes:
+        if self.command != "POST":
+            return b""
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            raise GatewayError(36, "chunked request bodies are not supported; send Content-Length")
+        length = int(self.headers.get("Content-Length") or 0)
+        limit = self.server.config.max_request_bytes
+        if length > limit:
+            self.close_connection = True
+            raise GatewayError(307, f"Request body of {length} bytes is larger than the limit of {limit}")
+        data = self.rfile.read(length) if length else b""
+        encoding = (self.headers.get("Content-Encoding") or "").strip().lower()
+        if encoding and encoding != "identity":
+            codec = CODECS.get(encoding)
+            if codec is None:
+                raise GatewayError(36, f"Unknown Content-Encoding {encoding}")
+            try:
+                data = codec[1](data)
+            except Exception:
+                raise GatewayError(36, f"Cannot decompress the {encoding} request body") from None
+            if len(data) > limit:
+                raise GatewayError(307, f"Decompressed request body is larger than the limit of {limit}")
+        return data
+
+    def _authenticate(self, params: dict[str, str]) -> User:
+        user = self.headers.get("X-ClickHouse-User")
+        password = self.headers.get("X-ClickHouse-Key")
+        auth = self.headers.get("Authorization") or ""
+        if user is None and auth.lower().startswith("basic "):
+            try:
+                user, _, password = base64.b64decode(auth[6:].strip()).decode().partition(":")
+            except (ValueError, UnicodeDecodeError):
+                raise GatewayError(516, "Authorization header is not valid basic auth") from None
+        if user is None:
+            user, password = params.get("user"), params.get("password", password)
+        return self.server.gateway.authenticate(user, password)
+
+    def _run(self, work: Any) -> Any:
+        """Runs ``work`` with a bounded number of concurrent queries and a time limit."""
+        timeout = self.server.config.query_timeout or None
+        if not self.server.slots.acquire(timeout=timeout or 30):
+            raise GatewayError(202, "Too many simultaneous queries; try again later")
+        future = None
+        try:
+            future = self.server.pool.submit(work)
+            return future.result(timeout=timeout)
+        except concurrent.futures.TimeoutError:
+            # The query keeps running to completion (its charge is already durable: budget may be
+            # lost, never privacy); the client is told now.
+            raise GatewayError(159, f"Timeout exceeded: the query took longer than {timeout:g} s") from None
+        finally:
+            if future is not None and not future.done():
+                future.add_done_callback(lambda _f: self.server.slots.release())
+            else:
+                self.server.slots.release()
+
+    def _query(self, user: User, params: dict[str, str], body: bytes,
+               log: dict[str, Any]) -> tuple[int, bytes, dict[str, str]]:
+        parts = [p for p in (params.get("query", ""), body.decode("utf-8", errors="replace")) if p.strip()]
+        sql = "\n".join(parts)
+        if not sql.strip():
+            raise GatewayError(62, "Empty query")
+        log["sql"] = sql[:300]
+        gateway = self.server.gateway
+        result: Result = self._run(lambda: gateway.execute(
+            user, sql, database=params.get("database") or self.headers.get("X-ClickHouse-Database"),
+            params=params, default_format=params.get("default_format") or self.headers.get("X-ClickHouse-Format"),
+        ))
+        log["kind"] = result.kind
+        if result.cost is not None:
+            log["epsilon"], log["delta"] = result.cost.epsilon, result.cost.delta
+        from dpch.server.formats import content_type
+
+        rows = max(result.rows, 0)
+        summary = {"read_rows": "0", "read_bytes": "0", "written_rows": "0", "written_bytes": "0",
+                   "total_rows_to_read": "0", "result_rows": str(rows), "result_bytes": str(len(result.body)),
+                   "elapsed_ns": str(int(1e9 * 0))}
+        headers = {"Content-Type": content_type(result.fmt), "X-ClickHouse-Format": result.fmt,
+                   "X-ClickHouse-Summary": json.dumps(summary, separators=(",", ":")), **result.headers}
+        return 200, result.body, headers
+
+    def _dpch(self, path: str, user: User, params: dict[str, str], body: bytes,
+              log: dict[str, Any]) -> tuple[int, bytes, dict[str, str]]:
+        gateway = self.server.gateway
+        try:
+            request = json.loads(body or b"{}")
+        except ValueError:
+            raise GatewayError(36, "the dpch request body must be JSON") from None
+        database = request.get("database") or params.get("database")
+        options = request.get("options") or {}
+        log["kind"] = "dpch:" + path.rsplit("/", 1)[-1]
+
+        def work() -> Any:
+            try:
+                if path == "/dpch/v1/release":
+                    log["sql"] = str(request.get("sql", ""))[:300]
+                    wire = gateway.release_wire(user, str(request.get("sql", "")), database=database,
+                                                options=options)
+                    log["epsilon"], log["delta"] = wire["cost"]["epsilon"], wire["cost"]["delta"]
+                    return wire
+                session = gateway.session(user, database)
+                if path == "/dpch/v1/explain":
+                    return {"describe": session.explain(str(request.get("sql", "")), **options).describe()}
+                if path == "/dpch/v1/budget":
+                    recent = session.accountant.recent(int(request.get("recent", 10)))
+                    return {"status": session.budget().as_dict(),
+                            "recent": [{"release_id": e.release_id, "time": e.time.isoformat(),
+                                        "dataset": e.dataset, "mechanism": e.mechanism, "status": e.status,
+                                        "epsilon": e.cost.epsilon, "delta": e.cost.delta} for e in recent]}
+                if path == "/dpch/v1/tables":
+                    return {"database": session.engine.database, "tables": gateway.table_policies(user, database),
+                            "server": gateway.config.display_name, "version": gateway.version}
+                raise GatewayError(36, f"There is no handle {path}")
+            except DpchError as exc:
+                raise from_dpch(exc) from None
+
+        data = self._run(work)
+        return 200, json.dumps(data, default=str).encode(), {"Content-Type": "application/json; charset=UTF-8"}
+
+    # -- response ---------------------------------------------------------------------------------
+
+    def _compress(self, body: bytes, params: dict[str, str], headers: dict[str, str]) -> bytes:
+        if not body or params.get("enable_http_compression") != "1":
+            return body
+        accepted = [a.split(";")[0].strip().lower() for a in (self.headers.get("Accept-Encoding") or "").split(",")]
+        for name in accepted:
+            codec = CODECS.get(name)
+            if codec is not None:
+                headers["Content-Encoding"] = name
+                return codec[0](body)
+        return body
+
+    def _send(self, status: int, body: bytes, headers: dict[str, str]) -> None:
+        self.send_response(status)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        else:
+            self.send_header("Keep-Alive", f"timeout={int(self.server.config.keep_alive_timeout or 10)}")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+
+def make_server(config: ServerConfig, *, host: str | None = None, port: int | None = None) -> GatewayServer:
+    """Opens the store and binds ``host:port`` (port 0 picks a free port). Call ``serve_forever()``
+    or ``start()``, and ``stop()`` to shut down gracefully."""
+    from dpch.server.gateway import check_config
+
+    check_config(config)
+    gateway = Gateway(config)
+    try:
+        return GatewayServer(gateway, (host or config.host, config.port if port is None else port))
+    except BaseException:
+        gateway.close()
+        raise

@@ -1,0 +1,244 @@
+"""Metadata queries answered without touching private rows.
+
+What a client sends on connect or while browsing a schema — ``SELECT version()``, ``SELECT 1``,
+``system.settings``, ``system.databases/tables/columns``, ``DESCRIBE``, ``SHOW TABLES``,
+``EXISTS`` — is answered from what the policy exposes. Each ``system.X`` table the query names
+is replaced by a ``format(JSONEachRow, ...)`` table built here from public metadata (tables that
+have a policy, their columns and annotations; no row counts or sizes), so ClickHouse evaluates
+the client's WHERE/ORDER BY/LIMIT over those synthetic rows only. A query qualifies only if
+every table it names is one of these system tables and every function is on an allowlist:
+nothing else in it can read data.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError as SqlglotParseError
+
+from dpch.server.errors import GatewayError
+from dpch.server.formats import rows_table, string_literal
+
+ZERO_UUID = "00000000-0000-0000-0000-000000000000"
+
+#: system tables the gateway emulates: name → [(column, type)]
+SCHEMAS: dict[str, list[tuple[str, str]]] = {
+    "one": [("dummy", "UInt8")],
+    "databases": [("name", "String"), ("engine", "String"), ("data_path", "String"),
+                  ("metadata_path", "String"), ("uuid", "UUID"), ("engine_full", "String"),
+                  ("comment", "String")],
+    "tables": [("database", "String"), ("name", "String"), ("uuid", "UUID"), ("engine", "String"),
+               ("is_temporary", "UInt8"), ("data_paths", "Array(String)"), ("metadata_path", "String"),
+               ("metadata_modification_time", "DateTime"), ("create_table_query", "String"),
+               ("engine_full", "String"), ("as_select", "String"), ("partition_key", "String"),
+               ("sorting_key", "String"), ("primary_key", "String"), ("sampling_key", "String"),
+               ("storage_policy", "String"), ("total_rows", "Nullable(UInt64)"),
+               ("total_bytes", "Nullable(UInt64)"), ("comment", "String"), ("has_own_data", "UInt8")],
+    "columns": [("database", "String"), ("table", "String"), ("name", "String"), ("type", "String"),
+                ("position", "UInt64"), ("default_kind", "String"), ("default_expression", "String"),
+                ("data_compressed_bytes", "UInt64"), ("data_uncompressed_bytes", "UInt64"),
+                ("marks_bytes", "UInt64"), ("comment", "String"), ("is_in_partition_key", "UInt8"),
+                ("is_in_sorting_key", "UInt8"), ("is_in_primary_key", "UInt8"),
+                ("is_in_sampling_key", "UInt8"), ("compression_codec", "String"),
+                ("character_octet_length", "Nullable(UInt64)"), ("numeric_precision", "Nullable(UInt64)"),
+                ("numeric_precision_radix", "Nullable(UInt64)"), ("numeric_scale", "Nullable(UInt64)"),
+                ("datetime_precision", "Nullable(UInt64)")],
+    "settings": [("name", "String"), ("value", "String"), ("changed", "UInt8"), ("description", "String"),
+                 ("min", "Nullable(String)"), ("max", "Nullable(String)"), ("readonly", "UInt8"),
+                 ("type", "String"), ("default", "String"), ("alias_for", "String"), ("is_obsolete", "UInt8")],
+}
+
+#: functions an introspection query may call (besides operators and sqlglot's typed functions
+#: below): none of them reads a table, a file, a dictionary or the network
+_ANONYMOUS_OK = {
+    "version", "timezone", "timeZone", "servertimezone", "serverTimeZone", "currentdatabase", "currentuser",
+    "user", "uptime", "now", "now64", "today", "yesterday", "totypename", "tostring", "touint8", "touint64",
+    "toint32", "toint64", "tofloat64", "todate", "todatetime", "length", "lower", "upper", "concat",
+    "splitbychar", "arrayjoin", "has", "empty", "notempty", "startswith", "endswith", "position",
+    "match", "like", "ilike", "notlike", "ifnull", "coalesce", "if", "multiif", "count", "any", "max",
+    "min", "groupArray", "grouparray", "replaceall", "replaceregexpall", "extract", "trim", "substring",
+    "formatreadablesize", "isnull", "isnotnull", "assumenotnull", "tuple", "array",
+}
+_TYPED_OK: tuple[type, ...] = (
+    exp.CurrentVersion, exp.CurrentDatabase, exp.CurrentUser, exp.CurrentTimestamp, exp.CurrentDate,
+    exp.Count, exp.Max, exp.Min, exp.If, exp.Coalesce, exp.Lower, exp.Upper, exp.Length, exp.Concat,
+    exp.Substring, exp.Trim, exp.Cast, exp.TryCast, exp.Array, exp.Tuple, exp.RegexpLike, exp.StartsWith,
+    exp.Case, exp.AnyValue, exp.Not, exp.Paren, exp.In, exp.Like, exp.ILike, exp.Is, exp.Between,
+    exp.ArrayAgg, exp.Explode, exp.Unnest, exp.Sum, exp.Round, exp.Abs, exp.ArrayContains, exp.StrPosition,
+)
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Public metadata the gateway may show, for one request."""
+
+    user: str
+    database: str
+    databases: Sequence[str]
+    #: (database) → [(table name, engine, comment, sorting_key, create query, [(column, type, comment)])]
+    tables: Callable[[str], list[tuple[str, str, str, str, str, list[tuple[str, str, str]]]]]
+    #: rows of system.settings
+    settings: Callable[[], list[tuple[Any, ...]]]
+
+
+@dataclass(frozen=True)
+class Introspection:
+    """An introspection query rewritten to run over synthetic metadata rows only."""
+
+    sql: str
+    kind: str
+
+
+_SHOW_DATABASES = re.compile(r"^\s*SHOW\s+DATABASES(?:\s+(NOT\s+)?(I?LIKE)\s+('(?:[^'\\]|\\.)*'))?\s*;?\s*$",
+                             re.IGNORECASE | re.DOTALL)
+_SHOW_TABLES = re.compile(
+    r"^\s*SHOW\s+(?:FULL\s+)?TABLES(?:\s+(?:FROM|IN)\s+`?([A-Za-z0-9_]+)`?)?"
+    r"(?:\s+(NOT\s+)?(I?LIKE)\s+('(?:[^'\\]|\\.)*'))?\s*;?\s*$", re.IGNORECASE | re.DOTALL)
+_DESCRIBE = re.compile(r"^\s*(?:DESCRIBE|DESC)\s+(?:TABLE\s+)?(?:`?([A-Za-z0-9_]+)`?\.)?`?([A-Za-z0-9_]+)`?\s*;?\s*$",
+                       re.IGNORECASE | re.DOTALL)
+_EXISTS = re.compile(
+    r"^\s*EXISTS\s+(?:(?:TEMPORARY\s+)?TABLE\s+|DATABASE\s+|VIEW\s+|DICTIONARY\s+)?"
+    r"(?:`?([A-Za-z0-9_]+)`?\.)?`?([A-Za-z0-9_]+)`?\s*;?\s*$", re.IGNORECASE | re.DOTALL)
+_EXISTS_DB = re.compile(r"^\s*EXISTS\s+DATABASE\s+`?([A-Za-z0-9_]+)`?\s*;?\s*$", re.IGNORECASE)
+
+
+def translate_statement(sql: str, catalog: Catalog) -> str:
+    """SHOW/DESCRIBE/EXISTS as the equivalent SELECT over system tables (others unchanged)."""
+    if m := _SHOW_DATABASES.match(sql):
+        where = f" WHERE name {'NOT ' if m.group(1) else ''}{m.group(2)} {m.group(3)}" if m.group(3) else ""
+        return f"SELECT name FROM system.databases{where} ORDER BY name"
+    if m := _SHOW_TABLES.match(sql):
+        db = m.group(1) or catalog.database
+        like = f" AND name {'NOT ' if m.group(2) else ''}{m.group(3)} {m.group(4)}" if m.group(4) else ""
+        return f"SELECT name FROM system.tables WHERE database = {string_literal(db)}{like} ORDER BY name"
+    if m := _DESCRIBE.match(sql):
+        db, table = m.group(1) or catalog.database, m.group(2)
+        if not any(t[0] == table for t in catalog.tables(db)) if db in catalog.databases else True:
+            raise GatewayError(60, f"Table {db}.{table} does not exist (or has no privacy policy)")
+        return ("SELECT name, type, default_kind AS default_type, default_expression, comment, "
+                "compression_codec AS codec_expression, '' AS ttl_expression FROM system.columns "
+                f"WHERE database = {string_literal(db)} AND table = {string_literal(table)} ORDER BY position")
+    if m := _EXISTS_DB.match(sql):
+        return f"SELECT toUInt8(count() > 0) AS result FROM system.databases WHERE name = {string_literal(m.group(1))}"
+    if m := _EXISTS.match(sql):
+        db, table = m.group(1) or catalog.database, m.group(2)
+        return ("SELECT toUInt8(count() > 0) AS result FROM system.tables "
+                f"WHERE database = {string_literal(db)} AND name = {string_literal(table)}")
+    return sql
+
+
+def _is_metadata_statement(sql: str) -> bool:
+    return bool(re.match(r"^\s*(SHOW|DESCRIBE|DESC|EXISTS)\b", sql, re.IGNORECASE))
+
+
+def introspect(sql: str, catalog: Catalog) -> Introspection | None:
+    """The rewritten SQL if ``sql`` is an introspection query, None if it is for the DP path.
+
+    Raises :class:`GatewayError` for a metadata statement the gateway does not support, or a
+    query mixing system tables with anything else.
+    """
+    metadata_statement = _is_metadata_statement(sql)
+    text = translate_statement(sql, catalog)
+    if metadata_statement and text is sql:
+        raise GatewayError(48, "dpch serves SHOW DATABASES, SHOW TABLES, DESCRIBE and EXISTS; "
+                               "this metadata statement is not supported")
+    try:
+        tree = sqlglot.parse_one(text, read="clickhouse")
+    except SqlglotParseError:
+        return None  # the DP path reports the syntax error in dpch's words
+    if not isinstance(tree, exp.Select | exp.Union):
+        return None
+    tables = list(tree.find_all(exp.Table))
+    system = [t for t in tables if _system_name(t) is not None]
+    if not tables:
+        if tree.args.get("from_") is not None and not isinstance(tree, exp.Union):
+            return None
+    elif not system:
+        return None
+    elif len(system) != len(tables):
+        raise GatewayError(497, "dpch: a query cannot mix system tables with other tables or table functions")
+    _check_functions(tree)
+    tree = tree.copy()
+    tree.set("settings", None)
+    tree.set("format", None)
+    _substitute_context(tree, catalog)
+    placeholders: dict[str, str] = {}
+    for i, table in enumerate(tree.find_all(exp.Table)):
+        name = _system_name(table)
+        assert name is not None
+        token = f"__dpch_system_{i}"
+        placeholders[token] = _system_table(name, catalog)
+        alias = table.args.get("alias") or exp.TableAlias(this=exp.to_identifier(name))
+        table.replace(exp.Table(this=exp.to_identifier(token), alias=alias))
+    out = tree.sql(dialect="clickhouse")
+    for token, source in placeholders.items():
+        out = out.replace(token, source, 1)
+    kinds = sorted({_system_name(t) or "" for t in tables}) or ["constant"]
+    return Introspection(sql=out, kind="introspection:" + ",".join(kinds))
+
+
+def _system_name(table: exp.Table) -> str | None:
+    if not isinstance(table.this, exp.Identifier):
+        return None
+    db = table.args.get("db")
+    if db is None or db.name.lower() not in ("system", "information_schema"):
+        return None
+    name = table.name.lower()
+    if db.name.lower() == "information_schema":
+        name = {"schemata": "databases", "tables": "tables", "columns": "columns"}.get(name, "")
+    return name if name in SCHEMAS else None
+
+
+def _check_functions(tree: exp.Expression) -> None:
+    for node in tree.walk():
+        if isinstance(node, exp.In) and node.args.get("field") is not None:
+            # ClickHouse reads `x IN name` as membership in the table `name`
+            raise GatewayError(497, "dpch: IN <table> is not allowed in a metadata query")
+        if isinstance(node, exp.Anonymous):
+            name = str(node.this)
+            if name.lower() not in {n.lower() for n in _ANONYMOUS_OK}:
+                raise GatewayError(497, f"dpch: function {name} is not allowed in a metadata query")
+        elif isinstance(node, exp.Func) and not isinstance(node, _TYPED_OK) and not isinstance(node, exp.Binary):
+            raise GatewayError(497, f"dpch: function {node.key} is not allowed in a metadata query")
+
+
+def _substitute_context(tree: exp.Expression, catalog: Catalog) -> None:
+    """currentDatabase()/currentUser() name the gateway's database and the client's user."""
+    for node in list(tree.walk()):
+        name = str(node.this).lower() if isinstance(node, exp.Anonymous) else ""
+        if isinstance(node, exp.CurrentDatabase) or name == "currentdatabase":
+            node.replace(exp.Literal.string(catalog.database))
+        elif isinstance(node, exp.CurrentUser) or name in ("currentuser", "user"):
+            node.replace(exp.Literal.string(catalog.user))
+
+
+def _system_table(name: str, catalog: Catalog) -> str:
+    columns = [c for c, _ in SCHEMAS[name]]
+    types = [t for _, t in SCHEMAS[name]]
+    return rows_table(columns, types, _rows(name, catalog))
+
+
+def _rows(name: str, catalog: Catalog) -> list[tuple[Any, ...]]:
+    if name == "one":
+        return [(0,)]
+    if name == "settings":
+        return catalog.settings()
+    if name == "databases":
+        return [(db, "Atomic", "", "", ZERO_UUID, "Atomic", "") for db in catalog.databases]
+    rows: list[tuple[Any, ...]] = []
+    for db in catalog.databases:
+        for table, engine, comment, sorting_key, create, cols in catalog.tables(db):
+            if name == "tables":
+                rows.append((db, table, ZERO_UUID, engine, 0, [], "", "1970-01-01 00:00:00", create, engine,
+                             "", "", sorting_key, sorting_key, "", "", None, None, comment, 1))
+            else:
+                keys = {k.strip() for k in sorting_key.split(",")}
+                for pos, (col, ch_type, col_comment) in enumerate(cols, start=1):
+                    rows.append((db, table, col, ch_type, pos, "", "", 0, 0, 0, col_comment, 0,
+                                 int(col in keys), int(col in keys), 0, "", None, None, None, None, None))
+    return rows

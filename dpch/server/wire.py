@@ -1,0 +1,67 @@
+"""The gateway's wire format for releases: JSON that carries everything a :class:`Release` holds.
+
+Ordinary ClickHouse clients never see it: they get rows in their own format and a summary of
+the release in ``X-Dpch-*`` response headers. dpch's own remote client (``dpch://``) asks for
+this JSON and rebuilds the same :class:`Release` an in-process session returns.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dpch.accounting.accountant import BudgetStatus
+from dpch.accounting.budget import Budget
+from dpch.mechanisms.cost import PrivacyCost
+from dpch.release import MeasureReport, Release
+
+
+def cost_dict(cost: PrivacyCost) -> dict[str, Any]:
+    return {"epsilon": cost.epsilon, "delta": cost.delta, "rho": cost.rho}
+
+
+def release_to_wire(release: Release, types: list[str], *, cached: bool = False) -> dict[str, Any]:
+    return {
+        "columns": list(release.columns),
+        "types": list(types),
+        "rows": [list(r) for r in release.rows],
+        "intervals": [[list(i) if i is not None else None for i in row] for row in release.intervals],
+        "confidence": release.confidence,
+        "cost": cost_dict(release.cost),
+        "mechanism": release.mechanism,
+        "measures": [m.as_dict() for m in release.measures],
+        "budget": release.budget.as_dict(),
+        "release_id": release.release_id,
+        "elapsed_ms": release.elapsed_ms,
+        "notes": list(release.notes),
+        "cached": cached,
+    }
+
+
+def budget_from_wire(data: dict[str, Any]) -> BudgetStatus:
+    return BudgetStatus(
+        analyst=data["analyst"],
+        filter=data["filter"],
+        budget=Budget(data["budget"]["epsilon"], data["budget"]["delta"]),
+        spent=PrivacyCost(data["spent"]["epsilon"], data["spent"]["delta"]),
+        remaining=PrivacyCost(max(0.0, data["remaining"]["epsilon"]), max(0.0, data["remaining"]["delta"])),
+        releases=data["releases"],
+    )
+
+
+def release_from_wire(data: dict[str, Any]) -> tuple[Release, list[str]]:
+    """The :class:`Release` and column types carried by ``data``."""
+    cost = data["cost"]
+    release = Release(
+        columns=list(data["columns"]),
+        rows=[tuple(r) for r in data["rows"]],
+        intervals=[[tuple(i) if i is not None else None for i in row] for row in data["intervals"]],
+        cost=PrivacyCost(cost["epsilon"], cost["delta"], cost.get("rho")),
+        confidence=data["confidence"],
+        mechanism=data["mechanism"],
+        measures=[MeasureReport(**m) for m in data["measures"]],
+        budget=budget_from_wire(data["budget"]),
+        release_id=data["release_id"],
+        elapsed_ms=data.get("elapsed_ms", 0.0),
+        notes=list(data.get("notes", [])),
+    )
+    return release, list(data["types"])
