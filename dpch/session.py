@@ -85,12 +85,15 @@ class Session:
         defaults: QueryOptions | None = None,
         default_budget: Budget | None = None,
         seed: int | None = None,
+        filter: str | None = None,
+        filter_options: dict[str, Any] | None = None,
     ) -> None:
         self.engine = engine
         self.analyst = analyst
         self.policy = policy or Policy()
         self.defaults = (defaults or QueryOptions()).validated()
-        self.accountant = Accountant(engine, analyst, default_budget=default_budget)
+        self.accountant = Accountant(engine, analyst, default_budget=default_budget, filter=filter,
+                                     filter_options=filter_options)
         self._noise = NoiseSource(seed)
         self._noise_lock = threading.Lock()
         self._probed: set[str] = set()
@@ -111,7 +114,7 @@ class Session:
         mechanisms = self._mechanisms(plan, opts)
         cost = _total_cost(mechanisms.values())
         try:
-            self.accountant.check(cost)
+            self.accountant.check(cost, dataset=f"{self.engine.database}.{plan.table.table}")
             admissible, reason = True, "within budget"
         except BudgetExceeded as exc:
             admissible, reason = False, exc.message
@@ -319,6 +322,8 @@ def connect(
     confidence: float | None = None,
     default_budget: Budget | None = None,
     seed: int | None = None,
+    filter: str | None = None,
+    filter_options: dict[str, Any] | None = None,
 ) -> Session:
     """Opens a private session.
 
@@ -326,7 +331,9 @@ def connect(
     ``http://user:pass@host:8123/db``. ``policy``: a :class:`Policy` or a path to a policy TOML
     that overrides the tables' ``dp:`` annotations. ``epsilon``/``delta``/``confidence`` set
     this session's per-query defaults. ``seed`` fixes the noise for tests only (refused unless
-    ``DPCH_ALLOW_FIXED_SEED=1``).
+    ``DPCH_ALLOW_FIXED_SEED=1``). ``filter``/``filter_options`` choose the privacy filter
+    (see :mod:`dpch.accounting.filters`; default ``$DPCH_FILTER`` or ``basic``; a filter the data
+    owner set with ``dpch budget set --filter`` wins).
     """
     if isinstance(policy, str):
         policy = Policy.from_toml(policy)
@@ -344,7 +351,7 @@ def connect(
     try:
         return Session(
             engine, analyst=analyst, policy=policy, defaults=defaults,
-            default_budget=default_budget, seed=seed,
+            default_budget=default_budget, seed=seed, filter=filter, filter_options=filter_options,
         )
     except Exception:
         engine.close()
