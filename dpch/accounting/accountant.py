@@ -110,6 +110,13 @@ class _AnalystState:
         self.entries: dict[str, LedgerEntry] = {e.release_id: e for e in entries}
         self.settings = settings
 
+    def ledger_filter(self) -> str | None:
+        """The filter the latest non-voided release was admitted under."""
+        for e in reversed(self.entries.values()):
+            if e.status != "voided" and e.filter:
+                return e.filter
+        return None
+
     def history(self, dataset: str | None = None) -> list[PrivacyCost]:
         return [e.counted for e in self.entries.values() if dataset is None or e.dataset == dataset]
 
@@ -175,8 +182,10 @@ class Accountant:
     """Budget checks and charges for one analyst on one engine.
 
     ``filter`` names the privacy filter (:data:`dpch.accounting.filters.FILTERS`); an
-    admin-set filter in ``dpch_budgets`` wins, then this argument, then ``$DPCH_FILTER``, then
-    ``basic``. ``filter_options`` are the filter's keyword options.
+    admin-set filter in ``dpch_budgets`` wins, then this argument (or ``$DPCH_FILTER``), then
+    the filter the analyst's ledger was written under, then ``basic``. ``filter_options`` are
+    the filter's keyword options. A connection whose filter differs from the one the ledger
+    was written under is refused: a filter's guarantee covers only the releases it admitted.
     """
 
     def __init__(
@@ -191,9 +200,10 @@ class Accountant:
         self.engine = engine
         self.analyst = analyst
         self.default_budget = default_budget or Budget()
-        self.filter_name = filter or os.environ.get(FILTER_ENV) or DEFAULT_FILTER
+        self.filter_name: str | None = filter or os.environ.get(FILTER_ENV) or None
         self.filter_options = dict(filter_options or {})
-        make_filter(self.filter_name, Budget(1.0, 1e-6), self.filter_options)  # fail fast on bad config
+        if self.filter_name:  # fail fast on a bad configuration
+            make_filter(self.filter_name, Budget(1.0, 1e-6), self.filter_options)
         self.budgets = BudgetStore(engine)
         self.ledger = Ledger(engine)
         self._key = (engine.token, engine.database, analyst)
@@ -210,7 +220,7 @@ class Accountant:
 
     def _filter(self, state: _AnalystState, dataset: str = "") -> PrivacyFilter:
         top = state.settings.get("")
-        name, options = self.filter_name, self.filter_options
+        name, options = self.filter_name or state.ledger_filter() or DEFAULT_FILTER, self.filter_options
         if top is not None and top.filter:
             name, options = top.filter, top.options or {}
         if dataset:

@@ -115,6 +115,8 @@ def test_filter_is_configuration_and_cannot_silently_switch(engine):
     acc = Accountant(engine, "fi", default_budget=Budget(1.0, 2e-6), filter="zcdp")
     assert acc.status().filter == "zcdp"
     acc.charge(PrivacyCost(0.1), dataset="d.t", query_hash="h", mechanism="laplace")
+    # a connection that names no filter continues under the ledger's
+    assert Accountant(engine, "fi", default_budget=Budget(1.0, 2e-6)).status().filter == "zcdp"
     other = Accountant(engine, "fi", default_budget=Budget(1.0, 2e-6), filter="basic")
     with pytest.raises(BudgetExceeded, match="written under the zcdp filter"):
         other.charge(PrivacyCost(0.1), dataset="d.t", query_hash="h", mechanism="laplace")
