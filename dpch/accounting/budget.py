@@ -81,8 +81,9 @@ class BudgetStore:
     def settings(self, analyst: str) -> dict[str, BudgetSetting]:
         """Every scope's latest setting for ``analyst``: "" (analyst-wide) and each dataset."""
         rows = self.engine.query_rows(
-            f"SELECT dataset, argMax(epsilon, set_at), argMax(delta, set_at), argMax(filter, set_at),"
-            f" argMax(filter_options, set_at) FROM {self.table} WHERE analyst = {{a:String}}"
+            # a row that names no filter keeps the latest filter set before it
+            f"SELECT dataset, argMax(epsilon, set_at), argMax(delta, set_at), argMaxIf(filter, set_at, filter != ''),"
+            f" argMaxIf(filter_options, set_at, filter != '') FROM {self.table} WHERE analyst = {{a:String}}"
             " GROUP BY dataset ORDER BY dataset",
             {"a": analyst},
         )

@@ -124,6 +124,8 @@ def test_filter_is_configuration_and_cannot_silently_switch(engine):
     other.set_budget(Budget(1.0, 2e-6), filter="zcdp", filter_options={"conversion_delta_share": 0.5})
     other.charge(PrivacyCost(0.1), dataset="d.t", query_hash="h", mechanism="laplace")
     assert other.status().filter == "zcdp"
+    other.set_budget(Budget(2.0, 2e-6))  # changing the amounts keeps the owner's filter
+    assert other.status().filter == "zcdp" and other.status().budget == Budget(2.0, 2e-6)
     with pytest.raises(ConfigError, match="unknown privacy filter"):
         Accountant(engine, "fi", filter="nope")
 
