@@ -73,3 +73,9 @@ class ExecutionError(DpchError):
     """
 
     kind = "execution"
+
+
+class ReservationClosed(DpchError):
+    """A reservation was settled or voided twice."""
+
+    kind = "ledger"

@@ -92,12 +92,15 @@ class Session:
         defaults: QueryOptions | None = None,
         default_budget: Budget | None = None,
         seed: int | None = None,
+        filter: str | None = None,
+        filter_options: dict[str, Any] | None = None,
     ) -> None:
         self.engine = engine
         self.analyst = analyst
         self.policy = policy or Policy()
         self.defaults = (defaults or QueryOptions()).validated()
-        self.accountant = Accountant(engine, analyst, default_budget=default_budget)
+        self.accountant = Accountant(engine, analyst, default_budget=default_budget, filter=filter,
+                                     filter_options=filter_options)
         self._noise = NoiseSource(seed)
         self._noise_lock = threading.Lock()
         self._probed: set[str] = set()
@@ -120,7 +123,7 @@ class Session:
     def _explanation(self, plan: QueryPlan, opts: QueryOptions) -> Explanation:
         noise = calibrate(plan, opts)
         try:
-            self.accountant.check(noise.cost)
+            self.accountant.check(noise.cost, dataset=f"{self.engine.database}.{plan.relation.dataset}")
             admissible, reason = True, "within budget"
         except BudgetExceeded as exc:
             admissible, reason = False, exc.message
@@ -393,6 +396,8 @@ def connect(
     default_budget: Budget | None = None,
     seed: int | None = None,
     password: str | None = None,
+    filter: str | None = None,
+    filter_options: dict[str, Any] | None = None,
 ) -> Session:
     """Opens a private session.
 
@@ -404,6 +409,9 @@ def connect(
 
     ``dpch://host:port[/db]`` opens a remote session on a ``dpch serve`` gateway instead
     (``analyst`` and ``password`` are the gateway user's; see :mod:`dpch.server.client`).
+    ``DPCH_ALLOW_FIXED_SEED=1``). ``filter``/``filter_options`` choose the privacy filter
+    (see :mod:`dpch.accounting.filters`; default ``$DPCH_FILTER`` or ``basic``; a filter the data
+    owner set with ``dpch budget set --filter`` wins).
     """
     if isinstance(policy, str):
         policy = Policy.from_toml(policy)
@@ -426,7 +434,7 @@ def connect(
     try:
         return Session(
             engine, analyst=analyst, policy=policy, defaults=defaults,
-            default_budget=default_budget, seed=seed,
+            default_budget=default_budget, seed=seed, filter=filter, filter_options=filter_options,
         )
     except Exception:
         engine.close()

@@ -2,14 +2,16 @@
 
 - :mod:`.budget` — budgets (ε, δ) per analyst, stored in ``dpch_budgets``.
 - :mod:`.filters` — filters decide, from requested costs and past charges only, whether the next
-  release may run.
+  release may run (basic, pure, advanced, zcdp, zcdp_bm, ex_post, pure_ex_post, mixed).
+- :mod:`.odometers` — 001's advanced-composition filter bound and odometers.
 - :mod:`.ledger` — the append-only ``dpch_ledger`` table; the filter state is a function of it.
 - :mod:`.accountant` — admission: one lock per analyst in the process, charge durable before
   any noise is drawn.
 """
 
-from dpch.accounting.accountant import Accountant, BudgetStatus
+from dpch.accounting.accountant import Accountant, BudgetStatus, Reservation
 from dpch.accounting.budget import Budget
-from dpch.accounting.filters import BasicCompositionFilter, Decision, PrivacyFilter
+from dpch.accounting.filters import FILTERS, BasicCompositionFilter, Decision, PrivacyFilter, make_filter
 
-__all__ = ["Accountant", "BasicCompositionFilter", "Budget", "BudgetStatus", "Decision", "PrivacyFilter"]
+__all__ = ["FILTERS", "Accountant", "BasicCompositionFilter", "Budget", "BudgetStatus", "Decision",
+           "PrivacyFilter", "Reservation", "make_filter"]

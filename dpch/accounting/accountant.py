@@ -1,28 +1,56 @@
-"""Admission: the filter's decision and the durable charge, under one lock per analyst.
+"""Admission: the filters' decision and the durable ledger write, under one lock per analyst.
 
 The process that holds the store is the single admission owner for its ledger. Inside it,
 every session of the same analyst shares one :class:`_AnalystState` (history loaded from the
-ledger once, then kept in step with each charge), and admission is serialised by its lock,
-so concurrent threads can never jointly overspend.
+ledger once, then kept in step with each write), and admission is serialised by its lock, so
+concurrent threads can never jointly overspend. The lock is held for decide + ledger INSERT
+only, never while a query runs: an open reservation already counts at its worst case.
+
+Two ways to spend:
+
+- :meth:`Accountant.charge` — a fixed-cost release: admit and write ONE ``charged`` row.
+- :meth:`Accountant.reserve` — a release whose cost is known only afterwards (noise reduction,
+  accuracy-first, Above Threshold): admit on the worst case and write a ``reserved`` row,
+  then :meth:`Reservation.settle` with the realized cost (or :meth:`Reservation.void` if
+  nothing was computed). Protocol: reserve (durable) → compute → settle (durable) → return::
+
+      with accountant.reserve(mech.worst_cost, dataset=..., query_hash=..., mechanism="brownian") as r:
+          value, realized = run(...)        # noise drawn only after the reservation is durable
+          r.settle(realized)                # durable before the value is returned
+      return value
+
+  Leaving the ``with`` block on an exception without settling charges the worst case (the
+  computation may have touched data); a crash leaves the reservation counted at its worst case.
+
+A budget is per analyst, optionally also per dataset (``db.table``): both must admit.
 """
 
 from __future__ import annotations
 
+import os
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
-from dpch.accounting.budget import Budget, BudgetStore
-from dpch.accounting.filters import BasicCompositionFilter, PrivacyFilter
+from dpch.accounting.budget import Budget, BudgetSetting, BudgetStore
+from dpch.accounting.filters import DEFAULT_FILTER, PrivacyFilter, make_filter
 from dpch.accounting.ledger import Ledger, LedgerEntry
 from dpch.engine import Engine
-from dpch.errors import BudgetExceeded
+from dpch.errors import BudgetExceeded, ConfigError, ReservationClosed
 from dpch.mechanisms.cost import PrivacyCost
+
+FILTER_ENV = "DPCH_FILTER"
+_HINT = "ask for a smaller dp_epsilon, or ask the data owner for more budget"
 
 
 @dataclass(frozen=True)
 class BudgetStatus:
-    """An analyst's budget, what is spent, and what is left, in the filter's terms."""
+    """A budget (the analyst's, or one dataset's): spent (odometer), reserved, remaining.
+
+    ``spent`` is the filter's odometer over settled releases; ``reserved`` the worst cases of
+    releases still running (or never settled); ``remaining`` what the filter would still admit
+    (``epsilon``: the largest pure-ε release) with the reservations counted at worst.
+    """
 
     analyst: str
     filter: str
@@ -30,27 +58,67 @@ class BudgetStatus:
     spent: PrivacyCost
     remaining: PrivacyCost
     releases: int
+    reserved: PrivacyCost = field(default_factory=PrivacyCost.zero)
+    guarantee: str = ""
+    dataset: str = ""
+    datasets: tuple[BudgetStatus, ...] = ()
+    recent: tuple[LedgerEntry, ...] = ()
 
     def as_dict(self) -> dict:
-        return {
+        def cost(c: PrivacyCost) -> dict:
+            d: dict[str, Any] = {"epsilon": c.epsilon, "delta": c.delta}
+            if c.rho is not None:
+                d["rho"] = c.rho
+            return d
+
+        data: dict[str, Any] = {
             "analyst": self.analyst,
             "filter": self.filter,
+            "guarantee": self.guarantee,
             "budget": {"epsilon": self.budget.epsilon, "delta": self.budget.delta},
-            "spent": {"epsilon": self.spent.epsilon, "delta": self.spent.delta},
-            "remaining": {"epsilon": self.remaining.epsilon, "delta": self.remaining.delta},
+            "spent": cost(self.spent),
+            "reserved": cost(self.reserved),
+            "remaining": cost(self.remaining),
             "releases": self.releases,
         }
+        if self.dataset:
+            data["dataset"] = self.dataset
+        if self.datasets:
+            data["datasets"] = [d.as_dict() for d in self.datasets]
+        if self.recent:
+            data["recent"] = [entry_dict(e) for e in self.recent]
+        return data
+
+
+def entry_dict(entry: LedgerEntry) -> dict:
+    """A ledger entry as plain data (for ``--json`` and the HTTP front)."""
+    data: dict[str, Any] = {
+        "release_id": entry.release_id, "time": entry.time.isoformat(), "dataset": entry.dataset,
+        "mechanism": entry.mechanism, "status": entry.status,
+        "epsilon": entry.cost.epsilon, "delta": entry.cost.delta,
+    }
+    if entry.cost.rho is not None:
+        data["rho"] = entry.cost.rho
+    if entry.cost.ex_post or entry.status == "reserved":
+        data["worst_epsilon"] = entry.worst.epsilon
+    return data
 
 
 class _AnalystState:
-    def __init__(self, entries: list[LedgerEntry], budget: Budget) -> None:
+    def __init__(self, entries: list[LedgerEntry], settings: dict[str, BudgetSetting]) -> None:
         self.lock = threading.Lock()
-        self.entries = entries
-        self.budget = budget
+        self.entries: dict[str, LedgerEntry] = {e.release_id: e for e in entries}
+        self.settings = settings
 
-    @property
-    def history(self) -> list[PrivacyCost]:
-        return [e.counted for e in self.entries]
+    def ledger_filter(self) -> str | None:
+        """The filter the latest non-voided release was admitted under."""
+        for e in reversed(self.entries.values()):
+            if e.status != "voided" and e.filter:
+                return e.filter
+        return None
+
+    def history(self, dataset: str | None = None) -> list[PrivacyCost]:
+        return [e.counted for e in self.entries.values() if dataset is None or e.dataset == dataset]
 
 
 _states: dict[tuple[str, str, str], _AnalystState] = {}
@@ -64,8 +132,61 @@ def forget_cached_state(store: str | None = None) -> None:
             del _states[key]
 
 
+class Reservation:
+    """A release admitted on its worst case and durable as a ``reserved`` ledger row.
+
+    Settle it exactly once: :meth:`settle` with the realized cost, or :meth:`void` if nothing
+    was computed (no data read, no noise drawn). Realized costs above the reservation are
+    charged as they are (004's ε_post may exceed its ε_max, ALGORITHMS.md B9).
+    """
+
+    def __init__(self, accountant: Accountant, entry: LedgerEntry) -> None:
+        self._accountant = accountant
+        self.entry = entry
+        self.closed = False
+
+    @property
+    def release_id(self) -> str:
+        return self.entry.release_id
+
+    @property
+    def worst(self) -> PrivacyCost:
+        return self.entry.worst
+
+    def settle(self, realized: PrivacyCost) -> LedgerEntry:
+        """Durably charges the realized cost (second ledger row) and returns the final entry."""
+        return self._close(realized)
+
+    def void(self) -> LedgerEntry:
+        """Durably cancels the reservation: only if no data was read and no noise drawn."""
+        return self._close(None)
+
+    def _close(self, realized: PrivacyCost | None) -> LedgerEntry:
+        if self.closed:
+            raise ReservationClosed(f"release {self.release_id} is already settled",
+                                    hint="settle or void a reservation exactly once")
+        self.entry = self._accountant._settle(self.entry, realized)
+        self.closed = True
+        return self.entry
+
+    def __enter__(self) -> Reservation:
+        return self
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        if not self.closed:
+            # failed or forgotten: the computation may have touched data, so charge the worst case
+            self._close(self.entry.counted)
+
+
 class Accountant:
-    """Budget checks and charges for one analyst on one engine."""
+    """Budget checks and charges for one analyst on one engine.
+
+    ``filter`` names the privacy filter (:data:`dpch.accounting.filters.FILTERS`); an
+    admin-set filter in ``dpch_budgets`` wins, then this argument (or ``$DPCH_FILTER``), then
+    the filter the analyst's ledger was written under, then ``basic``. ``filter_options`` are
+    the filter's keyword options. A connection whose filter differs from the one the ledger
+    was written under is refused: a filter's guarantee covers only the releases it admitted.
+    """
 
     def __init__(
         self,
@@ -73,81 +194,151 @@ class Accountant:
         analyst: str,
         *,
         default_budget: Budget | None = None,
-        filter_factory: Callable[[Budget], PrivacyFilter] = BasicCompositionFilter,
+        filter: str | None = None,
+        filter_options: dict[str, Any] | None = None,
     ) -> None:
         self.engine = engine
         self.analyst = analyst
         self.default_budget = default_budget or Budget()
-        self.filter_factory = filter_factory
+        self.filter_name: str | None = filter or os.environ.get(FILTER_ENV) or None
+        self.filter_options = dict(filter_options or {})
+        if self.filter_name:  # fail fast on a bad configuration
+            make_filter(self.filter_name, Budget(1.0, 1e-6), self.filter_options)
         self.budgets = BudgetStore(engine)
         self.ledger = Ledger(engine)
         self._key = (engine.token, engine.database, analyst)
+
+    # -- state and filters --------------------------------------------------------------------
 
     def _state(self) -> _AnalystState:
         with _states_lock:
             state = _states.get(self._key)
             if state is None:
-                budget = self.budgets.get(self.analyst) or self.default_budget
-                state = _AnalystState(self.ledger.entries(self.analyst), budget)
+                state = _AnalystState(self.ledger.entries(self.analyst), self.budgets.settings(self.analyst))
                 _states[self._key] = state
             return state
 
-    def _filter(self, state: _AnalystState) -> PrivacyFilter:
-        return self.filter_factory(state.budget)
+    def _filter(self, state: _AnalystState, dataset: str = "") -> PrivacyFilter:
+        top = state.settings.get("")
+        name, options = self.filter_name or state.ledger_filter() or DEFAULT_FILTER, self.filter_options
+        if top is not None and top.filter:
+            name, options = top.filter, top.options or {}
+        if dataset:
+            budget = state.settings[dataset].budget
+        else:
+            budget = top.budget if top is not None else self.default_budget
+        return make_filter(name, budget, options)
 
-    def status(self) -> BudgetStatus:
-        state = self._state()
-        with state.lock:
-            flt = self._filter(state)
-            history = state.history
-            return BudgetStatus(
-                analyst=self.analyst,
-                filter=flt.name,
-                budget=state.budget,
-                spent=flt.spent(history),
-                remaining=flt.remaining(history),
-                releases=len(state.entries),
+    def _scopes(self, state: _AnalystState, dataset: str) -> list[tuple[str, PrivacyFilter]]:
+        scopes = [("", self._filter(state))]
+        if dataset and dataset in state.settings:
+            scopes.append((dataset, self._filter(state, dataset)))
+        return scopes
+
+    def _admit(self, state: _AnalystState, request: PrivacyCost, dataset: str) -> PrivacyFilter:
+        """Raises BudgetExceeded unless every scope's filter admits ``request``; returns the analyst's."""
+        scopes = self._scopes(state, dataset)
+        main = scopes[0][1]
+        used = {e.filter for e in state.entries.values() if e.status != "voided" and e.filter}
+        if used - {main.name}:
+            raise BudgetExceeded(
+                f"the ledger of analyst {self.analyst} was written under the {', '.join(sorted(used))} filter, "
+                f"but this connection uses {main.name}; a filter's guarantee covers only releases it admitted",
+                hint=f"connect with filter={sorted(used)[0]!r}, or give the analyst a fresh budget under a new name",
             )
+        for scope, flt in scopes:
+            decision = flt.decide(state.history(scope or None), request)
+            if not decision.admitted:
+                where = f" on dataset {scope}" if scope else ""
+                raise BudgetExceeded(f"budget exhausted for analyst {self.analyst}{where}: {decision.reason}",
+                                     hint=_HINT)
+        return main
 
-    def set_budget(self, budget: Budget) -> None:
-        """Sets this analyst's budget (an admin action) and refreshes the cached state."""
-        self.budgets.set(self.analyst, budget)
+    # -- spending -------------------------------------------------------------------------------
+
+    def check(self, cost: PrivacyCost, *, dataset: str = "") -> None:
+        """Raises :class:`BudgetExceeded` if ``cost`` would not be admitted now (spends nothing)."""
         state = self._state()
         with state.lock:
-            state.budget = budget
+            self._admit(state, cost, dataset)
+
+    def charge(self, cost: PrivacyCost, *, dataset: str, query_hash: str, mechanism: str) -> LedgerEntry:
+        """Admits and durably charges a fixed-cost release (ONE ledger row), or raises
+        :class:`BudgetExceeded`. Decision and write happen under the analyst's lock."""
+        if cost.ex_post:
+            raise ConfigError("an ex-post cost is known only after the release",
+                              hint="use Accountant.reserve(worst_cost) and settle the realized cost")
+        state = self._state()
+        with state.lock:
+            flt = self._admit(state, cost, dataset)
+            entry = self.ledger.charge(analyst=self.analyst, dataset=dataset, query_hash=query_hash,
+                                       mechanism=mechanism, filter_name=flt.name, cost=cost)
+            state.entries[entry.release_id] = entry
+            return entry
+
+    def reserve(self, worst: PrivacyCost, *, dataset: str, query_hash: str, mechanism: str) -> Reservation:
+        """Admits a release on its worst case and durably writes a ``reserved`` row.
+
+        ``worst`` is the mechanism's worst-case cost: an ex-post :class:`PrivacyCost` with
+        ``worst_epsilon``/``worst_rho`` (e.g. ``BrownianMechanism.worst_cost``), or a fixed cost.
+        Returns a :class:`Reservation` to settle with the realized cost.
+        """
+        state = self._state()
+        with state.lock:
+            flt = self._admit(state, worst, dataset)
+            entry = self.ledger.reserve(analyst=self.analyst, dataset=dataset, query_hash=query_hash,
+                                        mechanism=mechanism, filter_name=flt.name, worst=worst)
+            state.entries[entry.release_id] = entry
+        return Reservation(self, entry)
+
+    def _settle(self, entry: LedgerEntry, realized: PrivacyCost | None) -> LedgerEntry:
+        state = self._state()
+        with state.lock:
+            final = self.ledger.settle(entry, realized)
+            state.entries[entry.release_id] = final
+            return final
+
+    # -- visibility and administration ----------------------------------------------------------
+
+    def status(self, *, recent: int = 5) -> BudgetStatus:
+        state = self._state()
+        with state.lock:
+            scopes = self._scopes(state, "")
+            scopes += [(d, self._filter(state, d)) for d in state.settings if d]
+            statuses = [self._scope_status(state, scope, flt) for scope, flt in scopes]
+            top = statuses[0]
+            tail = tuple(list(state.entries.values())[-recent:]) if recent else ()
+            return BudgetStatus(**{**top.__dict__, "datasets": tuple(statuses[1:]), "recent": tail})
+
+    def _scope_status(self, state: _AnalystState, scope: str, flt: PrivacyFilter) -> BudgetStatus:
+        entries = [e for e in state.entries.values() if not scope or e.dataset == scope]
+        settled = [e.counted for e in entries if e.status != "reserved"]
+        pending = [e.worst for e in entries if e.status == "reserved"]
+        reserved = PrivacyCost.zero()
+        for c in pending:
+            reserved = reserved + PrivacyCost(c.epsilon, c.delta, c.rho if c.rho is not None else 0.0)
+        return BudgetStatus(
+            analyst=self.analyst, filter=flt.name, budget=flt.budget, spent=flt.spent(settled),
+            remaining=flt.remaining([e.counted for e in entries]),
+            releases=sum(1 for e in entries if e.status != "voided"), reserved=reserved,
+            guarantee=flt.describe(), dataset=scope,
+        )
+
+    def set_budget(self, budget: Budget, *, dataset: str = "", filter: str = "",
+                   filter_options: dict[str, Any] | None = None) -> None:
+        """Sets this analyst's budget (an admin action; per ``dataset`` if given) and refreshes
+        the cached state. ``filter`` (analyst-wide rows only) overrides the connection's choice."""
+        if filter:
+            if dataset:
+                raise ConfigError("a filter is chosen per analyst, not per dataset",
+                                  hint="set --filter on the analyst's budget (without --dataset)")
+            make_filter(filter, budget, filter_options)
+        self.budgets.set(self.analyst, budget, dataset=dataset, filter=filter, options=filter_options)
+        state = self._state()
+        with state.lock:
+            state.settings = self.budgets.settings(self.analyst)
 
     def recent(self, limit: int = 10) -> list[LedgerEntry]:
         state = self._state()
         with state.lock:
-            return list(state.entries[-limit:])
-
-    def check(self, cost: PrivacyCost) -> None:
-        """Raises :class:`BudgetExceeded` if ``cost`` would not be admitted now (spends nothing)."""
-        state = self._state()
-        with state.lock:
-            decision = self._filter(state).decide(state.history, cost)
-        if not decision.admitted:
-            raise BudgetExceeded(f"budget exhausted for analyst {self.analyst}: {decision.reason}",
-                                 hint="ask for a smaller dp_epsilon, or ask the data owner for more budget")
-
-    def charge(self, cost: PrivacyCost, *, dataset: str, query_hash: str, mechanism: str) -> LedgerEntry:
-        """Admits and durably charges a fixed-cost release, or raises :class:`BudgetExceeded`.
-
-        The decision and the ledger write happen under the analyst's lock, so two threads can
-        never both be admitted against the same remaining budget.
-        """
-        state = self._state()
-        with state.lock:
-            flt = self._filter(state)
-            decision = flt.decide(state.history, cost)
-            if not decision.admitted:
-                raise BudgetExceeded(
-                    f"budget exhausted for analyst {self.analyst}: {decision.reason}",
-                    hint="ask for a smaller dp_epsilon, or ask the data owner for more budget",
-                )
-            entry = self.ledger.charge(
-                analyst=self.analyst, dataset=dataset, query_hash=query_hash,
-                mechanism=mechanism, filter_name=flt.name, cost=cost,
-            )
-            state.entries.append(entry)
-            return entry
+            return list(state.entries.values())[-limit:]

@@ -1,12 +1,16 @@
 """Per-analyst privacy budgets, stored in the database beside the ledger (``dpch_budgets``).
 
-Budgets are set by the data owner (``dpch budget set``); the latest row for an analyst wins.
-An analyst with no row gets the deployment's default budget.
+Budgets are set by the data owner (``dpch budget set``); the latest row for an analyst (and
+dataset) wins. An analyst with no row gets the deployment's default budget. A row with a
+``dataset`` (``db.table``) adds a second budget for that analyst's releases on that dataset:
+both must admit. A row's ``filter`` (and JSON ``filter_options``) chooses the analyst's privacy
+filter, overriding the connection's choice.
 """
 
 from __future__ import annotations
 
 import getpass
+import json
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -33,6 +37,16 @@ class Budget:
             raise ConfigError(f"budget delta must be in [0, 1), got {self.delta!r}")
 
 
+@dataclass(frozen=True)
+class BudgetSetting:
+    """One budget row: the budget, its scope (``dataset`` or "" for analyst-wide) and filter."""
+
+    budget: Budget
+    dataset: str = ""
+    filter: str = ""
+    options: dict | None = None
+
+
 class BudgetStore:
     """Reads and writes ``dpch_budgets`` in the engine's database."""
 
@@ -42,32 +56,55 @@ class BudgetStore:
         engine.command(
             f"CREATE TABLE IF NOT EXISTS {self.table} ("
             " analyst String, epsilon Float64, delta Float64,"
-            " set_at DateTime64(6, 'UTC'), set_by String"
+            " set_at DateTime64(6, 'UTC'), set_by String,"
+            " dataset String DEFAULT '', filter String DEFAULT '', filter_options String DEFAULT ''"
             ") ENGINE = MergeTree ORDER BY (analyst, set_at)"
             " COMMENT 'dpch: per-analyst privacy budgets (latest row wins)'"
+        )
+        # stores created before per-dataset budgets and filter choice
+        engine.command(
+            f"ALTER TABLE {self.table} ADD COLUMN IF NOT EXISTS dataset String DEFAULT '',"
+            " ADD COLUMN IF NOT EXISTS filter String DEFAULT '',"
+            " ADD COLUMN IF NOT EXISTS filter_options String DEFAULT ''"
         )
 
     def get(self, analyst: str) -> Budget | None:
         rows = self.engine.query_rows(
             f"SELECT argMax(epsilon, set_at), argMax(delta, set_at), count() FROM {self.table}"
-            " WHERE analyst = {a:String}",
+            " WHERE analyst = {a:String} AND dataset = ''",
             {"a": analyst},
         )
         if not rows or rows[0][2] == 0:
             return None
         return Budget(float(rows[0][0]), float(rows[0][1]))
 
-    def set(self, analyst: str, budget: Budget) -> None:
+    def settings(self, analyst: str) -> dict[str, BudgetSetting]:
+        """Every scope's latest setting for ``analyst``: "" (analyst-wide) and each dataset."""
+        rows = self.engine.query_rows(
+            # a row that names no filter keeps the latest filter set before it
+            f"SELECT dataset, argMax(epsilon, set_at), argMax(delta, set_at), argMaxIf(filter, set_at, filter != ''),"
+            f" argMaxIf(filter_options, set_at, filter != '') FROM {self.table} WHERE analyst = {{a:String}}"
+            " GROUP BY dataset ORDER BY dataset",
+            {"a": analyst},
+        )
+        return {
+            r[0]: BudgetSetting(Budget(float(r[1]), float(r[2])), r[0], r[3], json.loads(r[4]) if r[4] else None)
+            for r in rows
+        }
+
+    def set(self, analyst: str, budget: Budget, *, dataset: str = "", filter: str = "",
+            options: dict | None = None) -> None:
         self.engine.insert(
             BUDGETS_TABLE,
-            [[analyst, budget.epsilon, budget.delta, datetime.now(UTC), _whoami()]],
-            ["analyst", "epsilon", "delta", "set_at", "set_by"],
+            [[analyst, budget.epsilon, budget.delta, datetime.now(UTC), _whoami(), dataset, filter,
+              json.dumps(options) if options else ""]],
+            ["analyst", "epsilon", "delta", "set_at", "set_by", "dataset", "filter", "filter_options"],
         )
 
     def all(self) -> dict[str, Budget]:
         rows = self.engine.query_rows(
             f"SELECT analyst, argMax(epsilon, set_at), argMax(delta, set_at) FROM {self.table}"
-            " GROUP BY analyst ORDER BY analyst"
+            " WHERE dataset = '' GROUP BY analyst ORDER BY analyst"
         )
         return {r[0]: Budget(float(r[1]), float(r[2])) for r in rows}
 

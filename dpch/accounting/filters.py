@@ -3,6 +3,30 @@
 A filter decides from the requested (worst-case) cost of the next release and the costs of
 past releases only, never from data (DESIGN.md rule 1; privacy filters as in Rogers et al.,
 seed privacy-odometers-and-filters.txt, Def 3.1: the proposed round is included in the check).
+
+One interface, :class:`PrivacyFilter`:
+
+- ``decide(history, request)`` — admit a release whose cost is at most ``request``? For an
+  ex-post release (``request.ex_post``) the request carries its worst case
+  (``worst_epsilon`` / ``worst_rho``) and the filter admits on that.
+- ``spent(history)`` — an odometer: a valid bound on what ``history`` has spent so far.
+- ``remaining(history)`` — the largest pure-ε release (``epsilon``), the δ (and ρ) still free.
+
+``history`` is the sequence of past releases' costs as the ledger counts them (a reservation
+never settled counts at its worst case; see :mod:`.ledger`). Filters that cannot use a
+realized ex-post cost count an ex-post release at its worst case (:func:`ex_ante`): a
+mechanism whose privacy loss is bounded by ``worst`` in every outcome is ``worst``-DP ex ante.
+
+Filters (``name``: theorem):
+
+- ``basic`` — (ε, δ) basic composition, 001 Thm 3.4 with δ.
+- ``pure`` — pure ε basic composition, 001 Thm 3.4 (δ > 0 releases refused).
+- ``advanced`` — 001 Thm 5.1 advanced-composition filter (B3); (ε_i, δ_i) rounds by Lemma 3.3 (B5).
+- ``zcdp`` — 000 Thm 2; (ε, δ)-DP releases enter as δ-approximate ε²/2-zCDP (Lemma 2.3).
+- ``zcdp_bm`` — 000 Thm 6: zCDP releases and Brownian noise reduction under one ρ budget.
+- ``ex_post`` — 000 Lemma 5.2, charging realized ex-post ε.
+- ``pure_ex_post`` — 004 Alg 2 / Thm 11 with the per-instance δ fix of ALGORITHMS.md B9.
+- ``mixed`` — 000 Thm 3: a ``zcdp`` filter and an ``ex_post`` filter, budget split in advance.
 """
 
 from __future__ import annotations
@@ -11,13 +35,19 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
+from dpch.accounting import odometers
 from dpch.accounting.budget import Budget
+from dpch.errors import ConfigError
 from dpch.mechanisms.cost import PrivacyCost
+from dpch.mechanisms.zcdp import rho_max, zcdp_to_dp_epsilon
 
 #: relative slack for floating-point sums (ten charges of 0.1 must fit a budget of 1.0);
 #: 1e-9·ε is far below any meaningful privacy difference
 FLOAT_SLACK = 1e-9
+
+DEFAULT_FILTER = "basic"
 
 
 @dataclass(frozen=True)
@@ -28,56 +58,379 @@ class Decision:
     reason: str
 
 
-class PrivacyFilter(ABC):
-    """Decides admission from past costs and the next request."""
+ADMIT = Decision(True, "within budget")
 
-    name: str
+
+def ex_ante(cost: PrivacyCost) -> PrivacyCost:
+    """``cost`` as a fixed-cost release: an ex-post release at its worst case."""
+    if not cost.ex_post:
+        return cost
+    eps = cost.worst_epsilon if cost.worst_epsilon is not None else cost.epsilon
+    rho = cost.worst_rho if cost.worst_rho is not None else cost.rho
+    return PrivacyCost(eps, cost.delta, rho)
+
+
+def _within(value: float, limit: float) -> bool:
+    return value <= limit * (1 + FLOAT_SLACK) + 1e-300
+
+
+class PrivacyFilter(ABC):
+    """Decides admission from past costs and the next request (never from data)."""
+
+    name: ClassVar[str]
+    theorem: ClassVar[str]
 
     def __init__(self, budget: Budget) -> None:
         self.budget = budget
 
     @abstractmethod
     def spent(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
-        """The privacy spent by ``history`` in this filter's terms."""
+        """An odometer: a valid bound on the privacy ``history`` has spent, in this filter's terms."""
 
     @abstractmethod
     def decide(self, history: Sequence[PrivacyCost], request: PrivacyCost) -> Decision:
         """Whether a release costing at most ``request`` may run after ``history``."""
 
     def remaining(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
+        """Largest pure-ε request admissible now (``epsilon``) and the δ still free."""
         spent = self.spent(history)
         return PrivacyCost(
             max(0.0, self.budget.epsilon - spent.epsilon), max(0.0, self.budget.delta - spent.delta)
         )
 
+    def guarantee(self) -> tuple[float, float]:
+        """The (ε, δ)-DP guarantee of everything this filter admits."""
+        return self.budget.epsilon, self.budget.delta
+
+    def describe(self) -> str:
+        eps, delta = self.guarantee()
+        return f"{self.name} ({self.theorem}): ({eps:g}, {delta:g})-DP overall"
+
 
 class BasicCompositionFilter(PrivacyFilter):
-    """Basic composition (seed 001 Thm 3.4, with δ): admit while Σε ≤ ε_budget and Σδ ≤ δ_budget.
+    """Basic composition (001 Thm 3.4, with δ): admit while Σε ≤ ε_budget and Σδ ≤ δ_budget.
 
-    Valid for adaptively chosen (ε_i, δ_i): the guarantee is (ε_budget, δ_budget)-DP.
+    Valid for adaptively chosen (ε_i, δ_i): the guarantee is (ε_budget, δ_budget)-DP. Ex-post
+    releases count at their worst case.
     """
 
     name = "basic"
+    theorem = "001 Thm 3.4, basic composition"
+
+    def _view(self, cost: PrivacyCost) -> PrivacyCost:
+        return ex_ante(cost)
 
     def spent(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
-        return PrivacyCost(math.fsum(c.epsilon for c in history), math.fsum(c.delta for c in history))
+        costs = [self._view(c) for c in history]
+        return PrivacyCost(math.fsum(c.epsilon for c in costs), math.fsum(c.delta for c in costs))
+
+    def _refuse_delta(self, request: PrivacyCost) -> Decision | None:
+        return None
+
+    def _epsilon_fits(self, spent_eps: float, need: float) -> bool:
+        return _within(spent_eps + need, self.budget.epsilon)
 
     def decide(self, history: Sequence[PrivacyCost], request: PrivacyCost) -> Decision:
+        refused = self._refuse_delta(request)
+        if refused is not None:
+            return refused
         spent = self.spent(history)
-        eps_after = spent.epsilon + request.epsilon
-        delta_after = spent.delta + request.delta
+        need = ex_ante(request)
         eps_left = max(0.0, self.budget.epsilon - spent.epsilon)
         delta_left = max(0.0, self.budget.delta - spent.delta)
-        if eps_after > self.budget.epsilon * (1 + FLOAT_SLACK):
+        if not self._epsilon_fits(spent.epsilon, need.epsilon):
+            worst = "at worst " if request.ex_post else ""
             return Decision(
                 False,
-                f"the query needs ε {request.epsilon:g} but only ε {eps_left:.6g} of "
+                f"the query needs {worst}ε {need.epsilon:g} but only ε {eps_left:.6g} of "
                 f"{self.budget.epsilon:g} is left",
             )
-        if delta_after > self.budget.delta * (1 + FLOAT_SLACK):
+        if not _within(spent.delta + need.delta, self.budget.delta):
             return Decision(
                 False,
-                f"the query needs δ {request.delta:g} but only δ {delta_left:.3g} of "
-                f"{self.budget.delta:g} is left",
+                f"the query needs δ {need.delta:g} but only δ {delta_left:.3g} of {self.budget.delta:g} is left",
             )
-        return Decision(True, "within budget")
+        return ADMIT
+
+
+class PureEpsilonFilter(BasicCompositionFilter):
+    """Pure ε basic composition (001 Thm 3.4): Σε ≤ ε_budget; releases with δ > 0 are refused."""
+
+    name = "pure"
+    theorem = "001 Thm 3.4, pure ε"
+
+    def _refuse_delta(self, request: PrivacyCost) -> Decision | None:
+        if request.delta > 0:
+            return Decision(False, f"the pure ε filter admits only δ = 0 releases; this one needs δ {request.delta:g}")
+        return None
+
+    def spent(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
+        return PrivacyCost(math.fsum(self._view(c).epsilon for c in history), 0.0)
+
+    def guarantee(self) -> tuple[float, float]:
+        return self.budget.epsilon, 0.0
+
+    def remaining(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
+        return PrivacyCost(max(0.0, self.budget.epsilon - self.spent(history).epsilon), 0.0)
+
+
+class ExPostFilter(BasicCompositionFilter):
+    """The ex-post filter of 000 Lemma 5.2: admit a release only if its ex-post ε cannot exceed,
+    in any outcome, ε − Σ_{i<n} E_i(y_i); charge the *realized* E_n afterwards; Σδ_i ≤ δ.
+
+    A fixed-cost (ε_i, δ_i)-DP release is ex-post private with constant E = ε_i.
+    """
+
+    name = "ex_post"
+    theorem = "000 Lemma 5.2, ex-post filter"
+
+    def _view(self, cost: PrivacyCost) -> PrivacyCost:
+        return PrivacyCost(cost.epsilon, cost.delta)  # realized E_i (a reservation: its worst case)
+
+
+class PureExPostFilter(ExPostFilter):
+    """The pure ex-post DP filter of 004 Alg 2 (Thm 11), with the per-instance δ of ALGORITHMS.md B9.
+
+    HALT before instance t if spent + ε_max,t ≥ ε (the check uses ε_max; the realized ε_post is
+    charged, and may exceed ε_max), or if Σ δ_t would exceed δ (union bound over instances:
+    Thm 11's single δ is not valid, B9's counterexample).
+    """
+
+    name = "pure_ex_post"
+    theorem = "004 Alg 2 with per-instance δ (ALGORITHMS.md B9)"
+
+    def _epsilon_fits(self, spent_eps: float, need: float) -> bool:
+        return spent_eps + need < self.budget.epsilon
+
+
+class AdvancedCompositionFilter(PrivacyFilter):
+    """The advanced-composition privacy filter of 001 Thm 5.1 (ALGORITHMS.md B3), adaptive.
+
+    HALT if K(ε_1..ε_n, proposed included) > εg, with x = εg²/(28.04 log(1/δg)) fixed in advance.
+    ``approx_delta_share`` = 0 (default): δg is the whole δ budget and only pure ε-DP releases
+    are admitted. ``approx_delta_share`` = s > 0: Lemma 3.3 (B5) with δg' = s·δ for the rounds'
+    δ_i (HALT if Σ 2δ_i/(ε_i e^{ε_i}) > δg') and δg = (1 − s)·δ; every ε_i is then doubled.
+    ``spent`` is the odometer min(Σ ε_i, Thm 6.5 with public ``odometer_n``) at δg (B4).
+    """
+
+    name = "advanced"
+    theorem = "001 Thm 5.1 advanced-composition filter"
+
+    def __init__(self, budget: Budget, *, approx_delta_share: float = 0.0, odometer_n: float = 1e6) -> None:
+        super().__init__(budget)
+        if not 0.0 <= approx_delta_share < 1.0:
+            raise ConfigError(f"approx_delta_share must be in [0, 1), got {approx_delta_share!r}")
+        self.delta_share = float(approx_delta_share)
+        self.delta_g = budget.delta * (1.0 - self.delta_share)
+        self.delta_g_prime = budget.delta * self.delta_share
+        if not 0.0 < self.delta_g < 1.0 / math.e:
+            raise ConfigError(
+                f"the advanced filter needs δg in (0, 1/e); the budget gives δg = {self.delta_g:g}",
+                hint="set a budget δ > 0, e.g. `dpch budget set --delta 1e-6`",
+            )
+        self.odometer_n = float(odometer_n)
+        self.x = odometers.filter_x(budget.epsilon, self.delta_g)
+
+    def _rounds(self, history: Sequence[PrivacyCost]) -> tuple[list[float], list[float]]:
+        costs = [ex_ante(c) for c in history]
+        return [c.epsilon for c in costs], [c.delta for c in costs]
+
+    def _effective(self, eps: list[float]) -> list[float]:
+        return odometers.lemma_3_3_epsilons(eps) if self.delta_share > 0 else eps
+
+    def k(self, epsilons: Sequence[float]) -> float:
+        """Thm 5.1's K on the effective (possibly doubled) ε's."""
+        return odometers.filter_k(list(epsilons), self.budget.epsilon, self.delta_g)
+
+    def decide(self, history: Sequence[PrivacyCost], request: PrivacyCost) -> Decision:
+        eps, deltas = self._rounds(history)
+        need = ex_ante(request)
+        eps.append(need.epsilon)
+        deltas.append(need.delta)
+        if need.delta > 0 and self.delta_share == 0:
+            return Decision(False, "the advanced filter is configured for pure ε releases (δ = 0); this one "
+                            f"needs δ {need.delta:g} (set approx_delta_share to admit them by Lemma 3.3)")
+        if self.delta_share > 0 and odometers.lemma_3_3_delta(eps, deltas) > self.delta_g_prime * (1 + FLOAT_SLACK):
+            return Decision(False, f"the query's δ {need.delta:g} does not fit the δ left for (ε, δ) releases "
+                            "(001 Lemma 3.3)")
+        k = self.k(self._effective(eps))
+        if k > self.budget.epsilon * (1 + FLOAT_SLACK):
+            left = self.remaining(history).epsilon
+            return Decision(False, f"the query needs ε {need.epsilon:g} but the advanced-composition bound "
+                            f"would reach {k:.6g} > {self.budget.epsilon:g} (largest admissible now: ε {left:.6g})")
+        return ADMIT
+
+    def spent(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
+        eps, deltas = self._rounds(history)
+        if not eps:
+            return PrivacyCost(0.0, 0.0)
+        eff = self._effective(eps)
+        bound = odometers.odometer(eff, self.odometer_n, self.delta_g)
+        used_delta = odometers.lemma_3_3_delta(eps, deltas) if self.delta_share > 0 else 0.0
+        return PrivacyCost(bound, used_delta)
+
+    def remaining(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
+        eps, deltas = self._rounds(history)
+        eff = self._effective(eps)
+        factor = 2.0 if self.delta_share > 0 else 1.0
+        lo, hi = 0.0, self.budget.epsilon
+        if self.k([*eff, 0.0]) > self.budget.epsilon:
+            return PrivacyCost(0.0, 0.0)
+        for _ in range(60):
+            mid = (lo + hi) / 2.0
+            if self.k([*eff, factor * mid]) <= self.budget.epsilon:
+                lo = mid
+            else:
+                hi = mid
+        delta_left = max(0.0, self.delta_g_prime - odometers.lemma_3_3_delta(eps, deltas)) if self.delta_share else 0.0
+        return PrivacyCost(lo, delta_left)
+
+
+class ZCDPFilter(PrivacyFilter):
+    """The zCDP filter of 000 Thm 2 (ALGORITHMS.md A4).
+
+    Admit the next release only if, with it, ρ_cum ≤ ρ_max(ε, δ'') — i.e.
+    ρ_cum + 2√(ρ_cum log(1/δ'')) ≤ ε — and δ_cum ≤ δ_mech. Guarantee: (ε, δ_mech + δ'')-DP.
+    The budget's δ is split in advance: δ'' = ``conversion_delta_share``·δ, δ_mech the rest.
+    A release with a zCDP parameter (Gaussian, exponential mechanism) enters as (ρ, 0); any
+    other (ε, δ)-DP release as δ-approximate ε²/2-zCDP (000 Lemma 2.3). Ex-post releases count
+    at their worst case (a Brownian run at its finest grid point).
+    """
+
+    name = "zcdp"
+    theorem = "000 Thm 2, zCDP filter"
+    #: whether realized Brownian costs are charged (Thm 6) rather than worst cases
+    brownian: ClassVar[bool] = False
+    default_printed: ClassVar[bool] = False
+
+    def __init__(self, budget: Budget, *, conversion_delta_share: float = 0.5,
+                 printed_theorem_6: bool | None = None) -> None:
+        super().__init__(budget)
+        if not 0.0 < conversion_delta_share <= 1.0:
+            raise ConfigError(f"conversion_delta_share must be in (0, 1], got {conversion_delta_share!r}")
+        self.delta_conv = budget.delta * conversion_delta_share
+        self.delta_mech = budget.delta - self.delta_conv
+        if not 0.0 < self.delta_conv < 1.0:
+            raise ConfigError(f"the {self.name} filter needs a budget δ > 0 for the zCDP → DP conversion",
+                              hint="set a budget δ > 0, e.g. `dpch budget set --delta 1e-6`")
+        self.printed = self.default_printed if printed_theorem_6 is None else bool(printed_theorem_6)
+        self.rho_budget = self.rho_limit(budget.epsilon, self.delta_conv, printed=self.printed)
+
+    @staticmethod
+    def rho_limit(epsilon: float, delta_conv: float, *, printed: bool) -> float:
+        """The ρ budget: the largest ρ the conversion maps into ε (000 Thm 2; Thm 6 printed form
+        ρ + 2√(2ρ log(1/δ'')) when ``printed``, the proof's ρ + 2√(ρ log(1/δ'')) otherwise)."""
+        return rho_max(epsilon, delta_conv, printed_theorem_6=printed)
+
+    def zcdp_view(self, cost: PrivacyCost, *, admission: bool) -> tuple[float, float]:
+        """(ρ, δ) of one release. Realized ρ is used only for charged Brownian runs under Thm 6."""
+        if cost.ex_post and cost.rho is not None and self.brownian:
+            rho = cost.worst_rho if admission and cost.worst_rho is not None else cost.rho
+            return rho, 0.0  # Thm 6: a BM round has δ_n = 0
+        fixed = ex_ante(cost)
+        if fixed.rho is not None:
+            return fixed.rho, 0.0
+        return fixed.epsilon * fixed.epsilon / 2.0, fixed.delta
+
+    def totals(self, history: Sequence[PrivacyCost]) -> tuple[float, float]:
+        views = [self.zcdp_view(c, admission=False) for c in history]
+        return math.fsum(v[0] for v in views), math.fsum(v[1] for v in views)
+
+    def decide(self, history: Sequence[PrivacyCost], request: PrivacyCost) -> Decision:
+        rho, delta = self.totals(history)
+        need_rho, need_delta = self.zcdp_view(request, admission=True)
+        if not _within(rho + need_rho, self.rho_budget):
+            left = max(0.0, self.rho_budget - rho)
+            return Decision(False, f"the query needs ρ {need_rho:.6g} (zCDP) but only ρ {left:.6g} of "
+                            f"{self.rho_budget:.6g} is left (ε {self.budget.epsilon:g} overall)")
+        if not _within(delta + need_delta, self.delta_mech):
+            left = max(0.0, self.delta_mech - delta)
+            return Decision(False, f"the query needs δ {need_delta:g} but only δ {left:.3g} is left for releases")
+        return ADMIT
+
+    def spent(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
+        rho, delta = self.totals(history)
+        eps = zcdp_to_dp_epsilon(rho, self.delta_conv, printed_theorem_6=self.printed)
+        return PrivacyCost(eps, delta, rho)
+
+    def remaining(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
+        rho, delta = self.totals(history)
+        left = max(0.0, self.rho_budget - rho)
+        return PrivacyCost(math.sqrt(2.0 * left), max(0.0, self.delta_mech - delta), left)
+
+
+class UnifiedZCDPFilter(ZCDPFilter):
+    """The unified zCDP + Brownian filter of 000 Thm 6 (ALGORITHMS.md A4), one ρ budget.
+
+    Before round n: ρ_n + Δ2²/(2 t_n^{(k_n)}) ≤ ρ − Σ_{i<n} (ρ_i + Δ2²/(2 t_i^{(T_i)})): a Brownian
+    run is admitted on its finest grid point (``worst_rho``) and charged its realized Δ2²/(2T)
+    (``rho``). Guarantee by default the *printed* (ρ + 2√(2ρ log(1/δ'')), δ + δ'')-DP; the
+    proof's conversion is ``printed_theorem_6=False`` (the conflict noted in ALGORITHMS.md A4).
+    """
+
+    name = "zcdp_bm"
+    theorem = "000 Thm 6, unified zCDP + Brownian filter"
+    brownian = True
+    default_printed = True
+
+
+class MixedFilter(PrivacyFilter):
+    """The mixed filter of 000 Thm 3 (concurrent composition), with the split fixed in advance.
+
+    A :class:`ZCDPFilter` with (``split``·ε, ``split``·δ) runs fixed-cost releases and an
+    :class:`ExPostFilter` with ((1−``split``)·ε, (1−``split``)·δ) runs ex-post releases; each
+    release goes to the side its kind names (a fact of the request, so the routing is a pure
+    function of the ledger). Guarantee: (ε, δ)-DP, the sum of the two sides'.
+    """
+
+    name = "mixed"
+    theorem = "000 Thm 3, mixed zCDP + ex-post filter"
+
+    def __init__(self, budget: Budget, *, split: float = 0.5, conversion_delta_share: float = 0.5) -> None:
+        super().__init__(budget)
+        if not 0.0 < split < 1.0:
+            raise ConfigError(f"split must be in (0, 1), got {split!r}")
+        self.split = float(split)
+        self.zcdp = ZCDPFilter(Budget(budget.epsilon * split, budget.delta * split),
+                               conversion_delta_share=conversion_delta_share)
+        self.ex_post = ExPostFilter(Budget(budget.epsilon * (1 - split), budget.delta * (1 - split)))
+
+    def _sides(self, history: Sequence[PrivacyCost]) -> tuple[list[PrivacyCost], list[PrivacyCost]]:
+        return [c for c in history if not c.ex_post], [c for c in history if c.ex_post]
+
+    def decide(self, history: Sequence[PrivacyCost], request: PrivacyCost) -> Decision:
+        fixed, post = self._sides(history)
+        if request.ex_post:
+            d = self.ex_post.decide(post, request)
+            return d if d.admitted else Decision(False, f"ex-post side: {d.reason}")
+        d = self.zcdp.decide(fixed, request)
+        return d if d.admitted else Decision(False, f"zCDP side: {d.reason}")
+
+    def spent(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
+        fixed, post = self._sides(history)
+        z, e = self.zcdp.spent(fixed), self.ex_post.spent(post)
+        return PrivacyCost(z.epsilon + e.epsilon, z.delta + e.delta, z.rho)
+
+    def remaining(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
+        fixed, post = self._sides(history)
+        z, e = self.zcdp.remaining(fixed), self.ex_post.remaining(post)
+        return PrivacyCost(max(z.epsilon, e.epsilon), z.delta + e.delta, z.rho)
+
+
+FILTERS: dict[str, type[PrivacyFilter]] = {
+    cls.name: cls
+    for cls in (BasicCompositionFilter, PureEpsilonFilter, AdvancedCompositionFilter, ZCDPFilter,
+                UnifiedZCDPFilter, ExPostFilter, PureExPostFilter, MixedFilter)
+}
+
+
+def make_filter(name: str, budget: Budget, options: dict[str, Any] | None = None) -> PrivacyFilter:
+    """Builds the filter called ``name`` on ``budget``; unknown names or options are a ConfigError."""
+    cls = FILTERS.get(name)
+    if cls is None:
+        raise ConfigError(f"unknown privacy filter {name!r}", hint=f"choose one of {', '.join(FILTERS)}")
+    try:
+        return cls(budget, **(options or {}))  # type: ignore[call-arg]
+    except TypeError as exc:
+        raise ConfigError(f"bad options for the {name} filter: {exc}",
+                          hint="see the filter's docstring in dpch/accounting/filters.py") from None

@@ -1,17 +1,23 @@
 """The ledger: an append-only table ``dpch_ledger`` with one row per release (or per step).
 
 Every admitted release writes its charge here *before* any noise is drawn, so a crash loses
-budget, never privacy (DESIGN.md rule 2). A fixed-cost release writes one row with status
-``charged``; mechanisms whose cost is known only afterwards write ``reserved`` (at the worst
-case) first and ``charged`` or ``voided`` later under the same ``release_id`` (``seq`` orders
-them). The filter state is a pure function of these rows: a release counts at its latest row,
-and a reservation never settled counts at its worst case.
+budget, never privacy (DESIGN.md rule 2). Protocol:
+
+- a fixed-cost release writes ONE row, status ``charged`` (reserve and charge in one row:
+  its cost is known in advance);
+- a release whose cost is known only afterwards (ex post: noise reduction, Above Threshold)
+  writes ``reserved`` at its worst case (seq 1) before it runs, then ``charged`` at the realized
+  cost or ``voided`` (seq 2) under the same ``release_id``.
+
+The filter state is a pure function of these rows: a release counts at its latest row, and a
+reservation never settled (the process died between reserve and charge) counts at its worst
+case forever.
 """
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from dpch.engine import Engine
@@ -33,15 +39,27 @@ class LedgerEntry:
     status: str
     cost: PrivacyCost
     worst: PrivacyCost
+    filter: str = ""
 
     @property
     def counted(self) -> PrivacyCost:
-        """What this release counts for in the filter."""
+        """What this release counts for in the filter: a reservation at its worst case."""
         if self.status == "voided":
             return PrivacyCost.zero()
         if self.status == "reserved":
-            return self.worst
+            w = self.worst
+            return PrivacyCost(w.epsilon, w.delta, w.rho, ex_post=self.cost.ex_post,
+                               worst_epsilon=w.epsilon, worst_rho=w.rho)
         return self.cost
+
+
+def worst_of(cost: PrivacyCost) -> PrivacyCost:
+    """The worst case a request can cost, as stored in the ``worst_*`` columns."""
+    if not cost.ex_post:
+        return PrivacyCost(cost.epsilon, cost.delta, cost.rho)
+    eps = cost.worst_epsilon if cost.worst_epsilon is not None else cost.epsilon
+    rho = cost.worst_rho if cost.worst_rho is not None else cost.rho
+    return PrivacyCost(eps, cost.delta, rho)
 
 
 class Ledger:
@@ -57,38 +75,57 @@ class Ledger:
             " mechanism LowCardinality(String), filter LowCardinality(String),"
             " status LowCardinality(String),"
             " epsilon Float64, delta Float64, rho Nullable(Float64),"
-            " worst_epsilon Float64, worst_delta Float64"
+            " worst_epsilon Float64, worst_delta Float64,"
+            " worst_rho Nullable(Float64), ex_post Bool DEFAULT false"
             ") ENGINE = MergeTree ORDER BY (analyst, time, release_id, seq)"
             " COMMENT 'dpch: privacy ledger (append-only; never edit by hand)'"
         )
-
-    def charge(
-        self,
-        *,
-        analyst: str,
-        dataset: str,
-        query_hash: str,
-        mechanism: str,
-        filter_name: str,
-        cost: PrivacyCost,
-    ) -> LedgerEntry:
-        """Appends one durable ``charged`` row for a fixed-cost release and returns it."""
-        entry = LedgerEntry(
-            release_id=str(uuid.uuid4()),
-            time=datetime.now(UTC),
-            analyst=analyst,
-            dataset=dataset,
-            query_hash=query_hash,
-            mechanism=mechanism,
-            status="charged",
-            cost=cost,
-            worst=cost,
+        # ledgers created before ex-post releases were recorded
+        engine.command(
+            f"ALTER TABLE {self.table} ADD COLUMN IF NOT EXISTS worst_rho Nullable(Float64),"
+            " ADD COLUMN IF NOT EXISTS ex_post Bool DEFAULT false"
         )
-        self.engine.insert_row(LEDGER_TABLE, self._row(entry, 1, filter_name))
+
+    def _new(self, status: str, *, analyst: str, dataset: str, query_hash: str, mechanism: str,
+             filter_name: str, cost: PrivacyCost) -> LedgerEntry:
+        return LedgerEntry(
+            release_id=str(uuid.uuid4()), time=datetime.now(UTC), analyst=analyst, dataset=dataset,
+            query_hash=query_hash, mechanism=mechanism, status=status, cost=cost, worst=worst_of(cost),
+            filter=filter_name,
+        )
+
+    def charge(self, *, analyst: str, dataset: str, query_hash: str, mechanism: str,
+               filter_name: str, cost: PrivacyCost) -> LedgerEntry:
+        """Appends one durable ``charged`` row for a fixed-cost release (one INSERT) and returns it."""
+        entry = self._new("charged", analyst=analyst, dataset=dataset, query_hash=query_hash,
+                          mechanism=mechanism, filter_name=filter_name, cost=cost)
+        self.engine.insert_row(LEDGER_TABLE, self._row(entry, 1))
         return entry
 
+    def reserve(self, *, analyst: str, dataset: str, query_hash: str, mechanism: str,
+                filter_name: str, worst: PrivacyCost) -> LedgerEntry:
+        """Appends one durable ``reserved`` row at the worst case (seq 1)."""
+        entry = self._new("reserved", analyst=analyst, dataset=dataset, query_hash=query_hash,
+                          mechanism=mechanism, filter_name=filter_name, cost=worst)
+        self.engine.insert_row(LEDGER_TABLE, self._row(entry, 1))
+        return entry
+
+    def settle(self, reserved: LedgerEntry, realized: PrivacyCost | None) -> LedgerEntry:
+        """Appends the ``charged`` (``realized`` given) or ``voided`` row (seq 2) of a reservation."""
+        if realized is None:
+            entry = replace(reserved, status="voided", time=datetime.now(UTC))
+        else:
+            # as the ledger will read it back: the reservation's kind and worst case, the realized cost
+            ex_post = reserved.cost.ex_post
+            cost = PrivacyCost(realized.epsilon, realized.delta, realized.rho, ex_post=ex_post,
+                               worst_epsilon=reserved.worst.epsilon if ex_post else None,
+                               worst_rho=reserved.worst.rho if ex_post else None)
+            entry = replace(reserved, status="charged", cost=cost, time=datetime.now(UTC))
+        self.engine.insert_row(LEDGER_TABLE, self._row(entry, 2))
+        return replace(entry, time=reserved.time)
+
     @staticmethod
-    def _row(entry: LedgerEntry, seq: int, filter_name: str) -> dict[str, tuple[str, object]]:
+    def _row(entry: LedgerEntry, seq: int) -> dict[str, tuple[str, object]]:
         return {
             "release_id": ("UUID", entry.release_id),
             "seq": ("UInt8", seq),
@@ -97,13 +134,15 @@ class Ledger:
             "dataset": ("String", entry.dataset),
             "query_hash": ("String", entry.query_hash),
             "mechanism": ("String", entry.mechanism),
-            "filter": ("String", filter_name),
+            "filter": ("String", entry.filter),
             "status": ("String", entry.status),
             "epsilon": ("Float64", entry.cost.epsilon),
             "delta": ("Float64", entry.cost.delta),
             "rho": ("Nullable(Float64)", entry.cost.rho),
             "worst_epsilon": ("Float64", entry.worst.epsilon),
             "worst_delta": ("Float64", entry.worst.delta),
+            "worst_rho": ("Nullable(Float64)", entry.worst.rho),
+            "ex_post": ("Bool", entry.cost.ex_post),
         }
 
     def entries(self, analyst: str) -> list[LedgerEntry]:
@@ -112,16 +151,20 @@ class Ledger:
             "SELECT toString(release_id), min(time), any(analyst), argMax(dataset, seq),"
             " argMax(query_hash, seq), argMax(mechanism, seq), argMax(status, seq),"
             " argMax(epsilon, seq), argMax(delta, seq), argMax(rho, seq),"
-            " argMax(worst_epsilon, seq), argMax(worst_delta, seq)"
+            " argMax(worst_epsilon, seq), argMax(worst_delta, seq), argMax(worst_rho, seq),"
+            " max(ex_post), argMax(filter, seq)"
             f" FROM {self.table} WHERE analyst = {{a:String}}"
             " GROUP BY release_id ORDER BY min(time), release_id",
             {"a": analyst},
         )
-        return [
-            LedgerEntry(
+        result = []
+        for r in rows:
+            ex_post = bool(r[13])
+            worst = PrivacyCost(r[10], r[11], r[12])
+            cost = PrivacyCost(r[7], r[8], r[9], ex_post=ex_post,
+                               worst_epsilon=r[10] if ex_post else None, worst_rho=r[12] if ex_post else None)
+            result.append(LedgerEntry(
                 release_id=r[0], time=r[1], analyst=r[2], dataset=r[3], query_hash=r[4],
-                mechanism=r[5], status=r[6], cost=PrivacyCost(r[7], r[8], r[9]),
-                worst=PrivacyCost(r[10], r[11]),
-            )
-            for r in rows
-        ]
+                mechanism=r[5], status=r[6], cost=cost, worst=worst, filter=r[14],
+            ))
+        return result

@@ -14,9 +14,9 @@ import click
 from dpch import __version__
 from dpch.accounting.accountant import Accountant
 from dpch.accounting.budget import Budget, BudgetStore
-from dpch.cli.output import FORMATS, render, render_budget
+from dpch.cli.output import FORMATS, render
 from dpch.engine import DSN_ENV, Engine
-from dpch.errors import DpchError
+from dpch.errors import ConfigError, DpchError
 from dpch.session import Session, connect
 
 
@@ -136,49 +136,55 @@ def explain(obj: Context, sql: str, epsilon: float | None, delta: float | None,
 
 
 @cli.group(invoke_without_command=True)
+@click.option("--analyst", "target", default=None, help="Show this analyst's budget (default: yours).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_context
 @friendly_errors
-def budget(ctx: click.Context, as_json: bool) -> None:
-    """Show your budget: spent, remaining, and recent releases."""
+def budget(ctx: click.Context, target: str | None, as_json: bool) -> None:
+    """Show a budget per filter scope: budget, spent (odometer), reserved, remaining, last releases."""
     if ctx.invoked_subcommand is not None:
         return
+    from dpch.cli.budget_view import budget_json, budget_text
+
     session = ctx.obj.session()
-    status = session.budget()
-    if as_json:
-        data = status.as_dict()
-        data["recent"] = [_entry_dict(e) for e in session.accountant.recent(10)]
-        click.echo(json.dumps(data, indent=2, default=str))
-        return
-    click.echo(render_budget(status))
-    recent = session.accountant.recent(5)
-    if recent:
-        click.echo("last releases:")
-        for e in recent:
-            delta = f", δ {e.cost.delta:.3g}" if e.cost.delta else ""
-            click.echo(f"  {e.time:%Y-%m-%d %H:%M:%S}  {e.dataset:<24} {e.mechanism:<9} "
-                       f"ε {e.cost.epsilon:.4g}{delta}  {e.status}")
-
-
-def _entry_dict(entry: Any) -> dict:
-    return {
-        "release_id": entry.release_id, "time": entry.time.isoformat(), "dataset": entry.dataset,
-        "mechanism": entry.mechanism, "status": entry.status,
-        "epsilon": entry.cost.epsilon, "delta": entry.cost.delta,
-    }
+    accountant = session.accountant
+    if target and target != accountant.analyst:
+        if not isinstance(accountant, Accountant):
+            raise ConfigError("another analyst's budget is visible only to the data owner, on the store itself",
+                              hint="run `dpch budget --analyst NAME` where the store is, not through a gateway")
+        accountant = Accountant(session.engine, target, default_budget=accountant.default_budget,
+                                filter=accountant.filter_name, filter_options=accountant.filter_options)
+    status = accountant.status(recent=10 if as_json else 5)
+    click.echo(budget_json(status) if as_json else budget_text(status))
 
 
 @budget.command("set")
 @click.option("--analyst", "target", required=True, help="The analyst whose budget to set.")
 @click.option("--epsilon", type=float, required=True, help="Total ε the analyst may spend.")
 @click.option("--delta", type=float, default=1e-6, show_default=True, help="Total δ.")
+@click.option("--dataset", default="", help="Also limit releases on this table (db.table or table).")
+@click.option("--filter", "filter_name", default="", help="Privacy filter for this analyst (e.g. zcdp, zcdp_bm).")
+@click.option("--filter-options", default="", help='Filter options as JSON, e.g. \'{"split": 0.3}\'.')
 @click.pass_obj
 @friendly_errors
-def budget_set(obj: Context, target: str, epsilon: float, delta: float) -> None:
-    """(Data owner) Set an analyst's total budget."""
+def budget_set(obj: Context, target: str, epsilon: float, delta: float, dataset: str, filter_name: str,
+               filter_options: str) -> None:
+    """(Data owner) Set an analyst's total budget (or a per-dataset one)."""
+    from dpch.errors import ConfigError
+
     engine = obj.session().engine
-    Accountant(engine, target).set_budget(Budget(epsilon, delta))
-    click.echo(f"budget of {target}: ε {epsilon:g}, δ {delta:g}")
+    if dataset and "." not in dataset:
+        dataset = f"{engine.database}.{dataset}"
+    try:
+        options = json.loads(filter_options) if filter_options else None
+    except json.JSONDecodeError:
+        raise ConfigError("--filter-options is not valid JSON",
+                          hint='e.g. --filter-options \'{"split": 0.3}\'') from None
+    Accountant(engine, target).set_budget(Budget(epsilon, delta), dataset=dataset, filter=filter_name,
+                                          filter_options=options)
+    scope = f" on {dataset}" if dataset else ""
+    chosen = f", filter {filter_name}" if filter_name else ""
+    click.echo(f"budget of {target}{scope}: ε {epsilon:g}, δ {delta:g}{chosen}")
 
 
 @budget.command("list")

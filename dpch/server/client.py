@@ -92,11 +92,17 @@ class _RemoteEngine:
 
 
 class _RemoteAccountant:
+    """The budget view of a remote session (what ``dpch budget`` and ``\\budget`` read)."""
+
     def __init__(self, session: RemoteSession) -> None:
         self._session = session
+        self.analyst = session.analyst
 
     def recent(self, limit: int = 10) -> list[RemoteEntry]:
         return self._session._budget(limit)[1]
+
+    def status(self, recent: int = 0) -> BudgetStatus:
+        return self._session._budget(recent)[0]
 
 
 class RemoteSession:

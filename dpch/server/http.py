@@ -302,11 +302,9 @@ class Handler(BaseHTTPRequestHandler):
                 if path == "/dpch/v1/explain":
                     return {"describe": session.explain(str(request.get("sql", "")), **options).describe()}
                 if path == "/dpch/v1/budget":
-                    recent = session.accountant.recent(int(request.get("recent", 10)))
-                    return {"status": session.budget().as_dict(),
-                            "recent": [{"release_id": e.release_id, "time": e.time.isoformat(),
-                                        "dataset": e.dataset, "mechanism": e.mechanism, "status": e.status,
-                                        "epsilon": e.cost.epsilon, "delta": e.cost.delta} for e in recent]}
+                    status = session.accountant.status(recent=int(request.get("recent", 10)))
+                    data = status.as_dict()
+                    return {"status": data, "recent": data.get("recent", [])}
                 if path == "/dpch/v1/tables":
                     return {"database": session.engine.database, "tables": gateway.table_policies(user, database),
                             "server": gateway.config.display_name, "version": gateway.version}

@@ -7,10 +7,12 @@ this JSON and rebuilds the same :class:`Release` an in-process session returns.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from dpch.accounting.accountant import BudgetStatus
 from dpch.accounting.budget import Budget
+from dpch.accounting.ledger import LedgerEntry
 from dpch.mechanisms.cost import PrivacyCost
 from dpch.release import MeasureReport, Release
 
@@ -38,14 +40,38 @@ def release_to_wire(release: Release, types: list[str], *, cached: bool = False)
 
 
 def budget_from_wire(data: dict[str, Any]) -> BudgetStatus:
+    """The inverse of :meth:`BudgetStatus.as_dict` (dataset budgets and recent releases included)."""
+
+    def cost(c: dict[str, Any] | None, *, floor: bool = False) -> PrivacyCost:
+        if not c:
+            return PrivacyCost.zero()
+        eps, delta = c["epsilon"], c["delta"]
+        if floor:
+            eps, delta = max(0.0, eps), max(0.0, delta)
+        return PrivacyCost(eps, delta, c.get("rho"))
+
     return BudgetStatus(
         analyst=data["analyst"],
         filter=data["filter"],
         budget=Budget(data["budget"]["epsilon"], data["budget"]["delta"]),
-        spent=PrivacyCost(data["spent"]["epsilon"], data["spent"]["delta"]),
-        remaining=PrivacyCost(max(0.0, data["remaining"]["epsilon"]), max(0.0, data["remaining"]["delta"])),
+        spent=cost(data["spent"]),
+        remaining=cost(data["remaining"], floor=True),
         releases=data["releases"],
+        reserved=cost(data.get("reserved")),
+        guarantee=data.get("guarantee", ""),
+        dataset=data.get("dataset", ""),
+        datasets=tuple(budget_from_wire(d) for d in data.get("datasets", [])),
+        recent=tuple(entry_from_wire(e, data["analyst"]) for e in data.get("recent", [])),
     )
+
+
+def entry_from_wire(e: dict[str, Any], analyst: str) -> LedgerEntry:
+    """A recent release as :func:`dpch.accounting.accountant.entry_dict` wrote it."""
+    cost = PrivacyCost(e["epsilon"], e["delta"], e.get("rho"), ex_post="worst_epsilon" in e)
+    worst = PrivacyCost(e.get("worst_epsilon", e["epsilon"]), e["delta"])
+    return LedgerEntry(release_id=e["release_id"], time=datetime.fromisoformat(e["time"]), analyst=analyst,
+                       dataset=e["dataset"], query_hash="", mechanism=e["mechanism"], status=e["status"],
+                       cost=cost, worst=worst)
 
 
 def release_from_wire(data: dict[str, Any]) -> tuple[Release, list[str]]:

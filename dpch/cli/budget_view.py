@@ -1,0 +1,50 @@
+"""Text and JSON views of a :class:`BudgetStatus` for ``dpch budget``."""
+
+from __future__ import annotations
+
+import json
+
+from dpch.accounting.accountant import BudgetStatus
+from dpch.accounting.ledger import LedgerEntry
+
+
+def budget_json(status: BudgetStatus) -> str:
+    return json.dumps(status.as_dict(), indent=2, default=str)
+
+
+def _num(value: float | None) -> str:
+    return "—" if value is None else f"{value:.4g}"
+
+
+def _table(status: BudgetStatus) -> list[str]:
+    b, s, r, res = status.budget, status.spent, status.remaining, status.reserved
+    lines = [f"  {'':<3}{'budget':>10}  {'spent':>10}  {'reserved':>10}  {'remaining':>10}"]
+    lines.append(f"  {'ε':<3}{b.epsilon:>10.4g}  {s.epsilon:>10.4g}  {res.epsilon:>10.4g}  {r.epsilon:>10.4g}")
+    lines.append(f"  {'δ':<3}{b.delta:>10.3g}  {s.delta:>10.3g}  {res.delta:>10.3g}  {r.delta:>10.3g}")
+    if s.rho is not None or r.rho is not None:
+        lines.append(f"  {'ρ':<3}{'':>10}  {_num(s.rho):>10}  {_num(res.rho):>10}  {_num(r.rho):>10}")
+    return lines
+
+
+def _entry(e: LedgerEntry) -> str:
+    delta = f", δ {e.cost.delta:.3g}" if e.cost.delta else ""
+    rho = f", ρ {e.cost.rho:.4g}" if e.cost.rho else ""
+    worst = f" (worst ε {e.worst.epsilon:.4g})" if e.cost.ex_post or e.status == "reserved" else ""
+    return (f"  {e.time:%Y-%m-%d %H:%M:%S}  {e.dataset:<24} {e.mechanism:<9} "
+            f"ε {e.cost.epsilon:.4g}{delta}{rho}{worst}  {e.status}")
+
+
+def budget_text(status: BudgetStatus) -> str:
+    """Per budget (analyst-wide, then each dataset): budget, spent (the filter's odometer),
+    reserved (releases running or never settled, at their worst case), remaining (the largest
+    pure-ε release still admitted), then the last releases."""
+    lines = [f"analyst {status.analyst} — {status.releases} releases",
+             f"filter {status.guarantee or status.filter}"]
+    lines += _table(status)
+    for ds in status.datasets:
+        lines.append(f"dataset {ds.dataset} — {ds.releases} releases")
+        lines += _table(ds)
+    if status.recent:
+        lines.append("last releases:")
+        lines += [_entry(e) for e in status.recent]
+    return "\n".join(lines)
