@@ -80,6 +80,10 @@ class Explanation:
         return "\n".join(lines)
 
 
+#: seconds a public table's key domain is reused before it is read again
+PUBLIC_DOMAIN_TTL = 60.0
+
+
 class Session:
     """A private connection for one analyst. Create it with :func:`dpch.connect`."""
 
@@ -104,6 +108,7 @@ class Session:
         self._noise = NoiseSource(seed)
         self._noise_lock = threading.Lock()
         self._probed: set[str] = set()
+        self._domains: dict[tuple[str, str], tuple[float, tuple]] = {}
 
     # -- queries ---------------------------------------------------------------------------------
 
@@ -253,13 +258,18 @@ class Session:
 
     def _public_domain(self, table: str, column: str) -> tuple:
         """The distinct values of a column of a *public* table (public data, so reading it is free)."""
+        cached = self._domains.get((table, column))
+        if cached is not None and time.monotonic() - cached[0] < PUBLIC_DOMAIN_TTL:
+            return cached[1]
         policy = self.table_policy(table)
         if not policy.public:
             raise QueryRejected(f"table {table} is not public")
         rows = self.engine.query_rows(
             f"SELECT DISTINCT {quote(column)} FROM {self.engine.table(table)} ORDER BY 1 LIMIT {MAX_GROUPS + 1}"
         )
-        return tuple(r[0] for r in rows)
+        domain = tuple(r[0] for r in rows)
+        self._domains[(table, column)] = (time.monotonic(), domain)
+        return domain
 
     def _probe(self, plan: QueryPlan, emitted: str) -> None:
         """Type-checks the query on a synthetic row before the charge (cached per emitted SQL)."""

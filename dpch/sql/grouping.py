@@ -128,20 +128,30 @@ class KeyBuilder:
         else:
             fn = "toDate32" if base_type(source.type) == "Date32" else "toDate"
             clamp = f"least(greatest({self.outer(source)}, {fn}('{lo}')), {fn}('{hi}'))"
-        days = [lo + timedelta(days=i) for i in range((hi - lo).days + 1)]
-        functions = {
-            "day": ("toDate", lambda d: d),
-            "month": ("toStartOfMonth", lambda d: d.replace(day=1)),
-            "quarter": ("toStartOfQuarter", lambda d: date(d.year, 3 * ((d.month - 1) // 3) + 1, 1)),
-            "year": ("toStartOfYear", lambda d: date(d.year, 1, 1)),
-            "toyear": ("toYear", lambda d: d.year),
-            "tomonth": ("toMonth", lambda d: d.month),
-        }
-        fn, mapper = functions[unit]
-        domain = tuple(sorted({mapper(d) for d in days}))
-        _check_size(len(domain), label)
+        fn = {"day": "toDate", "month": "toStartOfMonth", "quarter": "toStartOfQuarter",
+              "year": "toStartOfYear", "toyear": "toYear", "tomonth": "toMonth"}[unit]
+        domain = _date_domain(unit, lo, hi, label)
         key_type = {"toYear": "UInt16", "toMonth": "UInt8"}.get(fn, "Date32" if "Date32" in clamp else "Date")
         return GroupKey(label, f"{fn}({clamp})", domain, "bounds", type=key_type)
+
+
+def _date_domain(unit: str, lo: date, hi: date, label: str) -> tuple:
+    """Every value ``unit`` takes on dates in [lo, hi], without listing the days one by one."""
+    months = (hi.year - lo.year) * 12 + hi.month - lo.month + 1
+    if unit == "day":
+        _check_size((hi - lo).days + 1, label)
+        return tuple(lo + timedelta(days=i) for i in range((hi - lo).days + 1))
+    if unit == "toyear":
+        return tuple(range(lo.year, hi.year + 1))
+    if unit == "tomonth":
+        return tuple(range(1, 13)) if months >= 12 else tuple(sorted({(lo.month - 1 + i) % 12 + 1
+                                                                          for i in range(months)}))
+    step = {"month": 1, "quarter": 3, "year": 12}[unit]
+    first = (lo.year * 12 + lo.month - 1) // step * step  # months since year 0, aligned to the unit
+    last = hi.year * 12 + hi.month - 1
+    values = tuple(date(m // 12, m % 12 + 1, 1) for m in range(first, last + 1, step))
+    _check_size(len(values), label)
+    return values
 
 
 def _date_bucket(expr: exp.Expression, name: str) -> str | None:
