@@ -121,7 +121,7 @@ class AggregateBuilder:
         if isinstance(node, exp.Avg) or name == "avgif":
             arg, cond = self._arg_and_condition(node, name == "avgif", label)
             sum_name, value = self._sum(arg, cond, label, centred=True)
-            count_name = self._count(self._not_null(value.sql, cond), label)
+            count_name = self._count(self._not_null(value.sql, cond) if value.nullable else cond, label)
             return self._stat("avg", label, (sum_name, count_name), interval=value.interval)
         if name in ("varpop", "varsamp", "stddevpop", "stddevsamp", "variance", "var_pop", "var_samp",
                     "stddev", "stddev_pop", "stddev_samp", "variance_pop", "variance_samp") \
@@ -144,7 +144,9 @@ class AggregateBuilder:
             if len(items) != 1:
                 raise QueryRejected(f"{label}: count(DISTINCT ...) takes one expression")
             return self._distinct(items[0], label)
-        return self._stat("count", label, (self._count(self._not_null(self.condition(arg), None), label),))
+        nullable = self.translator.nullable(arg)
+        return self._stat("count", label, (self._count(self._not_null(self.condition(arg), None) if nullable
+                                                       else None, label),))
 
     def _distinct(self, arg: exp.Expression, label: str) -> str:
         if self.is_unit(arg):
@@ -219,7 +221,7 @@ class AggregateBuilder:
         iv = value.interval
         centred = f"({value.sql} - {num(iv.mid)})"
         r = iv.width / 2.0
-        count = self._count(self._not_null(value.sql, None), label)
+        count = self._count(self._not_null(value.sql, None) if value.nullable else None, label)
         s1 = self._measure("sum", f"sum({centred})", self.cap * r, False,
                            f"{label}: Σ(value − mid): {self.cap} rows × {num(r)}")
         s2 = self._measure("sum", f"sum(pow({centred}, 2))", self.cap * r * r, False,

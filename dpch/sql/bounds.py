@@ -93,6 +93,8 @@ class ValueExpr:
     sql: str
     interval: Interval
     integer: bool
+    #: whether the value can be NULL (a Nullable column or a NULL literal inside)
+    nullable: bool = False
 
 
 Mode = Literal["value", "condition"]
@@ -210,10 +212,11 @@ class ValueTranslator:
         while isinstance(node, exp.Paren):
             node = node.this
         value = self._value(node, context)
+        nullable = self.nullable(node)
         interval = value.interval.check()
         exact_integer = value.integer and float(interval.lo).is_integer() and float(interval.hi).is_integer()
         if isinstance(node, exp.Column) and exact_integer:
-            return value  # already clamped, and an integer cannot be NaN
+            return ValueExpr(value.sql, interval, value.integer, nullable)  # clamped; an integer is never NaN
         fallback = num(min(max(0.0, interval.lo), interval.hi))
         inner = value.sql
         if isinstance(node, exp.Column):  # clamp once: NaN/inf first, then the bounds
@@ -221,7 +224,13 @@ class ValueTranslator:
         sql = clamp_sql(f"ifNotFinite(toFloat64({inner}), {fallback})", interval)
         if exact_integer:
             sql = f"toInt64({sql})"
-        return ValueExpr(sql, interval, value.integer)
+        return ValueExpr(sql, interval, value.integer, nullable)
+
+    def nullable(self, node: exp.Expression) -> bool:
+        """Whether ``node`` can evaluate to NULL on some row."""
+        if any(isinstance(n, exp.Null) for n in node.walk()):
+            return True
+        return any("Nullable(" in self.resolve(c).type for c in node.find_all(exp.Column))
 
     # -- the recursion ---------------------------------------------------------------------------
 
