@@ -74,15 +74,13 @@ BOOL = Interval(0.0, 1.0)
 
 @dataclass(frozen=True)
 class ColumnRef:
-    """A column as the query sees it: its SQL name inside the capped subquery, and its policy."""
+    """A column as an expression reads it: its SQL in that context, its type and its bounds."""
 
     sql: str
     name: str
     type: str
     bounds: Interval | None
     integer: bool
-    public: bool = False
-    values: tuple | None = None
     is_unit: bool = False
 
 

@@ -52,7 +52,7 @@ class SourceColumn:
 
     def ref(self, sql: str) -> ColumnRef:
         return ColumnRef(sql=sql, name=self.name, type=self.type, bounds=self.bounds, integer=self.integer,
-                         public=self.public, values=self.values, is_unit=self.is_unit)
+                         is_unit=self.is_unit)
 
 
 @dataclass
