@@ -148,9 +148,12 @@ class _Analyzer:
         partition = any(k.values is None for k in keys)
         domain_size = None if partition else check_domain_size(keys)
         cap = self.relation.cap
-        groups_per_unit = min(cap, self.relation.max_groups_per_unit or cap)
-        if keys and domain_size is not None:
-            groups_per_unit = min(groups_per_unit, domain_size)
+        # keys one unit can touch: at most its k rows; max_groups_per_unit is enforced (and so
+        # counted) only under partition selection, where the emitted SQL keeps each unit's first G keys
+        if partition:
+            groups_per_unit = min(cap, self.relation.max_groups_per_unit or cap)
+        else:
+            groups_per_unit = min(cap, domain_size or 1)
         self.keys = keys
         self.group_exprs = group_exprs
         self.builder = AggregateBuilder(
