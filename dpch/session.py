@@ -103,6 +103,9 @@ class Session:
         self.analyst = analyst
         self.policy = policy or Policy()
         self.defaults = (defaults or QueryOptions()).validated()
+        if filter is None and self.policy.privacy.get("filter"):  # the policy file's [privacy] choice
+            filter = self.policy.privacy["filter"]
+            filter_options = filter_options or self.policy.privacy.get("filter_options")
         self.accountant = Accountant(engine, analyst, default_budget=default_budget, filter=filter,
                                      filter_options=filter_options)
         self._noise = NoiseSource(seed)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from dpch.errors import PolicyError
 from dpch.policy.annotations import is_annotation, parse_annotation
 from dpch.policy.model import TablePolicy, build_table_policy
-from dpch.policy.toml_file import parse_policy_mapping, read_policy_toml
+from dpch.policy.toml_file import parse_policy_mapping, read_policy_toml, read_privacy_settings
 
 if TYPE_CHECKING:
     from dpch.engine import Engine
@@ -23,15 +23,18 @@ class Policy:
     and cached; :meth:`reload` forgets the cache after the comments change.
     """
 
-    def __init__(self, overrides: dict[str, dict[str, Any]] | None = None, *, source: str = "") -> None:
+    def __init__(self, overrides: dict[str, dict[str, Any]] | None = None, *, source: str = "",
+                 privacy: dict[str, Any] | None = None) -> None:
         self.overrides = overrides or {}
         self.source = source
+        #: deployment-wide privacy settings from the file's [privacy] table (filter choice)
+        self.privacy = privacy or {}
         self._cache: dict[tuple[str, str], TablePolicy] = {}
         self._lock = threading.Lock()
 
     @classmethod
     def from_toml(cls, path: str | Path) -> Policy:
-        return cls(read_policy_toml(path), source=str(path))
+        return cls(read_policy_toml(path), source=str(path), privacy=read_privacy_settings(path))
 
     @classmethod
     def from_mapping(cls, data: dict[str, Any]) -> Policy:

@@ -8,7 +8,12 @@
     age = { bounds = [0, 120] }
     region = { public = true, values = ["north", "south", "east", "west"] }
 
-Keys are the same as in ``dp:`` annotations and override them key by key.
+Keys are the same as in ``dp:`` annotations and override them key by key. A deployment can
+also choose its privacy filter here (a connect option or the data owner's budget setting wins):
+
+    [privacy]
+    filter = "zcdp"
+    filter_options = { delta_prime = 5e-7 }
 """
 
 from __future__ import annotations
@@ -18,6 +23,19 @@ from pathlib import Path
 from typing import Any
 
 from dpch.errors import PolicyError
+
+
+def read_privacy_settings(path: str | Path) -> dict[str, Any]:
+    """The ``[privacy]`` table of a policy file (``filter``, ``filter_options``), or ``{}``."""
+    data = tomllib.loads(Path(path).read_text())
+    privacy = data.get("privacy") or {}
+    unknown = set(privacy) - {"filter", "filter_options"}
+    if unknown:
+        raise PolicyError(f"{path}: unknown [privacy] key(s) {sorted(unknown)}",
+                          hint="[privacy] takes filter and filter_options")
+    if "filter_options" in privacy and not isinstance(privacy["filter_options"], dict):
+        raise PolicyError(f"{path}: [privacy] filter_options must be a table")
+    return privacy
 
 
 def read_policy_toml(path: str | Path) -> dict[str, dict[str, Any]]:
@@ -33,7 +51,7 @@ def read_policy_toml(path: str | Path) -> dict[str, dict[str, Any]]:
 
 def parse_policy_mapping(data: dict[str, Any], *, source: str) -> dict[str, dict[str, Any]]:
     """Validates the shape of a policy mapping (from TOML or from Python)."""
-    unknown = set(data) - {"tables"}
+    unknown = set(data) - {"tables", "privacy"}
     if unknown:
         raise PolicyError(f"{source}: unknown top-level key(s) {sorted(unknown)}; expected [tables.NAME]")
     result: dict[str, dict[str, Any]] = {}

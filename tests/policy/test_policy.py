@@ -94,3 +94,19 @@ def test_toml_naming_unknown_column_is_refused(connect):
 def test_missing_table(connect):
     with pytest.raises(PolicyError, match="does not exist"):
         connect().table_policy("nope")
+
+
+def test_policy_file_chooses_the_filter(connect, tmp_path):
+    path = tmp_path / "policy.toml"
+    path.write_text('[privacy]\nfilter = "zcdp"\n\n[tables.t]\nmax_rows_per_unit = 2\n')
+    s = connect(policy=str(path), analyst="toml-filter")
+    make_table(s, COLUMNS, [(1, "a", 1.0, "n")], ["uid", "region", "x", "note"])
+    s.query("SELECT count(*) FROM t", epsilon=0.1)
+    assert s.budget().filter == "zcdp"
+
+
+def test_policy_file_rejects_unknown_privacy_keys(tmp_path):
+    path = tmp_path / "policy.toml"
+    path.write_text('[privacy]\nfiltre = "zcdp"\n')
+    with pytest.raises(PolicyError, match="unknown \\[privacy\\] key"):
+        Policy.from_toml(path)
