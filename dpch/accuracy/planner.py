@@ -239,7 +239,8 @@ def _s_grid(s_top: float, points: int, grid: str) -> np.ndarray:
 
 def plan_accuracy(plan: QueryPlan, target: AccuracyTarget, *, mechanism: str | None, delta: float,
                   filter_name: str, budget_delta: float, epsilon_hint: float, admits: Admits,
-                  refuse: Callable[[PrivacyCost], None], uniform: bool, grid: str = "geometric") -> AccuracyPlan:
+                  refuse: Callable[[PrivacyCost], None], uniform: bool, grid: str = "geometric",
+                  points: int | None = None) -> AccuracyPlan:
     """The grid of a new accuracy-first run (no data read). ``admits(worst)`` asks the filter;
     ``refuse(worst)`` raises its BudgetExceeded; ``epsilon_hint`` (the budget left) tunes the boundary."""
     _refuse_unsupported(plan, target)
@@ -262,7 +263,7 @@ def plan_accuracy(plan: QueryPlan, target: AccuracyTarget, *, mechanism: str | N
         if top is None:
             refuse(lap_cost(min(cap or 1e-9, 1e-9)))
             raise BudgetExceeded("the budget admits no Laplace noise reduction")  # pragma: no cover
-        epsilons = np.geomspace(top * 10.0**-LAPLACE_DECADES, top, LAPLACE_POINTS)
+        epsilons = np.geomspace(top * 10.0**-LAPLACE_DECADES, top, points or LAPLACE_POINTS)
         return AccuracyPlan("laplace", blocks, epsilons, target, uniform)
 
     bdelta = delta if delta > 0 else (budget_delta * BOUNDARY_DELTA_SHARE if budget_delta > 0
@@ -270,7 +271,8 @@ def plan_accuracy(plan: QueryPlan, target: AccuracyTarget, *, mechanism: str | N
     sens = math.sqrt(blocks.k)
     ref = cap if cap is not None else max(epsilon_hint, 1e-6)
     boundary = MixtureBoundary.optimal(ref, bdelta, sens)
-    points = RAT_POINTS if target.stop_rule == "exact" else BROWNIAN_POINTS
+    if points is None:
+        points = RAT_POINTS if target.stop_rule == "exact" else BROWNIAN_POINTS
     probe = AccuracyPlan("brownian", blocks, np.array([1.0]), target, uniform, bdelta, boundary)
 
     def cost_at_time(t: float) -> PrivacyCost:

@@ -299,11 +299,10 @@ def _report(afplan: AccuracyPlan, target: AccuracyTarget, step: int, met: bool, 
         refinements=refinements)
 
 
-def _release(session: Session, stored: _Stored, noisy: dict[str, np.ndarray], step: int, charged: PrivacyCost,
-             release_id: str, started: float) -> Release:
+def result_rows(plan: QueryPlan, afplan: AccuracyPlan, step: int, noisy: dict[str, np.ndarray], keys: list[tuple],
+                confidence: float) -> tuple[list[tuple], list[list[tuple[float, float] | None]]]:
+    """Rows and intervals of iterate ``step`` (post-processing: HAVING/ORDER BY/LIMIT on noisy values)."""
     from dpch.session import _having_order_limit
-
-    plan, afplan, conf = stored.plan, stored.afplan, stored.opts.confidence
 
     def hw(name: str, level: float) -> float:
         return afplan.half_width(step, level) * afplan.blocks.norms[afplan.blocks.names.index(name)]
@@ -312,12 +311,22 @@ def _release(session: Session, stored: _Stored, noisy: dict[str, np.ndarray], st
     values = {name: stat_values(stat, noisy, {}) for name, stat in plan.stats.items()}
 
     def intervals_for(out):
-        level = 1.0 - (1.0 - conf) / max(1, len(set(out.stats)))
+        level = 1.0 - (1.0 - confidence) / max(1, len(set(out.stats)))
         ivs = {name: stat_intervals(plan.stats[name], noisy, view, level) for name in set(out.stats)}
         return None if any(v is None for v in ivs.values()) else ivs
 
-    rows, intervals = build_rows(plan.outputs, stored.keys, values, intervals_for)
-    rows, intervals = _having_order_limit(plan, stored.keys, values, rows, intervals)
+    rows, intervals = build_rows(plan.outputs, keys, values, intervals_for)
+    return _having_order_limit(plan, keys, values, rows, intervals)
+
+
+def _release(session: Session, stored: _Stored, noisy: dict[str, np.ndarray], step: int, charged: PrivacyCost,
+             release_id: str, started: float) -> Release:
+    plan, afplan, conf = stored.plan, stored.afplan, stored.opts.confidence
+    rows, intervals = result_rows(plan, afplan, step, noisy, stored.keys, conf)
+
+    def hw(name: str, level: float) -> float:
+        return afplan.half_width(step, level) * afplan.blocks.norms[afplan.blocks.names.index(name)]
+
     report = stored.report
     measures = [MeasureReport(
         name=m.name, expression=m.sql, sensitivity=afplan.blocks.norms[j], derivation=m.derivation,
