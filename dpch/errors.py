@@ -79,3 +79,24 @@ class ReservationClosed(DpchError):
     """A reservation was settled or voided twice."""
 
     kind = "ledger"
+
+
+class AccuracyNotReached(DpchError):
+    """An accuracy-first query did not meet its target within its cap: the answer is withheld.
+
+    The run was charged what it reserved (its worst case). ``report`` says what was reached.
+    """
+
+    kind = "accuracy"
+
+    def __init__(self, release_id: str, charged: object, report: object) -> None:
+        eps = getattr(charged, "epsilon", 0.0)
+        rho = getattr(charged, "rho", None)
+        target = getattr(report, "target", "the target")
+        super().__init__(
+            f"accuracy target {target} not reached within the cap: answer withheld; charged ε {eps:.4g}"
+            + (f" (ρ {rho:.4g})" if rho else "") + f" as reserved (release {release_id})",
+            hint="allow more with dp_max_epsilon (or more budget), or ask for a looser dp_accuracy")
+        self.release_id = release_id
+        self.charged = charged
+        self.report = report

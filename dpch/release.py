@@ -49,6 +49,8 @@ class Release:
     release_id: str
     elapsed_ms: float = 0.0
     notes: list[str] = field(default_factory=list)
+    #: accuracy-first answers: target, achieved half-width, ex-post ε, ρ (dpch.accuracy.run.AccuracyReport)
+    accuracy: Any = None
 
     def to_pandas(self) -> Any:
         """The rows as a pandas DataFrame (pandas is optional: ``pip install dpch[pandas]``)."""
@@ -77,6 +79,7 @@ class Release:
             },
             "release_id": self.release_id,
             "notes": self.notes,
+            **({"accuracy": self.accuracy.as_dict()} if self.accuracy is not None else {}),
         }
 
 

@@ -153,6 +153,10 @@ class Session:
         plan, opts = self.plan(sql, **options)
         if plan.query.explain:
             return self._explain_release(plan, opts, started)
+        if opts.accuracy_first:  # dp_accuracy / dp_relative_error: noise reduction (dpch.accuracy)
+            from dpch.accuracy import run
+
+            return run.answer(self, plan, opts, started)
         noise = calibrate(plan, opts)
         emitted = emit_sql(plan, self.engine.database)
         self._probe(plan, emitted)
@@ -180,6 +184,15 @@ class Session:
             elapsed_ms=(time.perf_counter() - started) * 1000.0,
             notes=_notes(plan, noise, opts),
         )
+
+    def refine(self, release_id: str | None = None, *, accuracy: float | None = None,
+               relative_error: float | None = None, max_epsilon: float | None = None) -> Release:
+        """A less noisy version of an accuracy-first answer (default: the latest), continuing its
+        Brownian path; the target defaults to half the achieved half-width. See :func:`dpch.accuracy.run.refine`."""
+        from dpch.accuracy import run
+
+        return run.refine(self, release_id, accuracy=accuracy, relative_error=relative_error,
+                          max_epsilon=max_epsilon)
 
     def _explain_release(self, plan: QueryPlan, opts: QueryOptions, started: float) -> Release:
         """``EXPLAIN DP SELECT ...`` as a one-column result (so every client can show it); free."""

@@ -56,7 +56,13 @@ class SuiteOutcome:
 
 
 def accuracy_first_available() -> bool:
-    return "accuracy" in {f.name for f in fields(QueryOptions)}
+    """Whether the runner can audit accuracy-first releases. dp_accuracy exists (dpch.accuracy), but the
+    fast runner calibrates a fixed-ε mechanism and the claimed cost of an ex-post release is known only
+    per run, so auditing it needs an ex-post-aware runner: skipped until then."""
+    return "accuracy" in {f.name for f in fields(QueryOptions)} and AUDITS_EX_POST
+
+#: set when the audit runner learns ex-post (noise-reduction) releases
+AUDITS_EX_POST = False
 
 
 def run_suite(

@@ -30,6 +30,15 @@ class QueryOptions:
     delta: float = 0.0
     mechanism: str | None = None
     confidence: float = 0.95
+    #: accuracy-first (dpch.accuracy): target half-width, relative error, ε cap, stopping rule
+    accuracy: float | None = None
+    relative_error: float | None = None
+    max_epsilon: float | None = None
+    stop_rule: str = "released"
+
+    @property
+    def accuracy_first(self) -> bool:
+        return self.accuracy is not None or self.relative_error is not None
 
     @property
     def resolved_mechanism(self) -> str:
@@ -50,6 +59,9 @@ class QueryOptions:
                 f"dp_confidence must be strictly between 0 and 1, got {self.confidence!r}",
                 hint="e.g. 0.95",
             )
+        from dpch.accuracy.target import validate_options
+
+        validate_options(self)
         mech = self.resolved_mechanism
         if mech not in MECHANISMS:
             raise QueryRejected(

@@ -1,0 +1,23 @@
+"""Accuracy-first queries: the analyst states the accuracy, dpch reduces noise until it is met.
+
+    SELECT region, avg(spend) FROM visits GROUP BY region
+    SETTINGS dp_accuracy = 2.5, dp_confidence = 0.95
+
+dpch runs one noise-reduction path per query vector (the Brownian mechanism, ALGORITHMS.md A2,
+or Laplace noise reduction, A1, for pure-ε deployments), looks at ever less noisy iterates
+*inside dpch*, stops at the first that meets the target — judged from released (noisy) values
+only (A0, 000 Def 4.3) — and charges the ex-post cost of that iterate alone (noise-reduction
+property, 000 Def 4.2; 000 Thm 6 for the zCDP budget). Modules:
+
+- :mod:`.target` — the target (absolute half-width, relative error, ε cap, stopping rule);
+- :mod:`.bounds` — per-coordinate half-widths at one time, or valid at any stopping time;
+- :mod:`.rules` — stopping rules on released values (000 §7's relative rule, the absolute rule);
+- :mod:`.planner` — the time (or scale) grid bounded by what the filter still admits (000 Thm 6,
+  condition 4: reserve the finest point);
+- :mod:`.run` — reserve → exact aggregates → iterate → settle → release, and ``refine``;
+- :mod:`.doubling` — the "doubling" baseline of 000 §7.1 and the §7 synthetic experiment.
+"""
+
+from dpch.accuracy.target import AccuracyTarget
+
+__all__ = ["AccuracyTarget"]

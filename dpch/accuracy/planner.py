@@ -1,0 +1,330 @@
+"""The planner: from a target and the measures' sensitivities to a noise-reduction grid.
+
+The query's additive measures are stacked into ONE normalized vector: measure j (a vector over
+the groups) is divided by its sensitivity, so the stack has ℓ2 sensitivity √k (Brownian) or ℓ1
+sensitivity k (Laplace) for k measures, and one noise path serves the whole query (issue 4,
+part 3: one Brownian motion per query vector). Measure j's noise is then its sensitivity times
+the path's — the even split of an ordinary query (:mod:`dpch.calibrate`).
+
+- Brownian (ALGORITHMS.md A2, A5): times t_1 > … > t_K, charge k/(2t) ρ (000 Thm 6) and report
+  the ex-post ε ψ(t) of a mixture δ-boundary (002 Thm 3.6, Cor 3.7). The finest point t_K is the
+  smallest t whose *worst case* the filter still admits (000 Thm 6 condition 4, A7 pitfall 3) and
+  whose ψ(t) ≤ ``dp_max_epsilon``. The grid is geometric in s = 1/t over six decades (1000
+  points, ratio 1.014: a stop overshoots the needed ρ by at most 1.4%); ``grid="linear"`` is the
+  paper's equally spaced ε² (used by the §7 benchmark).
+- Laplace noise reduction (A1) for pure-ε filters: ε_1 < … < ε_K geometric over three decades
+  (64 points), ε_K the largest the filter admits; the run costs ε_N ex post (002 Prop 4.2).
+
+Everything here is computed before any data is read, from the plan, the target and the ledger.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.special import ndtri
+
+from dpch.accuracy import bounds
+from dpch.accuracy.target import AccuracyTarget
+from dpch.errors import BudgetExceeded, QueryRejected
+from dpch.mechanisms.boundaries import MixtureBoundary
+from dpch.mechanisms.calibration import analytic_gaussian_sigma
+from dpch.mechanisms.cost import PrivacyCost
+from dpch.sql.analyze import QueryPlan
+
+#: filters under which only pure-ε (δ = 0) releases make sense: Laplace noise reduction
+PURE_FILTERS = ("pure", "pure_ex_post", "advanced")
+#: filters that charge an ex-post release its *realized* cost; the others count it at its worst case
+REALIZED_FILTERS = ("zcdp_bm", "ex_post", "mixed", "pure_ex_post")
+#: δ of the Brownian privacy boundary when neither the query nor the budget names one
+DEFAULT_BOUNDARY_DELTA = 1e-6
+#: without dp_delta, the boundary takes this share of the budget's δ (ex-post filters charge it per query)
+BOUNDARY_DELTA_SHARE = 0.01
+BROWNIAN_POINTS = 1000
+BROWNIAN_DECADES = 6.0
+LAPLACE_POINTS = 64
+LAPLACE_DECADES = 3.0
+RAT_POINTS = 200
+
+Admits = Callable[[PrivacyCost], bool]
+
+
+@dataclass(frozen=True)
+class Blocks:
+    """The stacked, normalized query vector: measure j over the groups, divided by ``norms[j]``."""
+
+    names: tuple[str, ...]
+    norms: tuple[float, ...]
+    l1: tuple[float, ...]
+    l2: tuple[float, ...]
+
+    @property
+    def k(self) -> int:
+        return len(self.names)
+
+    def stack(self, measures: dict[str, np.ndarray]) -> np.ndarray:
+        return np.concatenate([np.asarray(measures[n], dtype=float) / d for n, d in zip(self.names, self.norms,
+                                                                                         strict=True)])
+
+    def unstack(self, vector: np.ndarray) -> dict[str, np.ndarray]:
+        parts = np.split(vector, self.k)
+        return {n: p * d for n, p, d in zip(self.names, parts, self.norms, strict=True)}
+
+
+@dataclass
+class AccuracyPlan:
+    """A grid and its costs. ``grid`` holds times (Brownian, decreasing) or ε's (Laplace, increasing)."""
+
+    kind: str
+    blocks: Blocks
+    grid: np.ndarray
+    target: AccuracyTarget
+    uniform: bool
+    delta: float = 0.0
+    boundary: MixtureBoundary | None = None
+    mixture_r: float = 1.0
+    #: a refinement continues a path stopped at ``base_time``: costs are increments over it
+    base_time: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def sensitivity(self) -> float:
+        return math.sqrt(self.blocks.k) if self.kind == "brownian" else float(self.blocks.k)
+
+    @property
+    def points(self) -> int:
+        return int(self.grid.size)
+
+    @property
+    def mechanism(self) -> str:
+        if self.kind == "laplace":
+            return "laplace-noise-reduction"
+        return "brownian+rat" if self.target.stop_rule == "exact" else "brownian"
+
+    def scale(self, step: int) -> float:
+        """Normalized noise: the time t (Brownian) or the Laplace scale b."""
+        g = float(self.grid[step])
+        return g if self.kind == "brownian" else self.sensitivity / g
+
+    def half_width(self, step: int, level: float) -> float:
+        """Per-coordinate half-width of iterate ``step`` in normalized units (× sensitivity = data units)."""
+        if self.kind == "brownian":
+            t = self.scale(step)
+            if self.uniform:
+                return bounds.gaussian_uniform(t, level, self.mixture_r)
+            return bounds.gaussian_fixed(t, level)
+        b = self.scale(step)
+        return bounds.laplace_uniform(b, level, self.points) if self.uniform else bounds.laplace_fixed(b, level)
+
+    def _psi(self, t: float) -> float:
+        assert self.boundary is not None
+        return self.boundary(t)
+
+    def cost_at(self, step: int) -> PrivacyCost:
+        """Realized cost of a run stopped at ``step`` (an increment for a refinement)."""
+        last = self.points - 1
+        if self.kind == "laplace":
+            eps, worst = float(self.grid[step]), float(self.grid[last])
+            return PrivacyCost(eps, 0.0, ex_post=True, worst_epsilon=worst)
+        t, t_k, k = self.scale(step), self.scale(last), self.blocks.k
+        if self.target.stop_rule == "exact":  # 002 Cor 5.2: (2ψ(T_N), δ); no zCDP view
+            return PrivacyCost(2 * self._psi(t), self.delta, ex_post=True, worst_epsilon=2 * self._psi(t_k))
+        if self.base_time is None:
+            return PrivacyCost(self._psi(t), self.delta, rho=k / (2 * t), ex_post=True,
+                               worst_epsilon=self._psi(t_k), worst_rho=k / (2 * t_k))
+        t0 = self.base_time
+        return PrivacyCost(max(0.0, self._psi(t) - self._psi(t0)), 0.0, rho=k / (2 * t) - k / (2 * t0),
+                           ex_post=True, worst_epsilon=max(0.0, self._psi(t_k) - self._psi(t0)),
+                           worst_rho=k / (2 * t_k) - k / (2 * t0))
+
+    @property
+    def worst_cost(self) -> PrivacyCost:
+        return self.cost_at(self.points - 1)
+
+    def total_epsilon(self, step: int) -> float:
+        """Ex-post ε of the whole path up to ``step`` (a refinement includes what came before)."""
+        if self.kind == "laplace":
+            return float(self.grid[step])
+        factor = 2.0 if self.target.stop_rule == "exact" else 1.0
+        return factor * self._psi(self.scale(step))
+
+    def total_rho(self, step: int) -> float | None:
+        if self.kind == "laplace" or self.target.stop_rule == "exact":
+            return None
+        return self.blocks.k / (2 * self.scale(step))
+
+    def fixed_costs(self, step: int, confidence: float, delta: float) -> dict[str, float]:
+        """What a fixed-ε query with the same per-measure half-widths would cost (issue 4 part 4).
+
+        Laplace: ε = Σ_j Δ1_j·ln(1/β)/h_j; Gaussian: ρ = Σ_j Δ2_j²·z²/(2h_j²), and the (ε, δ) of
+        dpch's analytic-Gaussian query (ε and δ split evenly over the k measures) with σ_j ≤ h_j/z.
+        """
+        beta = 1.0 - confidence
+        z = float(ndtri(1.0 - beta / 2.0))
+        hw = self.half_width(step, confidence)
+        h = [n * hw for n in self.blocks.norms]
+        lap = math.fsum(d1 * math.log(1.0 / beta) / hj for d1, hj in zip(self.blocks.l1, h, strict=True))
+        rho = math.fsum(d2 * d2 * z * z / (2 * hj * hj) for d2, hj in zip(self.blocks.l2, h, strict=True))
+        sigma_unit = min(hj / (z * d2) for d2, hj in zip(self.blocks.l2, h, strict=True))
+        k = self.blocks.k
+        lo, hi = 1e-9, 1e4
+        if analytic_gaussian_sigma(hi / k, delta / k) > sigma_unit:
+            gauss = math.inf
+        else:
+            for _ in range(80):  # bisection in log ε: σ(ε) decreases in ε
+                mid = math.sqrt(lo * hi)
+                if analytic_gaussian_sigma(mid / k, delta / k) > sigma_unit:
+                    lo = mid
+                else:
+                    hi = mid
+            gauss = hi
+        return {"laplace_epsilon": lap, "gaussian_epsilon": gauss, "gaussian_delta": delta, "gaussian_rho": rho}
+
+
+def blocks_for(plan: QueryPlan, kind: str) -> Blocks:
+    measures = [m for m in plan.measures if m.kind != "histogram"]
+    norms = tuple(float(m.l2_sensitivity if kind == "brownian" else m.sensitivity) for m in measures)
+    return Blocks(tuple(m.name for m in measures), norms, tuple(float(m.sensitivity) for m in measures),
+                  tuple(float(m.l2_sensitivity) for m in measures))
+
+
+def choose_kind(mechanism: str | None, filter_name: str, budget_delta: float) -> str:
+    """Brownian unless the deployment is pure ε (a pure filter or a budget with δ = 0)."""
+    if mechanism == "gaussian":
+        return "brownian"
+    if mechanism == "laplace":
+        return "laplace"
+    return "laplace" if filter_name in PURE_FILTERS or budget_delta == 0 else "brownian"
+
+
+def _largest(ok: Callable[[float], bool], lo: float, hi: float) -> float | None:
+    """Largest x in [lo, hi] with ok(x), ok monotone (true below a threshold); bisection in log x."""
+    if not ok(lo):
+        return None
+    if ok(hi):
+        return hi
+    a, b = math.log(lo), math.log(hi)
+    for _ in range(100):
+        mid = (a + b) / 2
+        if ok(math.exp(mid)):
+            a = mid
+        else:
+            b = mid
+    return math.exp(a)
+
+
+def _refuse_unsupported(plan: QueryPlan, target: AccuracyTarget) -> None:
+    if plan.partition_selection:
+        raise QueryRejected("accuracy-first queries need declared group keys (GROUP BY a public column with "
+                            "values); partition selection is not supported with dp_accuracy",
+                            hint="group by a public column, or use dp_epsilon")
+    if any(m.kind == "histogram" for m in plan.measures):
+        raise QueryRejected("quantiles have a rank error, not an interval: they cannot be run accuracy-first",
+                            hint="drop dp_accuracy/dp_relative_error, or drop the quantile")
+    if not any(m.kind != "histogram" for m in plan.measures):
+        raise QueryRejected("the query has no noisy aggregate to make accurate")
+    if target.stop_rule == "exact" and any(s.kind not in ("count", "sum") for s in plan.stats.values()):
+        raise QueryRejected("dp_stop_rule = 'exact' supports count and sum aggregates only",
+                            hint="use the default dp_stop_rule = 'released'")
+
+
+def _s_grid(s_top: float, points: int, grid: str) -> np.ndarray:
+    if grid == "linear":  # 000 §7: ε² equally spaced; s is proportional to ε²
+        return np.linspace(s_top * 1e-6, s_top, points)
+    return np.geomspace(s_top * 10.0**-BROWNIAN_DECADES, s_top, points)
+
+
+def plan_accuracy(plan: QueryPlan, target: AccuracyTarget, *, mechanism: str | None, delta: float,
+                  filter_name: str, budget_delta: float, epsilon_hint: float, admits: Admits,
+                  refuse: Callable[[PrivacyCost], None], uniform: bool, grid: str = "geometric",
+                  points: int | None = None) -> AccuracyPlan:
+    """The grid of a new accuracy-first run (no data read). ``admits(worst)`` asks the filter;
+    ``refuse(worst)`` raises its BudgetExceeded; ``epsilon_hint`` (the budget left) tunes the boundary."""
+    _refuse_unsupported(plan, target)
+    kind = choose_kind(mechanism, filter_name, budget_delta)
+    if target.stop_rule == "exact" and kind != "brownian":
+        raise QueryRejected("dp_stop_rule = 'exact' runs ReducedAboveThreshold over the Brownian mechanism, "
+                            "which needs δ > 0", hint="use the default dp_stop_rule = 'released'")
+    blocks = blocks_for(plan, kind)
+    cap = target.max_epsilon
+    if cap is None and filter_name not in REALIZED_FILTERS:
+        raise QueryRejected(
+            f"under the {filter_name} filter an accuracy-first query is charged its worst case, so it needs a cap",
+            hint="add dp_max_epsilon (what you are willing to spend), or ask the data owner for a filter that "
+                 "charges the realized cost: zcdp_bm, ex_post, mixed")
+    if kind == "laplace":
+        def lap_cost(eps: float) -> PrivacyCost:
+            return PrivacyCost(eps, 0.0, ex_post=True, worst_epsilon=eps)
+
+        top = _largest(lambda e: (cap is None or e <= cap) and admits(lap_cost(e)), 1e-9, cap or 1e6)
+        if top is None:
+            refuse(lap_cost(min(cap or 1e-9, 1e-9)))
+            raise BudgetExceeded("the budget admits no Laplace noise reduction")  # pragma: no cover
+        epsilons = np.geomspace(top * 10.0**-LAPLACE_DECADES, top, points or LAPLACE_POINTS)
+        return AccuracyPlan("laplace", blocks, epsilons, target, uniform)
+
+    bdelta = delta if delta > 0 else (budget_delta * BOUNDARY_DELTA_SHARE if budget_delta > 0
+                                      else DEFAULT_BOUNDARY_DELTA)
+    sens = math.sqrt(blocks.k)
+    ref = cap if cap is not None else max(epsilon_hint, 1e-6)
+    boundary = MixtureBoundary.optimal(ref, bdelta, sens)
+    if points is None:
+        points = RAT_POINTS if target.stop_rule == "exact" else BROWNIAN_POINTS
+    probe = AccuracyPlan("brownian", blocks, np.array([1.0]), target, uniform, bdelta, boundary)
+
+    def cost_at_time(t: float) -> PrivacyCost:
+        probe.grid = np.array([t])
+        return probe.cost_at(0)
+
+    def fits(s: float) -> bool:
+        c = cost_at_time(1.0 / s)
+        return (cap is None or probe.total_epsilon(0) <= cap * (1 + 1e-12)) and admits(c)
+
+    s_top = _largest(fits, 1e-12, 1e12)
+    if s_top is None:
+        refuse(cost_at_time(1e12))
+        raise BudgetExceeded("the budget admits no Brownian noise reduction")  # pragma: no cover
+    s = _s_grid(s_top, points, grid)
+    result = AccuracyPlan("brownian", blocks, 1.0 / s, target, uniform, bdelta, boundary)
+    result.mixture_r = _mixture_r(result, s)
+    return result
+
+
+def plan_refinement(previous: AccuracyPlan, base_time: float, target: AccuracyTarget, *, admits: Admits,
+                    refuse: Callable[[PrivacyCost], None]) -> AccuracyPlan:
+    """The grid that continues a Brownian path stopped at ``base_time`` (cost: the increments)."""
+    cap = target.max_epsilon
+    probe = AccuracyPlan("brownian", previous.blocks, np.array([base_time]), target, previous.uniform,
+                         previous.delta, previous.boundary, previous.mixture_r, base_time=base_time)
+
+    def cost_at_time(t: float) -> PrivacyCost:
+        probe.grid = np.array([t])
+        return probe.cost_at(0)
+
+    s0 = 1.0 / base_time
+
+    def fits(s: float) -> bool:
+        c = cost_at_time(1.0 / s)
+        return (cap is None or probe.total_epsilon(0) <= cap * (1 + 1e-12)) and admits(c)
+
+    s_top = _largest(fits, s0 * (1 + 1e-9), s0 * 1e12)
+    if s_top is None:
+        refuse(cost_at_time(base_time / (1 + 1e-3)))
+        raise BudgetExceeded("the budget admits no further refinement")  # pragma: no cover
+    s = np.geomspace(s0, s_top, BROWNIAN_POINTS + 1)[1:]
+    return AccuracyPlan("brownian", previous.blocks, 1.0 / s, target, previous.uniform, previous.delta,
+                        previous.boundary, previous.mixture_r, base_time=base_time)
+
+
+def _mixture_r(plan: AccuracyPlan, s: np.ndarray) -> float:
+    """r of the uniform bound, tightest where an absolute target is expected to stop (else mid-grid)."""
+    level = plan.target.confidence
+    s_ref = math.sqrt(float(s[0]) * float(s[-1]))
+    if plan.target.accuracy is not None:
+        z = float(ndtri(1.0 - (1.0 - level) / 2.0))
+        s_ref = min(float(s[-1]), max(float(s[0]), (z * plan.sensitivity / plan.target.accuracy) ** 2
+                                      * max(plan.blocks.norms) ** 2 / plan.sensitivity ** 2))
+    return bounds.best_mixture_r(s_ref, level)

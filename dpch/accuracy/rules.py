@@ -1,0 +1,131 @@
+"""Stopping rules on released values only (ALGORITHMS.md A0 stopping function, A7 pitfall 2).
+
+A rule sees the noisy measures of the current iterate and the (public) half-width of each
+measure — nothing else. It computes every aggregate's interval exactly as the release will
+report it (:func:`dpch.postprocess.stat_intervals`, vectorised for count/sum/avg) and checks:
+
+- absolute: (hi − lo)/2 ≤ h for every aggregate and group;
+- relative (000 §7): 0 ∉ [lo, hi] and 1 − α < |hi/lo| ≤ 1 + α for every aggregate and group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from dpch.accuracy.target import AccuracyTarget
+from dpch.calibrate import NoisePlan
+from dpch.postprocess import stat_intervals
+from dpch.sql.aggregates import Stat
+from dpch.sql.analyze import QueryPlan
+
+HalfWidth = Callable[[str, float], float]  # (measure name, level) -> half-width at the current iterate
+
+
+class _Fixed:
+    """Duck-typed mechanism for :func:`stat_intervals`: only ``half_width(level)`` is used."""
+
+    def __init__(self, name: str, half_width: HalfWidth) -> None:
+        self._name, self._hw = name, half_width
+
+    def half_width(self, level: float) -> float:
+        return self._hw(self._name, level)
+
+
+def noise_view(plan: QueryPlan, half_width: HalfWidth) -> NoisePlan:
+    """A NoisePlan whose measures report the current iterate's half-widths (post-processing only)."""
+    return NoisePlan(additive={m.name: _Fixed(m.name, half_width)  # type: ignore[misc]
+                               for m in plan.measures if m.kind != "histogram"})
+
+
+def checked_stats(plan: QueryPlan, confidence: float) -> dict[str, float]:
+    """Each aggregate shown in a result column, with the level its interval is reported at."""
+    levels: dict[str, float] = {}
+    for out in plan.outputs:
+        if out.is_key or not out.stats:
+            continue
+        level = 1.0 - (1.0 - confidence) / max(1, len(set(out.stats)))
+        for name in set(out.stats):
+            levels[name] = max(levels.get(name, 0.0), level)
+    return levels
+
+
+def intervals(stat: Stat, noisy: dict[str, np.ndarray], half_width: HalfWidth, level: float,
+              view: NoisePlan) -> tuple[np.ndarray, np.ndarray]:
+    """(lo, hi) per group, identical to what the release reports for ``stat`` at ``level``."""
+    m = len(stat.measures)
+    inner = 1.0 - (1.0 - level) / m
+    if stat.kind in ("count", "sum"):
+        v, h = noisy[stat.measures[0]], half_width(stat.measures[0], inner)
+        return v - h, v + h
+    if stat.kind == "avg":
+        s, c = noisy[stat.measures[0]], noisy[stat.measures[1]]
+        hs, hc = half_width(stat.measures[0], inner), half_width(stat.measures[1], inner)
+        iv = stat.interval
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratios = np.stack([(s + ds) / (c + dc) for ds in (-hs, hs) for dc in (-hc, hc)])
+        lo = np.maximum(iv.lo, iv.mid + ratios.min(axis=0))
+        hi = np.minimum(iv.hi, iv.mid + ratios.max(axis=0))
+        wide = c - hc <= 0
+        return np.where(wide, iv.lo, lo), np.where(wide, iv.hi, hi)
+    ivs = stat_intervals(stat, noisy, view, level)
+    assert ivs is not None
+    arr = np.asarray(ivs, dtype=float).reshape(-1, 2)
+    return arr[:, 0], arr[:, 1]
+
+
+@dataclass(frozen=True)
+class Check:
+    """The verdict on one iterate: met or not, the widest half-width and relative bound seen."""
+
+    met: bool
+    half_width: float
+    relative: float
+
+
+def relative_bound(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """max(|hi/lo| − 1, 1 − |hi/lo|) where 0 ∉ [lo, hi]; +inf where the interval holds 0."""
+    excludes = (lo > 0) | (hi < 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.abs(hi / lo)
+    return np.where(excludes, np.abs(ratio - 1.0), np.inf)
+
+
+def relative_ok(lo: np.ndarray, hi: np.ndarray, alpha: float) -> np.ndarray:
+    """000 §7: 1 − α < |hi/lo| ≤ 1 + α and 0 ∉ [lo, hi]."""
+    excludes = (lo > 0) | (hi < 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.abs(hi / lo)
+    return excludes & (ratio > 1.0 - alpha) & (ratio <= 1.0 + alpha)
+
+
+def check(plan: QueryPlan, target: AccuracyTarget, noisy: dict[str, np.ndarray], half_width: HalfWidth,
+          view: NoisePlan) -> Check:
+    """Whether the iterate ``noisy`` meets ``target`` (released values and public widths only)."""
+    met, widest, rel = True, 0.0, 0.0
+    for name, level in checked_stats(plan, target.confidence).items():
+        lo, hi = intervals(plan.stats[name], noisy, half_width, level, view)
+        if lo.size == 0:
+            continue
+        hw = float(np.max((hi - lo) / 2.0))
+        widest = max(widest, hw)
+        if target.accuracy is not None and not hw <= target.accuracy:
+            met = False
+        if target.relative_error is not None:
+            rel = max(rel, float(np.max(relative_bound(lo, hi))))
+            if not bool(np.all(relative_ok(lo, hi, target.relative_error))):
+                met = False
+    return Check(met, widest, rel)
+
+
+def data_dependent(plan: QueryPlan, target: AccuracyTarget) -> bool:
+    """Whether the stopping time can depend on noisy values (then intervals must hold uniformly).
+
+    An absolute target on counts and sums only has half-widths fixed by the grid: its stop is
+    the first grid point that is narrow enough, whatever the data.
+    """
+    if target.relative_error is not None:
+        return True
+    return any(plan.stats[name].kind not in ("count", "sum") for name in checked_stats(plan, target.confidence))

@@ -1,0 +1,189 @@
+"""Accuracy-first queries end to end on the embedded engine (issue 4): the ledger protocol
+(reserve the finest grid point, settle the realized cost), the cost formulas, withheld answers,
+refinement along the same Brownian path, and the filter never overspent across a mixed sequence."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from scipy.special import ndtri
+
+from dpch import Budget, BudgetExceeded
+from dpch.accuracy import planner
+from dpch.errors import AccuracyNotReached, QueryRejected
+from dpch.mechanisms.zcdp import rho_max
+
+COUNT = "SELECT count(*) FROM visits"
+BY_REGION = "SELECT region, count(*) FROM visits GROUP BY region"
+
+
+@pytest.fixture
+def session(connect, visits_db, database):
+    s = connect(analyst="af", filter="zcdp_bm", default_budget=Budget(10.0, 1e-6), seed=7)
+    s.engine.command(f"CREATE TABLE {s.engine.table('visits')} AS {visits_db}.visits")
+    s.engine.command(f"INSERT INTO {s.engine.table('visits')} SELECT * FROM {visits_db}.visits")
+    return s
+
+
+def _ledger(session) -> list[tuple]:
+    return session.engine.query_rows(
+        f"SELECT toString(release_id), seq, status, mechanism, epsilon, rho, worst_epsilon, worst_rho "
+        f"FROM {session.engine.table('dpch_ledger')} ORDER BY time, seq")
+
+
+def test_absolute_count_stops_at_the_first_narrow_enough_point_and_charges_its_rho(session):
+    """A count's half-width is fixed by the grid, so the stop is the first t with Δ2(z√t + √t·2^-20) ≤ h,
+    and the charge is Δ2²/(2t) ρ at that t alone (000 Thm 6), after a reservation at the finest point."""
+    h = 40.0
+    release = session.query(COUNT, accuracy=h)
+    rep = release.accuracy
+    assert rep.met and not rep.uniform_intervals
+    plan, _ = session.plan(COUNT)
+    delta2 = plan.measures[0].l2_sensitivity
+    z = float(ndtri(0.975))
+    # rebuild the grid from the reserved worst ρ: s_K = 2ρ_worst (k = 1), geometric over 6 decades
+    (rid, seq1, st1, mech, _, _, _, worst_rho), (_, seq2, st2, _, eps, rho, _, _) = _ledger(session)
+    assert (seq1, st1, seq2, st2, mech) == (1, "reserved", 2, "charged", "brownian")
+    s = np.geomspace(2 * worst_rho * 1e-6, 2 * worst_rho, planner.BROWNIAN_POINTS)
+    widths = delta2 * (z * np.sqrt(1 / s) + np.sqrt(1 / s) * 2.0**-20)
+    stop = int(np.argmax(widths <= h))
+    assert rep.steps == stop + 1
+    assert rho == pytest.approx(s[stop] / 2, rel=1e-9) == pytest.approx(rep.rho, rel=1e-9)
+    assert release.cost.rho == pytest.approx(rho, rel=1e-12) and eps == pytest.approx(rep.ex_post_epsilon)
+    lo, hi = release.intervals[0][0]
+    assert (hi - lo) / 2 <= h and (hi - lo) / 2 > h / 1.02  # the geometric grid overshoots by < 1.4%
+    # same noise scale as a fixed Gaussian: the fixed query's ρ equals the realized one
+    assert rep.fixed["gaussian_rho"] == pytest.approx(rho, rel=1e-6)
+    assert worst_rho == pytest.approx(rep.reserved.rho)
+    # what the zcdp_bm filter counts: the realized ρ, not the reserved worst case
+    assert session.budget().spent.rho == pytest.approx(rho)
+
+
+def test_a_run_that_never_meets_the_target_is_withheld_and_charged_its_worst_case(session):
+    with pytest.raises(AccuracyNotReached) as info:
+        session.query(COUNT + " SETTINGS dp_accuracy = 0.5, dp_max_epsilon = 0.5")
+    err = info.value
+    rows = _ledger(session)
+    assert [r[2] for r in rows] == ["reserved", "charged"]
+    _, _, _, _, eps, rho, worst_eps, worst_rho = rows[-1]
+    assert eps == pytest.approx(worst_eps) and rho == pytest.approx(worst_rho)
+    assert eps <= 0.5 * (1 + 1e-9)  # ψ(t_K) ≤ dp_max_epsilon
+    assert err.charged.rho == pytest.approx(rho) and err.release_id == rows[-1][0]
+    assert "withheld" in err.message and "charged" in err.message
+    exact = session.engine.query_rows(f"SELECT count() FROM {session.engine.table('visits')}")[0][0]
+    assert str(exact) not in str(err) and not err.report.met
+    assert session.budget().spent.rho == pytest.approx(rho)
+
+
+def test_refine_continues_the_path_and_the_path_costs_its_final_iterate(session):
+    first = session.query(BY_REGION, accuracy=200.0)
+    second = session.refine()  # twice as accurate by default
+    assert second.accuracy.achieved_half_width <= first.accuracy.achieved_half_width / 2
+    assert second.accuracy.refinements == 1
+    rows = [r for r in _ledger(session) if r[2] == "charged"]
+    assert [r[3] for r in rows] == ["brownian", "brownian-refine"]
+    total_rho = sum(r[5] for r in rows)
+    assert total_rho == pytest.approx(second.accuracy.rho, rel=1e-9)  # k/(2 t_final)
+    assert session.budget().spent.rho == pytest.approx(total_rho)
+    # the same path: the refined values move by far less than two independent draws would
+    a = np.array([r[1] for r in first.rows])
+    b = np.array([r[1] for r in second.rows])
+    sigma1 = first.accuracy.achieved_half_width / float(ndtri(0.975))
+    assert np.all(np.abs(a - b) < 4 * sigma1)
+    third = session.refine(second.release_id, accuracy=second.accuracy.achieved_half_width / 3)
+    assert third.accuracy.refinements == 2
+    with pytest.raises(QueryRejected, match="cannot be refined"):
+        session.refine("00000000-0000-0000-0000-000000000000")
+
+
+def test_relative_and_avg_targets_use_time_uniform_intervals(session):
+    rel = session.query(BY_REGION + " SETTINGS dp_relative_error = 0.1")
+    assert rel.accuracy.met and rel.accuracy.uniform_intervals
+    for row, ivs in zip(rel.rows, rel.intervals, strict=True):
+        lo, hi = ivs[1]
+        assert lo > 0 and hi / lo <= 1.1 + 1e-12, row
+    avg = session.query("SELECT region, avg(spend) FROM visits GROUP BY region "
+                        "SETTINGS dp_accuracy = 5, dp_confidence = 0.9")
+    assert avg.accuracy.met and avg.accuracy.uniform_intervals
+    assert all((iv[1][1] - iv[1][0]) / 2 <= 5 for iv in avg.intervals)
+    assert avg.as_dict()["accuracy"]["confidence"] == 0.9
+
+
+def test_pure_filter_uses_laplace_noise_reduction_and_charges_the_stop_epsilon(connect, session):
+    pure = connect(analyst="af_pure", filter="pure", default_budget=Budget(5.0, 0.0), seed=3)
+    with pytest.raises(QueryRejected, match="needs a cap"):
+        pure.query(COUNT, accuracy=40.0)
+    release = pure.query(COUNT, accuracy=40.0, max_epsilon=2.0)
+    rep = release.accuracy
+    assert rep.mechanism == "laplace-noise-reduction" and rep.met
+    grid = np.geomspace(2.0 * 1e-3, 2.0, planner.LAPLACE_POINTS)
+    assert release.cost.epsilon == pytest.approx(grid[rep.steps - 1], rel=1e-6)
+    # the pure filter counts an ex-post release at its worst case: dp_max_epsilon
+    assert pure.budget().spent.epsilon == pytest.approx(2.0, rel=1e-6)
+
+
+def test_exact_stop_rule_runs_reduced_above_threshold_at_twice_the_cost(connect, session):
+    ex = connect(analyst="af_rat", filter="ex_post", default_budget=Budget(50.0, 1e-6), seed=5)
+    release = ex.query(COUNT + " SETTINGS dp_accuracy = 60, dp_stop_rule = 'exact', dp_max_epsilon = 40")
+    rep = release.accuracy
+    assert rep.mechanism == "brownian+rat"
+    rows = _ledger(ex)
+    assert rows[-1][2] == "charged" and rows[-1][5] is None  # no zCDP view: 002 Cor 5.2 is ex post
+    assert rows[-1][4] == pytest.approx(rep.ex_post_epsilon) and rows[-1][6] <= 40 * (1 + 1e-9)
+
+
+def test_bad_accuracy_options_are_clear_errors_and_write_nothing(session):
+    for sql, match in [
+        (COUNT + " SETTINGS dp_relative_error = 2", "strictly between 0 and 1"),
+        (COUNT + " SETTINGS dp_accuracy = -1", "positive"),
+        (COUNT + " SETTINGS dp_accuracy = 5, dp_stop_rule = 'maybe'", "dp_stop_rule"),
+        (COUNT + " SETTINGS dp_max_epsilon = 1", "accuracy-first"),
+        ("SELECT quantile(0.5)(age) FROM visits SETTINGS dp_accuracy = 5", "quantiles"),
+        ("SELECT region, avg(spend) FROM visits GROUP BY region SETTINGS dp_accuracy = 5, dp_stop_rule = 'exact'",
+         "count and sum"),
+    ]:
+        with pytest.raises(QueryRejected, match=match):
+            session.query(sql)
+    assert _ledger(session) == []
+
+
+def test_the_filter_is_never_overspent_across_ordinary_and_accuracy_first_queries(session):
+    """A random mix under zcdp_bm with a small budget until it is exhausted: after every step the
+    ledger's ρ (realized for settled runs, worst for open ones) stays within the filter's ρ budget."""
+    s = session
+    s.accountant.set_budget(Budget(3.0, 1e-6), filter="zcdp_bm")
+    rho_budget = rho_max(3.0, 0.5e-6, printed_theorem_6=True)
+    rng = random.Random(11)
+    outcomes = {"released": 0, "withheld": 0, "refused": 0}
+    for _ in range(40):
+        kind = rng.choice(["fixed", "accuracy", "relative", "capped"])
+        try:
+            if kind == "fixed":
+                s.query(BY_REGION, epsilon=rng.uniform(0.01, 0.2), delta=1e-8)
+            elif kind == "accuracy":
+                s.query(BY_REGION, accuracy=rng.uniform(50, 400), max_epsilon=rng.uniform(0.5, 2.0))
+            elif kind == "relative":
+                s.query(COUNT, relative_error=rng.uniform(0.001, 0.05), max_epsilon=rng.uniform(0.5, 2.0))
+            else:  # out of reach: withheld, charged its cap
+                s.query(COUNT, accuracy=rng.uniform(0.5, 3), max_epsilon=rng.uniform(0.2, 1.0))
+            outcomes["released"] += 1
+        except AccuracyNotReached:
+            outcomes["withheld"] += 1
+        except BudgetExceeded:
+            outcomes["refused"] += 1
+        rows = _ledger(s)
+        latest = {}
+        for rid, _seq, status, _m, _e, rho, _we, worst_rho in rows:
+            latest[rid] = worst_rho if status == "reserved" else rho
+        assert sum(v or 0.0 for v in latest.values()) <= rho_budget * (1 + 1e-9)
+        assert all(st in ("charged", "reserved") for _, _, st, *_ in rows)
+    assert outcomes["refused"] > 0 and outcomes["released"] > 0 and outcomes["withheld"] > 0, outcomes
+    assert s.budget().reserved.epsilon == 0  # every reservation settled
+    # the last uncapped accuracy-first query takes what is left, and nothing more
+    with pytest.raises((BudgetExceeded, AccuracyNotReached)):
+        s.query(COUNT, accuracy=0.01)
+    rows = _ledger(s)
+    settled = {r[0]: r[5] for r in rows if r[2] == "charged"}
+    assert sum(v or 0.0 for v in settled.values()) <= rho_budget * (1 + 1e-9)
