@@ -147,6 +147,10 @@ class Shell:
         release = self.runner.call(lambda: self.session.query(sql, **options))
         if release.release_id:
             self.released[release.release_id] = " ".join(sql.split())
+        if self.fmt == "table" and release.columns == ["explain"] and not release.release_id:
+            # EXPLAIN DP: the plan as text, not as a one-column table
+            self.echo("\n".join([str(row[0]) for row in release.rows] + [f"note: {n}" for n in release.notes]))
+            return
         self.echo(render(release, self.fmt, intervals=self.intervals, ascii=False))
 
     def _confirmed(self, sql: str, options: dict[str, Any]) -> bool:
