@@ -22,8 +22,7 @@ def render(release: Release, fmt: str, *, intervals: str = "half", ascii: bool |
         return json.dumps(release.as_dict(), indent=2, default=str)
     if fmt == "csv":
         return render_csv(release)
-    text = render_table(release, intervals=intervals)
-    return to_ascii(text) if (ascii if ascii is not None else not stream_is_utf8()) else text
+    return render_table(release, intervals=intervals, ascii=ascii if ascii is not None else not stream_is_utf8())
 
 
 def render_csv(release: Release) -> str:
@@ -44,9 +43,10 @@ def render_csv(release: Release) -> str:
     return out.getvalue().rstrip("\n")
 
 
-def render_table(release: Release, *, intervals: str = "half") -> str:
+def render_table(release: Release, *, intervals: str = "half", ascii: bool = False) -> str:
     """A boxed table of ``value ± half-width`` cells (or ``value [lo, hi]`` with
-    ``intervals="full"``), numbers right-aligned, and a footer with cost, budget left and time."""
+    ``intervals="full"``), numbers right-aligned, and a footer with cost, budget left and time.
+    ``ascii``: plain ASCII for terminals that are not UTF-8 (``+/-``, ``eps``, ``+--+`` boxes)."""
     header = list(release.columns)
     body = []
     numeric = [False] * len(header)
@@ -60,10 +60,14 @@ def render_table(release: Release, *, intervals: str = "half") -> str:
                 numeric[j] = True
                 cells.append(format_estimate(value, iv, full=intervals == "full"))
         body.append(cells)
+    if ascii:  # before measuring widths: '±' becomes three characters
+        header = [to_ascii(h) for h in header]
+        body = [[to_ascii(c) for c in cells] for cells in body]
     lines = box(header, body, numeric)
     lines.append(footer(release))
     lines.extend(f"note: {n}" for n in release.notes)
-    return "\n".join(lines)
+    text = "\n".join(lines)
+    return to_ascii(text) if ascii else text
 
 
 def footer(release: Release) -> str:

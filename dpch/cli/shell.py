@@ -151,7 +151,7 @@ class Shell:
             # EXPLAIN DP: the plan as text, not as a one-column table
             self.echo("\n".join([str(row[0]) for row in release.rows] + [f"note: {n}" for n in release.notes]))
             return
-        self.echo(render(release, self.fmt, intervals=self.intervals, ascii=False))
+        self.echo(render(release, self.fmt, intervals=self.intervals, ascii=self.ascii))
 
     def _confirmed(self, sql: str, options: dict[str, Any]) -> bool:
         """Asks before a query costing more than ``confirm_share`` of what is left (spends nothing)."""
@@ -231,7 +231,7 @@ class Shell:
         release = self.runner.call(refine, label="refining")
         if getattr(release, "release_id", ""):
             self.released[release.release_id] = "\\refine"
-        self.echo(render(release, self.fmt, intervals=self.intervals, ascii=False))
+        self.echo(render(release, self.fmt, intervals=self.intervals, ascii=self.ascii))
 
     def _format(self, arg: str) -> None:
         if arg not in FORMATS:
