@@ -51,12 +51,14 @@ class Runner:
         self.local = local
         self.progress = progress
         self.frames = "|/-\\" if ascii else _FRAMES
-        self._pending: threading.Thread | None = None
+        # a cancelled call still running; an Event, not Thread.is_alive(): a join() interrupted
+        # by Ctrl-C can leave the thread looking finished while it runs (CPython 3.11)
+        self._pending: threading.Event | None = None
 
     def settle(self) -> None:
         """Waits for a cancelled call that is still running (it holds the embedded store)."""
         pending, self._pending = self._pending, None
-        if pending is not None and pending.is_alive() and self.local:
+        if pending is not None and self.local:
             self._wait(pending, time.perf_counter(), "waiting for the cancelled query to stop")
 
     def call(self, fn: Callable[[], T], label: str = "running") -> T:
@@ -64,6 +66,7 @@ class Runner:
         self.settle()
         token = CancelToken()
         result: dict[str, Any] = {}
+        done = threading.Event()
 
         def work() -> None:
             with cancellable(token):
@@ -71,39 +74,40 @@ class Runner:
                     result["value"] = fn()
                 except BaseException as exc:  # handed to the caller's thread
                     result["error"] = exc
+                finally:
+                    done.set()
 
         worker = threading.Thread(target=work, name="dpch-shell-call", daemon=True)
         started = time.perf_counter()
         worker.start()
         try:
-            self._wait(worker, started, label)
+            self._wait(done, started, label)
         except KeyboardInterrupt:
             if not self.local:
-                self._pending = worker
+                self._pending = done
                 raise Cancelled("cancelled; the gateway may still run the query and charge it",
                                 charged=None) from None
             if token.cancel():
-                self._pending = worker
+                self._pending = done
                 raise Cancelled("cancelled before the charge: nothing was spent", charged=False) from None
             click.secho("the charge was already written to the ledger (before ClickHouse ran), so this "
                         "answer is paid for; waiting for it (Ctrl-C again abandons it)", fg="yellow", err=True)
             try:
-                self._wait(worker, started, label)
+                self._wait(done, started, label)
             except KeyboardInterrupt:
-                self._pending = worker
+                self._pending = done
                 raise Cancelled("abandoned; the release stays charged (\\history lists it)", charged=True) from None
         if "error" in result:
             raise result["error"]
         return result["value"]
 
-    def _wait(self, worker: threading.Thread, started: float, label: str) -> None:
+    def _wait(self, done: threading.Event, started: float, label: str) -> None:
         shown = False
         frames = itertools.cycle(self.frames)
         try:
-            while worker.is_alive():
-                worker.join(0.1)
+            while not done.wait(0.1):
                 elapsed = time.perf_counter() - started
-                if self.progress and worker.is_alive() and elapsed >= SPINNER_DELAY:
+                if self.progress and elapsed >= SPINNER_DELAY:
                     sys.stderr.write(f"\r{next(frames)} {label} {elapsed:.1f} s  (Ctrl-C cancels)")
                     sys.stderr.flush()
                     shown = True
