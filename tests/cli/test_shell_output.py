@@ -39,9 +39,10 @@ def normalised(text: str) -> str:
 
 def check_snapshot(name: str, text: str) -> None:
     path = SNAPSHOTS / name
-    if os.environ.get("DPCH_UPDATE_SNAPSHOTS") == "1" or not path.exists():
+    if os.environ.get("DPCH_UPDATE_SNAPSHOTS") == "1":
         path.parent.mkdir(exist_ok=True)
         path.write_text(text)
+    assert path.exists(), f"no snapshot {name}; create it with DPCH_UPDATE_SNAPSHOTS=1 and review it"
     assert text == path.read_text(), f"{name} changed; rerun with DPCH_UPDATE_SNAPSHOTS=1 if intended"
 
 
