@@ -35,6 +35,7 @@ from typing import Any
 from dpch.accounting.budget import Budget, BudgetSetting, BudgetStore
 from dpch.accounting.filters import DEFAULT_FILTER, PrivacyFilter, make_filter
 from dpch.accounting.ledger import Ledger, LedgerEntry
+from dpch.cancel import checkpoint
 from dpch.engine import Engine
 from dpch.errors import BudgetExceeded, ConfigError, ReservationClosed
 from dpch.mechanisms.cost import PrivacyCost
@@ -271,6 +272,7 @@ class Accountant:
         state = self._state()
         with state.lock:
             flt = self._admit(state, cost, dataset)
+            checkpoint()  # the last moment a query can be cancelled for free (dpch.cancel)
             entry = self.ledger.charge(analyst=self.analyst, dataset=dataset, query_hash=query_hash,
                                        mechanism=mechanism, filter_name=flt.name, cost=cost)
             state.entries[entry.release_id] = entry
@@ -286,6 +288,7 @@ class Accountant:
         state = self._state()
         with state.lock:
             flt = self._admit(state, worst, dataset)
+            checkpoint()
             entry = self.ledger.reserve(analyst=self.analyst, dataset=dataset, query_hash=query_hash,
                                         mechanism=mechanism, filter_name=flt.name, worst=worst)
             state.entries[entry.release_id] = entry

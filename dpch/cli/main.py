@@ -32,10 +32,10 @@ class Context:
         self.debug = debug
         self._session: Session | None = None
 
-    def session(self) -> Session:
+    def session(self, seed: int | None = None) -> Session:
         if self._session is None:
             self._session = connect(self.dsn, analyst=self.analyst, database=self.database,
-                                    policy=self.policy)
+                                    policy=self.policy, seed=seed)
         return self._session
 
     def close(self) -> None:
@@ -255,21 +255,36 @@ def demo(obj: Context, reset: bool) -> None:
 
 
 @cli.command()
-@click.option("-c", "command", help="Run one statement and exit.")
+@click.option("-c", "command", help="Run these statements and exit.")
 @click.option("-f", "file", type=click.File("r"), help="Run the statements of a file and exit.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option("--yes", "-y", "assume_yes", is_flag=True, help="Never ask before an expensive query.")
+@click.option("--confirm-share", type=click.FloatRange(min=0, min_open=True), default=0.25, show_default=True,
+              help="Ask first when a query costs more than this share of the remaining budget "
+              "(scripts fail instead).")
+@click.option("--intervals", type=click.Choice(["half", "full"]), default="half", show_default=True,
+              help="Show value ± half-width, or value [lo, hi].")
+@_epsilon
+@_delta
+@_confidence
+@click.option("--seed", type=int, hidden=True)  # tests only: refused unless DPCH_ALLOW_FIXED_SEED=1
 @click.pass_obj
 @friendly_errors
-def shell(obj: Context, command: str | None, file: Any, fmt: str) -> None:
+def shell(obj: Context, command: str | None, file: Any, fmt: str, assume_yes: bool, confirm_share: float,
+          intervals: str, epsilon: float | None, delta: float | None, confidence: float | None,
+          seed: int | None) -> None:
     """An interactive SQL shell (statements end with ';'; \\q quits, \\help for more)."""
     from dpch.cli.shell import Shell
 
-    sh = Shell(obj.session(), fmt=fmt, debug=obj.debug)
+    interactive = command is None and file is None and sys.stdin.isatty()
+    sh = Shell(obj.session(seed=seed), fmt=fmt, debug=obj.debug, interactive=interactive, assume_yes=assume_yes,
+               confirm_share=confirm_share, intervals=intervals,
+               options=_query_options(epsilon, delta, confidence))
     if command is not None:
         sys.exit(sh.run_script(command))
     if file is not None:
         sys.exit(sh.run_script(file.read()))
-    if not sys.stdin.isatty():
+    if not interactive:
         sys.exit(sh.run_script(sys.stdin.read()))
     sh.loop()
 

@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import math
+import sys
 from typing import Any
 
 from dpch.accounting.accountant import BudgetStatus
@@ -14,12 +15,14 @@ from dpch.release import Release
 FORMATS = ("table", "json", "csv")
 
 
-def render(release: Release, fmt: str) -> str:
+def render(release: Release, fmt: str, *, intervals: str = "half", ascii: bool | None = None) -> str:
+    """``release`` as ``fmt`` (table | json | csv). ``intervals``: ``half`` (value ± half-width)
+    or ``full`` (value [lo, hi]); ``ascii`` forces (or, with None, detects) the ASCII fallback."""
     if fmt == "json":
         return json.dumps(release.as_dict(), indent=2, default=str)
     if fmt == "csv":
         return render_csv(release)
-    return render_table(release)
+    return render_table(release, intervals=intervals, ascii=ascii if ascii is not None else not stream_is_utf8())
 
 
 def render_csv(release: Release) -> str:
@@ -40,8 +43,10 @@ def render_csv(release: Release) -> str:
     return out.getvalue().rstrip("\n")
 
 
-def render_table(release: Release) -> str:
-    """A boxed table of ``value ± half-width`` cells and a footer with cost and budget."""
+def render_table(release: Release, *, intervals: str = "half", ascii: bool = False) -> str:
+    """A boxed table of ``value ± half-width`` cells (or ``value [lo, hi]`` with
+    ``intervals="full"``), numbers right-aligned, and a footer with cost, budget left and time.
+    ``ascii``: plain ASCII for terminals that are not UTF-8 (``+/-``, ``eps``, ``+--+`` boxes)."""
     header = list(release.columns)
     body = []
     numeric = [False] * len(header)
@@ -49,27 +54,39 @@ def render_table(release: Release) -> str:
         cells = []
         for j, (value, iv) in enumerate(zip(row, ivs, strict=True)):
             if iv is None:
-                cells.append(str(value))
+                cells.append("NULL" if value is None else str(value))
+                numeric[j] = numeric[j] or (isinstance(value, int | float) and not isinstance(value, bool))
             else:
                 numeric[j] = True
-                cells.append(format_estimate(value, iv))
+                cells.append(format_estimate(value, iv, full=intervals == "full"))
         body.append(cells)
+    if ascii:  # before measuring widths: '±' becomes three characters
+        header = [to_ascii(h) for h in header]
+        body = [[to_ascii(c) for c in cells] for cells in body]
     lines = box(header, body, numeric)
+    lines.append(footer(release))
+    lines.extend(f"note: {n}" for n in release.notes)
+    text = "\n".join(lines)
+    return to_ascii(text) if ascii else text
+
+
+def footer(release: Release) -> str:
+    """``cost ε 0.5 (laplace, 95% intervals)   budget left ε 2.5, δ 1e-06   12 ms``."""
     pct = round(release.confidence * 100, 1)
     cost = f"cost ε {release.cost.epsilon:.4g}"
     if release.cost.delta:
         cost += f", δ {release.cost.delta:.3g}"
     left = release.budget.remaining
     budget = f"budget left ε {left.epsilon:.4g}" + (f", δ {left.delta:.3g}" if release.budget.budget.delta else "")
-    lines.append(f"{cost} ({release.mechanism}, {pct:g}% intervals)   {budget}   {release.elapsed_ms:.0f} ms")
-    lines.extend(f"note: {n}" for n in release.notes)
-    return "\n".join(lines)
+    return f"{cost} ({release.mechanism}, {pct:g}% intervals)   {budget}   {release.elapsed_ms:.0f} ms"
 
 
-def format_estimate(value: float, interval: tuple[float, float]) -> str:
+def format_estimate(value: float, interval: tuple[float, float], *, full: bool = False) -> str:
+    """``value ± half-width``, or ``value [lo, hi]`` when asked or when the interval is not
+    symmetric around the value (e.g. a clipped average)."""
     lo, hi = interval
     half = (hi - lo) / 2.0
-    if abs(value - (lo + hi) / 2.0) > 1e-9 * max(1.0, abs(value)):
+    if full or abs(value - (lo + hi) / 2.0) > 1e-9 * max(1.0, abs(value)):
         return f"{_num(value, half)} [{_num(lo, half)}, {_num(hi, half)}]"
     return f"{_num(value, half)} ± {_num(half, half)}"
 
@@ -85,31 +102,56 @@ def _num(x: float, scale: float) -> str:
 
 
 def box(header: list[str], rows: list[list[str]], right_align: list[bool]) -> list[str]:
+    """ClickHouse's PrettyCompact layout: column names in the top border, numbers right-aligned."""
     widths = [max([len(h)] + [len(r[j]) for r in rows]) for j, h in enumerate(header)]
 
-    def line(cells: list[str], pad: str = " ") -> str:
-        parts = []
-        for j, cell in enumerate(cells):
-            text = cell.rjust(widths[j]) if right_align[j] else cell.ljust(widths[j])
-            parts.append(f"{pad}{text}{pad}")
+    def line(cells: list[str]) -> str:
+        parts = [f" {c.rjust(widths[j]) if right_align[j] else c.ljust(widths[j])} " for j, c in enumerate(cells)]
         return "│" + "│".join(parts) + "│"
 
-    top = "┌" + "┬".join("─" * (w + 2) for w in widths) + "┐"
-    mid = "├" + "┼".join("─" * (w + 2) for w in widths) + "┤"
+    def title(j: int, name: str) -> str:
+        pad = "─" * (widths[j] - len(name))
+        return f"─{pad}{name}─" if right_align[j] else f"─{name}{pad}─"
+
+    top = "┌" + "┬".join(title(j, h) for j, h in enumerate(header)) + "┐"
     bottom = "└" + "┴".join("─" * (w + 2) for w in widths) + "┘"
-    return [top, line(header), mid, *(line(r) for r in rows), bottom]
+    return [top, *(line(r) for r in rows), bottom]
+
+
+_ASCII = str.maketrans({
+    "┌": "+", "┬": "+", "┐": "+", "├": "+", "┼": "+", "┤": "+", "└": "+", "┴": "+", "┘": "+",
+    "─": "-", "│": "|", "±": "+/-", "ε": "eps", "δ": "delta", "ρ": "rho", "—": "-", "…": "...",
+    "▕": "[", "▏": "]", "█": "#", "░": ".", "≤": "<=", "≥": ">=", "·": "*", "→": "->", "√": "sqrt",
+})
+
+
+def to_ascii(text: str) -> str:
+    """The ASCII fallback for terminals that are not UTF-8 (other characters become '?')."""
+    return text.translate(_ASCII).encode("ascii", "replace").decode("ascii")
+
+
+def stream_is_utf8(stream: Any = None) -> bool:
+    """Whether ``stream`` (default stdout) encodes UTF-8."""
+    encoding = getattr(stream if stream is not None else sys.stdout, "encoding", None) or ""
+    return encoding.lower().replace("-", "").replace("_", "") in ("utf8", "utf8sig")
+
+
+def budget_bar(status: BudgetStatus, width: int = 16) -> str:
+    """``ε 1.2 of 3 spent ▕██████░░░░░░░░░░▏  1.8 left`` (the analyst-wide budget)."""
+    b, s, r = status.budget, status.spent, status.remaining
+    share = min(1.0, s.epsilon / b.epsilon) if b.epsilon else 1.0
+    filled = round(share * width)
+    bar = "▕" + "█" * filled + "░" * (width - filled) + "▏"
+    return f"ε {s.epsilon:.4g} of {b.epsilon:g} spent {bar}  {r.epsilon:.4g} left"
 
 
 def render_budget(status: BudgetStatus, fmt: str = "table") -> str:
     if fmt == "json":
         return json.dumps(status.as_dict(), indent=2)
     b, s, r = status.budget, status.spent, status.remaining
-    share = min(1.0, s.epsilon / b.epsilon) if b.epsilon else 1.0
-    filled = round(share * 16)
-    bar = "▕" + "█" * filled + "░" * (16 - filled) + "▏"
     lines = [
         f"analyst {status.analyst} — filter: {status.filter} composition — {status.releases} releases",
-        f"ε {s.epsilon:.4g} of {b.epsilon:g} spent {bar}  {r.epsilon:.4g} left",
+        budget_bar(status),
         f"δ {s.delta:.3g} of {b.delta:.3g} spent, {r.delta:.3g} left",
     ]
     return "\n".join(lines)

@@ -1,27 +1,50 @@
-"""A minimal interactive shell: statements end with ``;``, backslash commands for the rest.
+"""``dpch shell``: an interactive SQL shell where every answer shows its cost and accuracy.
 
-Piped input and ``-c``/``-f`` scripts never prompt; they stop at the first error and exit 1.
+Statements end with ``;`` and may span lines; backslash commands (``\\help``) do the rest.
+Interactive use gets line editing, completion and history (:mod:`dpch.cli.shell_input`), a
+spinner and Ctrl-C (:mod:`dpch.cli.running`), and a confirmation before a query that would use
+more than ``confirm_share`` of the remaining budget. Piped input and ``-c``/``-f`` scripts never
+prompt: they stop at the first error (an unconfirmed expensive query is one) and exit 1.
 """
 
 from __future__ import annotations
 
-import sys
+import re
+import traceback
+from typing import Any
 
 import click
 
-from dpch.cli.output import FORMATS, render, render_budget
+from dpch import __version__
+from dpch.cli.output import FORMATS, budget_bar, render, stream_is_utf8, to_ascii
+from dpch.cli.running import Cancelled, Runner
 from dpch.errors import DpchError
-from dpch.session import Session
+from dpch.mechanisms.cost import PrivacyCost
+
+DEFAULT_CONFIRM_SHARE = 0.25
 
 HELP = """\
-SQL statements end with ';' and may span lines.
-  \\budget           your budget: spent and remaining
-  \\tables           annotated tables
-  \\policy TABLE     a table's privacy policy
-  \\explain SQL      plan, sensitivity, noise and cost, without spending
+SQL statements end with ';' and may span lines (Tab completes, Ctrl-C cancels, Ctrl-D quits).
+  \\budget           budget, spent (odometer), reserved and remaining, per filter scope
+  \\tables           tables with a privacy policy, and their columns
+  \\policy [TABLE]   a table's privacy policy (every table's without TABLE)
+  \\explain SQL      plan, sensitivity, noise scale, half-width and cost, without spending
+  \\refine           a less noisy version of the last accuracy-first answer (when available)
   \\format FMT       table | json | csv
+  \\intervals MODE   half (value ± half-width) | full (value [lo, hi])
+  \\set NAME VALUE   a session default: dp_epsilon, dp_delta, dp_mechanism, dp_confidence,
+                    or confirm_share (ask before spending more than this share of what is left)
+  \\unset NAME       back to the default;  \\set alone lists the settings
+  \\history [N]      your last N releases with their costs
   \\help             this text
-  \\q                quit"""
+  \\q                quit
+EXPLAIN DP SELECT ... also shows a plan and spends nothing."""
+
+
+class ConfirmationRequired(DpchError):
+    """An expensive query in a script, where the shell cannot ask: nothing was run or charged."""
+
+    kind = "confirm"
 
 
 def split_statements(text: str) -> list[str]:
@@ -47,52 +70,232 @@ def split_statements(text: str) -> list[str]:
     return cleaned
 
 
+class Quit(Exception):
+    """``\\q``: leave the shell."""
+
+
 class Shell:
-    def __init__(self, session: Session, *, fmt: str = "table", debug: bool = False) -> None:
+    """One shell over a session (in-process :class:`~dpch.session.Session` or a gateway's
+    :class:`~dpch.server.client.RemoteSession`).
+
+    ``interactive``: a person is at a terminal (prompts and spinners allowed). ``assume_yes``
+    skips the confirmation; ``confirm_share`` is its threshold, a share of the remaining ε (and δ).
+    ``options`` are session defaults for every query (``epsilon``, ``delta``, ...).
+    """
+
+    def __init__(self, session: Any, *, fmt: str = "table", debug: bool = False, interactive: bool = False,
+                 assume_yes: bool = False, confirm_share: float = DEFAULT_CONFIRM_SHARE,
+                 intervals: str = "half", options: dict[str, Any] | None = None) -> None:
+        from dpch.session import Session
+
         self.session = session
         self.fmt = fmt
         self.debug = debug
+        self.interactive = interactive
+        self.assume_yes = assume_yes
+        self.confirm_share = confirm_share
+        self.intervals = intervals
+        self.options: dict[str, Any] = dict(options or {})
+        self.ascii = not stream_is_utf8()
+        self.runner = Runner(local=isinstance(session, Session), progress=interactive, ascii=self.ascii)
+        self.released: dict[str, str] = {}  # release id -> SQL, for \history
+        self._schema: dict[str, list[str]] | None = None
+
+    # -- output ----------------------------------------------------------------------------------
+
+    def echo(self, text: str) -> None:
+        click.echo(to_ascii(text) if self.ascii else text)
+
+    def error(self, exc: BaseException) -> None:
+        """One red line: the reason and a hint; a traceback only with --debug."""
+        if self.debug:
+            traceback.print_exception(exc)
+        if isinstance(exc, DpchError):
+            text = f"error: {exc}"
+        else:
+            text = f"error: internal error ({type(exc).__name__}); rerun with --debug for details"
+        text = " ".join(text.split())
+        click.secho(to_ascii(text) if self.ascii else text, fg="red", err=True)
+
+    # -- statements ------------------------------------------------------------------------------
 
     def execute(self, statement: str) -> bool:
-        """Runs one statement or backslash command; returns False on error."""
+        """Runs one statement or backslash command; returns False on error (printed)."""
         try:
             if statement.startswith("\\"):
-                return self._command(statement)
-            click.echo(render(self.session.query(statement), self.fmt))
+                self._command(statement)
+            elif statement.strip().rstrip(";").lower() in ("quit", "exit"):
+                raise Quit
+            else:
+                self._query(statement)
             return True
-        except DpchError as exc:
-            click.secho(f"error: {exc}", fg="red", err=True)
+        except Quit:
+            raise
+        except Cancelled as exc:
+            click.secho(str(exc), fg="yellow", err=True)
+            return False
+        except Exception as exc:
+            self.error(exc)
             return False
 
-    def _command(self, line: str) -> bool:
+    def _query(self, sql: str) -> None:
+        options = dict(self.options)
+        if not self.assume_yes and not sql.lstrip().upper().startswith("EXPLAIN"):
+            if not self._confirmed(sql, options):
+                self.echo("not run; nothing was charged")
+                return
+        release = self.runner.call(lambda: self.session.query(sql, **options))
+        if release.release_id:
+            self.released[release.release_id] = " ".join(sql.split())
+        if self.fmt == "table" and release.columns == ["explain"] and not release.release_id:
+            # EXPLAIN DP: the plan as text, not as a one-column table
+            self.echo("\n".join([str(row[0]) for row in release.rows] + [f"note: {n}" for n in release.notes]))
+            return
+        self.echo(render(release, self.fmt, intervals=self.intervals, ascii=self.ascii))
+
+    def _confirmed(self, sql: str, options: dict[str, Any]) -> bool:
+        """Asks before a query costing more than ``confirm_share`` of what is left (spends nothing)."""
+        explanation, status = self.runner.call(lambda: (self.session.explain(sql, **options), self.session.budget()),
+                                               label="planning")
+        cost = explained_cost(explanation)
+        if cost is None or not _admissible(explanation):
+            return True  # the query itself reports the refusal, charging nothing
+        left = status.remaining
+        share = max(cost.epsilon / left.epsilon if left.epsilon > 0 else float("inf"),
+                    cost.delta / left.delta if cost.delta and left.delta > 0 else 0.0)
+        if share <= self.confirm_share:
+            return True
+        what = f"this query costs ε {cost.epsilon:.4g}" + (f", δ {cost.delta:.3g}" if cost.delta else "")
+        what += f", {share:.0%} of your remaining ε {left.epsilon:.4g}"
+        if not self.interactive:
+            raise ConfirmationRequired(f"{what} (above the {self.confirm_share:.0%} confirmation threshold); "
+                                       "not run, nothing was charged",
+                                       hint="rerun with --yes, or raise --confirm-share")
+        try:
+            return click.confirm(to_ascii(what) + "; run it?" if self.ascii else f"{what}; run it?",
+                                 default=False, err=True)
+        except click.Abort:
+            click.echo("", err=True)
+            return False
+
+    # -- backslash commands ----------------------------------------------------------------------
+
+    def _command(self, line: str) -> None:
         name, _, arg = line.strip().rstrip(";").partition(" ")
         arg = arg.strip()
-        if name in ("\\q", "\\quit"):
-            raise EOFError
-        if name == "\\help":
-            click.echo(HELP)
-        elif name == "\\budget":
-            click.echo(render_budget(self.session.budget()))
-        elif name == "\\tables":
-            for p in self.session.tables():
-                kind = "public" if p.public else f"private (unit {p.privacy_unit})"
-                click.echo(f"{p.table}  {kind}")
-        elif name == "\\policy":
-            if not arg:
-                click.secho("error: \\policy needs a table name", fg="red", err=True)
-                return False
-            click.echo(self.session.table_policy(arg).describe())
-        elif name == "\\explain":
-            click.echo(self.session.explain(arg).describe())
-        elif name == "\\format":
-            if arg not in FORMATS:
-                click.secho(f"error: format must be one of {', '.join(FORMATS)}", fg="red", err=True)
-                return False
-            self.fmt = arg
-        else:
-            click.secho(f"error: unknown command {name} (\\help lists them)", fg="red", err=True)
-            return False
-        return True
+        handler = _COMMANDS.get(name)
+        if handler is None:
+            raise DpchError(f"unknown command {name}", hint="\\help lists the commands")
+        handler(self, arg)
+
+    def _help(self, arg: str) -> None:
+        self.echo(HELP)
+
+    def _quit(self, arg: str) -> None:
+        raise Quit
+
+    def _budget(self, arg: str) -> None:
+        from dpch.cli.budget_view import budget_text
+
+        status = self.runner.call(lambda: self.session.accountant.status(recent=0))
+        self.echo(f"budget: {budget_bar(status)}")
+        self.echo(budget_text(status))
+
+    def _tables(self, arg: str) -> None:
+        policies = self.runner.call(self.session.tables)
+        self._schema = {p.table: list(p.columns) for p in policies}
+        if not policies:
+            self.echo(f"no tables with a privacy policy in database {self.session.engine.database}")
+        for p in policies:
+            kind = "public" if p.public else f"private (unit {p.privacy_unit})"
+            self.echo(f"{p.table}  {kind}\n    columns: {', '.join(p.columns)}")
+
+    def _policy(self, arg: str) -> None:
+        if arg:
+            self.echo(self.runner.call(lambda: self.session.table_policy(arg)).describe())
+            return
+        policies = self.runner.call(self.session.tables)
+        self.echo("\n\n".join(p.describe() for p in policies) or "no tables with a privacy policy")
+
+    def _explain(self, arg: str) -> None:
+        if not arg:
+            raise DpchError("\\explain needs a query", hint="\\explain SELECT count(*) FROM visits")
+        options = dict(self.options)
+        self.echo(self.runner.call(lambda: self.session.explain(arg, **options), label="planning").describe())
+
+    def _refine(self, arg: str) -> None:
+        refine = getattr(self.session, "refine", None)
+        if refine is None:
+            raise DpchError("\\refine is not available: this dpch has no accuracy-first queries",
+                            hint="ask for the accuracy you need with SETTINGS dp_accuracy once it is supported")
+        release = self.runner.call(refine, label="refining")
+        if getattr(release, "release_id", ""):
+            self.released[release.release_id] = "\\refine"
+        self.echo(render(release, self.fmt, intervals=self.intervals, ascii=self.ascii))
+
+    def _format(self, arg: str) -> None:
+        if arg not in FORMATS:
+            raise DpchError(f"unknown format {arg!r}", hint=f"\\format {' | '.join(FORMATS)}")
+        self.fmt = arg
+
+    def _intervals(self, arg: str) -> None:
+        if arg not in ("half", "full"):
+            raise DpchError(f"unknown interval display {arg!r}", hint="\\intervals half | full")
+        self.intervals = arg
+
+    def _set(self, arg: str) -> None:
+        from dpch.sql.settings import SETTING_NAMES, QueryOptions
+
+        if not arg:
+            defaults = QueryOptions().__dict__ | self.options
+            for key, value in defaults.items():
+                mark = "" if key in self.options else "  (default)"
+                self.echo(f"dp_{key} = {value}{mark}")
+            self.echo(f"confirm_share = {self.confirm_share:g}   format = {self.fmt}   intervals = {self.intervals}")
+            return
+        name, _, raw = arg.partition(" ")
+        name, raw = name.lower(), raw.strip().strip("'\"")
+        if not raw:
+            raise DpchError(f"\\set {name} needs a value", hint="e.g. \\set dp_epsilon 0.5")
+        if name == "confirm_share":
+            share = _number(raw)
+            if not isinstance(share, float) or share <= 0:
+                raise DpchError(f"confirm_share must be a positive number, got {raw!r}",
+                                hint="e.g. \\set confirm_share 0.5 (1 asks only above the remaining budget)")
+            self.confirm_share = share
+            return
+        key = SETTING_NAMES.get(name) or SETTING_NAMES.get(f"dp_{name}")
+        if key is None:
+            raise DpchError(f"unknown setting {name!r}",
+                            hint=f"settable: {', '.join(sorted(SETTING_NAMES))}, confirm_share")
+        value = raw if key == "mechanism" else _number(raw)
+        QueryOptions().with_overrides({**self.options, key: value}).validated()
+        self.options[key] = value
+
+    def _unset(self, arg: str) -> None:
+        from dpch.sql.settings import SETTING_NAMES
+
+        name = arg.lower()
+        if name == "confirm_share":
+            self.confirm_share = DEFAULT_CONFIRM_SHARE
+            return
+        key = SETTING_NAMES.get(name) or SETTING_NAMES.get(f"dp_{name}")
+        if key is None:
+            raise DpchError(f"unknown setting {name!r}", hint="\\set lists the settings")
+        self.options.pop(key, None)
+
+    def _history(self, arg: str) -> None:
+        limit = int(arg) if arg.isdigit() else 10
+        entries = self.runner.call(lambda: self.session.accountant.recent(limit))
+        if not entries:
+            self.echo("no releases yet")
+        for e in entries:
+            cost = f"ε {e.cost.epsilon:.4g}" + (f", δ {e.cost.delta:.3g}" if e.cost.delta else "")
+            sql = self.released.get(e.release_id, "")
+            self.echo(f"{e.time:%Y-%m-%d %H:%M:%S}  {e.dataset:<24} {e.mechanism:<9} {cost:<18} {e.status:<8}"
+                      + (f"  {sql}" if sql else ""))
+
+    # -- scripts and the interactive loop --------------------------------------------------------
 
     def run_script(self, text: str) -> int:
         """Runs every statement in ``text``; stops at the first error. Returns the exit code."""
@@ -100,37 +303,80 @@ class Shell:
             try:
                 if not self.execute(statement):
                     return 1
-            except EOFError:
+            except Quit:
                 return 0
         return 0
 
+    def banner(self) -> None:
+        status = self.runner.call(self.session.budget)
+        self.echo(f"dpch {__version__} — {self.session.engine.describe()} — analyst: {self.session.analyst}")
+        delta = f"  δ {status.spent.delta:.3g} of {status.budget.delta:.3g}" if status.budget.delta else ""
+        self.echo(f"budget: {budget_bar(status)}{delta}")
+        self.echo("statements end with ';'   \\help for commands   \\q to quit")
+
+    def schema(self) -> dict[str, list[str]]:
+        """Tables and columns for completion (read once; ``\\tables`` refreshes it)."""
+        if self._schema is None:
+            try:
+                self._schema = {p.table: list(p.columns) for p in self.session.tables()}
+            except Exception:  # completion never breaks the prompt
+                self._schema = {}
+        return self._schema
+
     def loop(self) -> None:
-        engine = self.session.engine
-        click.echo(f"dpch — {engine.describe()} — analyst: {self.session.analyst}")
-        click.echo(render_budget(self.session.budget()))
-        click.echo("statements end with ';'   \\help for commands   \\q to quit")
-        buffer: list[str] = []
+        """The interactive loop (prompt_toolkit): returns on ``\\q`` or Ctrl-D."""
+        from dpch.cli.shell_input import PROMPT, make_prompt
+
+        try:
+            self.banner()
+        except Exception as exc:
+            self.error(exc)
+        prompt = make_prompt(self.schema)
         while True:
             try:
-                line = input("dpch> " if not buffer else "   -> ")
-            except (EOFError, KeyboardInterrupt):
-                click.echo("")
-                if buffer:
-                    buffer = []
-                    continue
+                text = prompt.prompt(PROMPT)
+            except KeyboardInterrupt:
+                continue  # Ctrl-C clears the line
+            except EOFError:
                 return
-            if not buffer and line.strip().startswith("\\"):
-                try:
-                    self.execute(line.strip())
-                except EOFError:
-                    return
-                continue
-            buffer.append(line)
-            text = "\n".join(buffer)
-            if ";" in line:
-                buffer = []
-                for statement in split_statements(text):
-                    self.execute(statement)
+            try:
+                for item in _script_items(text):
+                    self.execute(item)
+            except Quit:
+                return
+            except KeyboardInterrupt:
+                click.secho("interrupted", fg="yellow", err=True)
+
+
+_COMMANDS = {
+    "\\help": Shell._help, "\\?": Shell._help, "\\h": Shell._help, "\\q": Shell._quit, "\\quit": Shell._quit,
+    "\\budget": Shell._budget, "\\tables": Shell._tables, "\\dt": Shell._tables, "\\policy": Shell._policy,
+    "\\explain": Shell._explain, "\\refine": Shell._refine, "\\format": Shell._format,
+    "\\intervals": Shell._intervals, "\\set": Shell._set, "\\unset": Shell._unset, "\\history": Shell._history,
+}
+
+
+def explained_cost(explanation: Any) -> PrivacyCost | None:
+    """The cost in an explanation (a gateway's carries only its text: read the ``cost:`` line)."""
+    cost = getattr(explanation, "cost", None)
+    if isinstance(cost, PrivacyCost):
+        return cost
+    match = re.search(r"^cost: ε ([0-9.e+-]+)(?:, δ ([0-9.e+-]+))?", explanation.describe(), re.MULTILINE)
+    return PrivacyCost(float(match.group(1)), float(match.group(2) or 0.0)) if match else None
+
+
+def _admissible(explanation: Any) -> bool:
+    admissible = getattr(explanation, "admissible", None)
+    if admissible is not None:
+        return bool(admissible)
+    return "budget check: REFUSED" not in explanation.describe()
+
+
+def _number(raw: str) -> Any:
+    try:
+        return float(raw)
+    except ValueError:
+        return raw
 
 
 def _script_items(text: str) -> list[str]:
@@ -147,6 +393,3 @@ def _script_items(text: str) -> list[str]:
     items.extend(split_statements("\n".join(sql)))
     return items
 
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(0)
