@@ -74,7 +74,7 @@ def test_session_defaults_and_unknown_commands(store_dsn, keeper, visits_db):
     bad = run_shell(store_dsn, visits_db, "-c", "\\set dp_epsilon -1")
     assert bad.exit_code == 1 and "dp_epsilon must be a positive number" in bad.output
     refine = run_shell(store_dsn, visits_db, "-c", "\\refine")
-    assert refine.exit_code == 1 and "\\refine is not available" in refine.output
+    assert refine.exit_code == 1 and "no accuracy-first answer to refine" in refine.output
     unknown = run_shell(store_dsn, visits_db, "-c", "\\frobnicate")
     assert unknown.exit_code == 1 and "unknown command \\frobnicate (hint: \\help lists the commands)" in unknown.output
 
@@ -137,3 +137,14 @@ def test_cancel_before_the_charge_writes_nothing_and_after_it_is_too_late(connec
     assert session.budget().releases == 1
     session.query("SELECT count(*) FROM t")  # without a token, no checkpoint applies
     assert session.budget().releases == 2
+
+
+def test_refine_continues_the_last_accuracy_first_answer(store_dsn, keeper, visits_db, monkeypatch):
+    """\\refine in the shell calls Session.refine: a less noisy answer on the same path."""
+    monkeypatch.setenv("DPCH_FILTER", "zcdp_bm")  # a filter that charges the realized cost
+    script = ("SELECT count(*) AS n FROM visits SETTINGS dp_accuracy = 400, dp_max_epsilon = 4;\n"
+              "\\refine")
+    out = run_shell(store_dsn, visits_db, "-c", script, analyst="refiner")
+    assert out.exit_code == 0, out.output
+    widths = [float(w.replace(",", "")) for w in re.findall(r"± ([\d,.]+) │", out.output)]
+    assert len(widths) == 2 and widths[1] < widths[0], out.output
