@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from dpch.accounting.budget import Budget
+from dpch.accounting.budget import Budget, BudgetStore
 from dpch.cli.output import render_budget, render_table
 from dpch.errors import BudgetExceeded
 from dpch.session import connect
-from sql_fixtures import visits
+from sql_fixtures import tables
 
 DEMO_ANALYST = "demo"
 DEMO_BUDGET = Budget(epsilon=5.0, delta=1e-6)
@@ -28,12 +28,20 @@ def run_demo(dsn: str | None, *, database: str | None, reset: bool, echo: Callab
     with connect(dsn, analyst=DEMO_ANALYST, database=database, default_budget=DEMO_BUDGET) as session:
         engine = session.engine
         echo(f"dpch demo — {engine.describe()}, database {engine.database}")
-        rows = visits.load(engine, "visits", replace=reset)
+        tables.load_all(engine, replace=reset)
         session.policy.reload()
-        echo(f"table visits: {rows} rows (synthetic website visits, several per person)\n")
+        rows = engine.query_rows(f"SELECT count() FROM {engine.table('visits')}")[0][0]
+        echo(f"table visits: {rows} rows (synthetic website visits, several per person); also people "
+             "(a census, one row per person) and regions (a public dimension table)\n")
         echo(session.table_policy("visits").describe())
-        if reset:
-            session.accountant.set_budget(DEMO_BUDGET)
+        if BudgetStore(engine).get(DEMO_ANALYST) is None:
+            session.accountant.set_budget(DEMO_BUDGET)  # persisted, so later CLI calls see the same budget
+        elif reset:
+            # the ledger is append-only: a fresh start is the owner granting ε 5 more than was spent
+            spent = session.budget().spent
+            session.accountant.set_budget(Budget(spent.epsilon + DEMO_BUDGET.epsilon,
+                                                 min(0.5, spent.delta + DEMO_BUDGET.delta)))
+            echo("demo budget renewed: ε 5 more than the demo analyst has spent")
         echo("")
         echo(render_budget(session.budget()))
         for title, sql in DEMO_QUERIES:

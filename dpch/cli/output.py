@@ -54,7 +54,7 @@ def render_table(release: Release, *, intervals: str = "half", ascii: bool = Fal
         cells = []
         for j, (value, iv) in enumerate(zip(row, ivs, strict=True)):
             if iv is None:
-                cells.append("NULL" if value is None else str(value))
+                cells.append("NULL" if value is None else f"{value:.6g}" if isinstance(value, float) else str(value))
                 numeric[j] = numeric[j] or (isinstance(value, int | float) and not isinstance(value, bool))
             else:
                 numeric[j] = True
