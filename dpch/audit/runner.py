@@ -84,12 +84,19 @@ class AuditRunner:
         """The SQL the fast path runs on each side: the session's own rewrite."""
         return emit_sql(plan, database)
 
+    def noise_reduction_scale(self, afplan: Any, step: int) -> float:
+        """An accuracy-first release's noise where it stops: time t (Brownian) or Laplace scale b."""
+        return afplan.scale(step)
+
     # -- modes ---------------------------------------------------------------------------------
 
     def claimed(self) -> tuple[PrivacyCost, str]:
         """What the production path says the query costs (never from the seams above)."""
         session = self.sessions[0]
         plan, opts = session.plan(self.sql, **self.options)
+        if opts.accuracy_first:
+            afplan, step = self._accuracy_plan(session, plan, opts)
+            return afplan.cost_at(step), afplan.mechanism
         noise = calibrate(plan, opts)
         if noise.selectors or noise.selection is not None:
             raise QueryRejected(
@@ -100,6 +107,8 @@ class AuditRunner:
     def run_fast(self, trials: int) -> AuditSamples:
         """``trials`` releases per side, exact aggregates computed once, noise redrawn."""
         claimed, mechanism = self.claimed()
+        if self.sessions[0].plan(self.sql, **self.options)[1].accuracy_first:
+            return self._run_accuracy_first(trials, claimed, mechanism)
         sides: list[np.ndarray] = []
         exact_sides: list[dict[str, np.ndarray]] = []
         labels: list[str] = []
@@ -119,6 +128,59 @@ class AuditRunner:
             exact_sides.append(exact)
         return AuditSamples(sides[0], sides[1], labels, claimed, mechanism, "fast",
                             exact_sides[0], exact_sides[1], sensitivities)
+
+    # -- accuracy-first (noise reduction) ------------------------------------------------------
+
+    def _accuracy_plan(self, session: Any, plan: QueryPlan, opts: QueryOptions) -> tuple[Any, int]:
+        """The accuracy-first grid the production path would build, and where it stops.
+
+        Audited: absolute targets on counts and sums, whose stop is the first grid point narrow
+        enough whatever the data. The released iterate is then the noise-reduction path at that
+        point, whose marginal is plain Gaussian (Brownian: N(0, t)) or Laplace (LNR: Lap(b)) noise,
+        so the fast path draws it directly; the claim is the realized ex-post cost there.
+        """
+        from dpch.accuracy import planner, rules
+        from dpch.accuracy.run import _admission, _iterate, _start
+        from dpch.accuracy.target import AccuracyTarget
+
+        target = AccuracyTarget.from_options(opts)
+        if target.stop_rule != "released" or rules.data_dependent(plan, target):
+            raise QueryRejected(
+                "the audit covers accuracy-first queries whose stop does not depend on the data",
+                hint="audit an absolute dp_accuracy target on counts and sums")
+        dataset = f"{session.engine.database}.{plan.relation.dataset}"
+        status = session.accountant.status(recent=0)
+        admits, refuse = _admission(session, dataset)
+        afplan = planner.plan_accuracy(
+            plan, target, mechanism=opts.mechanism, delta=opts.delta, filter_name=status.filter,
+            budget_delta=status.budget.delta, epsilon_hint=status.remaining.epsilon, admits=admits,
+            refuse=refuse, uniform=False)
+        # the production stopping rule, walked once: its stop cannot depend on the values (checked above)
+        values = np.zeros(afplan.blocks.k * len(plan.group_domain))
+        _, run = _start(afplan, values, self._noise)
+        step, _, met, _ = _iterate(plan, afplan, target, run, values)
+        if not met:
+            raise QueryRejected("the accuracy target cannot be met within the cap: no release to audit")
+        return afplan, step
+
+    def _run_accuracy_first(self, trials: int, claimed: PrivacyCost, mechanism: str) -> AuditSamples:
+        sides, exact_sides = [], []
+        for session in self.sessions:
+            plan, opts = session.plan(self.sql, **self.options)
+            afplan, step = self._accuracy_plan(session, plan, opts)
+            exact = session._exact_measures(plan, self.emit(plan, session.engine.database))
+            values = afplan.blocks.stack(exact)  # normalized: each measure divided by its sensitivity
+            scale = self.noise_reduction_scale(afplan, step)
+            shape = (trials, values.size)
+            if afplan.kind == "brownian":
+                noise = self._noise.generator.normal(0.0, np.sqrt(scale), shape)
+            else:
+                noise = self._noise.generator.laplace(0.0, scale, shape)
+            sides.append(values + noise)
+            exact_sides.append({"normalized": values})
+        labels = [f"coordinate {i}" for i in range(sides[0].shape[1])]
+        return AuditSamples(sides[0], sides[1], labels, claimed, mechanism, "fast", exact_sides[0], exact_sides[1],
+                            {"normalized": 1.0})
 
     def run_full(self, trials: int) -> AuditSamples:
         """``trials`` full :meth:`Session.query` calls per side; observations are released cells."""

@@ -54,3 +54,11 @@ class NoContributionCap(AuditRunner):
         uncapped = re.sub(r" LIMIT \d+ BY `[^`]+`", "", sql)
         assert uncapped != sql, "the query has no contribution cap to remove"
         return uncapped
+
+
+class AccuracyFirstLessNoise(AuditRunner):
+    """An accuracy-first release drawn from a point 16 times less noisy (in variance) than the one
+    charged: a noise-reduction path that releases past its stop."""
+
+    def noise_reduction_scale(self, afplan, step):
+        return super().noise_reduction_scale(afplan, step) / 16

@@ -18,11 +18,17 @@ import dpch
 from dpch.audit import audit_query, build_neighbours
 from dpch.audit.report import summary, write_report
 from dpch.audit.runner import AuditRunner
-from dpch.audit.suite import SUITE, run_suite
+from dpch.audit.suite import ACCURACY_FIRST, SUITE, run_suite
 from dpch.engine import Engine
 from dpch.errors import ConfigError
 from dpch.mechanisms.brownian import BrownianMechanism, BrownianRun, FreshNoiseRun
-from tests.audit.broken import GaussianSigmaForTwiceEpsilon, HalvedSensitivity, NoClamping, NoContributionCap
+from tests.audit.broken import (
+    AccuracyFirstLessNoise,
+    GaussianSigmaForTwiceEpsilon,
+    HalvedSensitivity,
+    NoClamping,
+    NoContributionCap,
+)
 
 TRIALS = 20_000
 GAUSSIAN_TRIALS = 400_000
@@ -91,6 +97,19 @@ def test_calibrated_mechanism_is_consistent(session, entry):
         assert shift == pytest.approx(result.samples.sensitivities[name]), summary(result)
     assert session.budget().releases == 0, "an audit must not touch a real analyst's ledger"
     assert not _scratch_databases(session.engine)
+
+
+def test_accuracy_first_release_is_consistent_and_a_release_past_its_stop_is_caught(session):
+    """Issue 6 part 5 (accuracy-first): an absolute target on a count stops at a data-independent
+    grid point; its iterate is audited against the realized ex-post ε charged there."""
+    honest = audit_query(session, ACCURACY_FIRST.sql, trials=GAUSSIAN_TRIALS // 2, seed=41)
+    assert not honest.violation, summary(honest)
+    assert honest.samples.mechanism == "brownian" and 0 < honest.claimed_epsilon <= 5
+    for name, shift in honest.samples.shifts().items():  # one unit moves the normalized count by 1
+        assert shift == pytest.approx(honest.samples.sensitivities[name]), summary(honest)
+    broken = audit_query(session, ACCURACY_FIRST.sql, trials=GAUSSIAN_TRIALS // 2, seed=43,
+                         runner_class=AccuracyFirstLessNoise)
+    assert broken.violation, summary(broken)
 
 
 def test_laplace_count_audit_is_tight(session):
@@ -191,7 +210,7 @@ def test_bad_audit_arguments_are_clear_errors(session):
 def test_suite_passes_and_flags_a_broken_mechanism(store_dsn, keeper):
     outcomes = run_suite(store_dsn, trials=3000, seed=53)
     assert not any(o.violation for o in outcomes), [summary(o.result) for o in outcomes if o.violation]
-    assert any(o.result is None and "accuracy-first" in o.entry.name for o in outcomes)
+    assert any(o.result is not None and "accuracy-first" in o.entry.name for o in outcomes)
     broken = run_suite(store_dsn, trials=3000, seed=53, runner_class=HalvedSensitivity)
     assert any(o.violation for o in broken)
     assert AuditRunner  # the production runner is the default
