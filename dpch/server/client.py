@@ -146,6 +146,15 @@ class RemoteSession:
         release, self._types = release_from_wire(data)
         return release
 
+    def refine(self, release_id: str | None = None, *, accuracy: float | None = None,
+               relative_error: float | None = None, max_epsilon: float | None = None) -> Release:
+        """A less noisy version of an accuracy-first answer, continued on the gateway (see
+        :meth:`dpch.session.Session.refine`); charged only the increment."""
+        data = self._call("refine", {"release_id": release_id, "accuracy": accuracy,
+                                     "relative_error": relative_error, "max_epsilon": max_epsilon})
+        release, self._types = release_from_wire(data)
+        return release
+
     def query_with_types(self, sql: str, **options: Any) -> tuple[Release, list[str]]:
         release = self.query(sql, **options)
         return release, list(self._types)

@@ -226,6 +226,18 @@ class Gateway:
                                               "no budget spent"]
         return wire
 
+    def refine_wire(self, user: User, request: dict[str, Any], *, database: str | None) -> dict:
+        """``dpch://`` refine: a less noisy version of the analyst's last accuracy-first answer,
+        continuing the same Brownian path in this gateway's session (charged the increment)."""
+        session = self.session(user, database)
+        kwargs = {k: request[k] for k in ("accuracy", "relative_error", "max_epsilon") if request.get(k) is not None}
+        release = session.refine(request.get("release_id") or None, **kwargs)
+        types = [_column_type(release, j) for j in range(len(release.columns))]
+        wire = release_to_wire(release, types)
+        wire["rows"] = [list(r) for r in typed_rows(release.rows, types)]
+        wire["budget"] = session.budget().as_dict()
+        return wire
+
     def _serialize(self, engine: Engine, fmt: str, release: Release, types: list[str],
                    output: dict[str, str]) -> bytes:
         rows = typed_rows(release.rows, types)
@@ -326,3 +338,15 @@ def check_config(config: ServerConfig) -> None:
     if not config.users:
         raise ConfigError("the server config defines no users",
                           hint="add [users.NAME] with a password (and analyst) to the config")
+
+
+def _column_type(release: Release, column: int) -> str:
+    """A released column's type without its plan: statistics (with intervals) are Float64."""
+    if any(ivs[column] is not None for ivs in release.intervals):
+        return "Float64"
+    sample = next((row[column] for row in release.rows if row[column] is not None), "")
+    if isinstance(sample, bool):
+        return "UInt8"
+    if isinstance(sample, int):
+        return "Int64"
+    return "Float64" if isinstance(sample, float) else "String"

@@ -298,6 +298,10 @@ class Handler(BaseHTTPRequestHandler):
                                                 options=options)
                     log["epsilon"], log["delta"] = wire["cost"]["epsilon"], wire["cost"]["delta"]
                     return wire
+                if path == "/dpch/v1/refine":
+                    wire = gateway.refine_wire(user, request, database=database)
+                    log["epsilon"], log["delta"] = wire["cost"]["epsilon"], wire["cost"]["delta"]
+                    return wire
                 session = gateway.session(user, database)
                 if path == "/dpch/v1/explain":
                     return {"describe": session.explain(str(request.get("sql", "")), **options).describe()}

@@ -36,7 +36,28 @@ def release_to_wire(release: Release, types: list[str], *, cached: bool = False)
         "elapsed_ms": release.elapsed_ms,
         "notes": list(release.notes),
         "cached": cached,
+        **({"accuracy": release.accuracy.as_dict(), "accuracy_text": release.accuracy.describe()}
+           if release.accuracy is not None else {}),
     }
+
+
+class WireAccuracy:
+    """An accuracy-first report as a remote client sees it: the report's fields and its text."""
+
+    def __init__(self, data: dict[str, Any], text: str) -> None:
+        self._data, self._text = data, text
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._data[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def describe(self) -> str:
+        return self._text
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self._data)
 
 
 def budget_from_wire(data: dict[str, Any]) -> BudgetStatus:
@@ -89,5 +110,6 @@ def release_from_wire(data: dict[str, Any]) -> tuple[Release, list[str]]:
         release_id=data["release_id"],
         elapsed_ms=data.get("elapsed_ms", 0.0),
         notes=list(data.get("notes", [])),
+        accuracy=WireAccuracy(data["accuracy"], data.get("accuracy_text", "")) if data.get("accuracy") else None,
     )
     return release, list(data["types"])

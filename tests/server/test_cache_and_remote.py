@@ -122,3 +122,21 @@ def test_cli_through_gateway(serve, database):
     assert "visits  private (unit user_id)" in out.stdout, out.stderr
     assert "served from the release cache" in out.stdout  # the same count(*) as the query above
     assert out.returncode == 1 and "not aggregated" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_accuracy_first_and_refine_through_the_gateway(serve, database, monkeypatch):
+    """Issue 4 for remote analysts: an accuracy-first answer carries its report over dpch://, and
+    refine continues the same path on the gateway, charging only the increment."""
+    monkeypatch.setenv("DPCH_FILTER", "zcdp_bm")  # a filter that charges the realized cost
+    srv = serve(cache_ttl=0)
+    s = _remote(srv, database)
+    first = s.query("SELECT count(*) AS n FROM visits SETTINGS dp_accuracy = 400, dp_max_epsilon = 4")
+    assert first.accuracy is not None and first.accuracy.met, first.notes
+    assert "target ±400" in first.accuracy.describe()
+    lo, hi = first.intervals[0][0]
+    assert (hi - lo) / 2 <= 400
+    refined = s.refine()
+    lo2, hi2 = refined.intervals[0][0]
+    assert (hi2 - lo2) / 2 < (hi - lo) / 2
+    spent = s.budget().spent
+    assert spent.rho == pytest.approx(first.cost.rho + refined.cost.rho)
