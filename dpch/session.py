@@ -35,7 +35,7 @@ from dpch.sql.analyze import MAX_GROUPS, QueryPlan, analyze
 from dpch.sql.parse import parse_query
 from dpch.sql.relation import quote
 from dpch.sql.rewrite import emit_probe_sql, emit_sql
-from dpch.sql.settings import QueryOptions, option_overrides
+from dpch.sql.settings import QueryOptions, given_options, option_overrides
 
 
 @dataclass(frozen=True)
@@ -441,13 +441,7 @@ def connect(
     """
     if isinstance(policy, str):
         policy = Policy.from_toml(policy)
-    overrides: dict[str, Any] = {}
-    if epsilon is not None:
-        overrides["epsilon"] = epsilon
-    if delta is not None:
-        overrides["delta"] = delta
-    if confidence is not None:
-        overrides["confidence"] = confidence
+    overrides = given_options(epsilon=epsilon, delta=delta, confidence=confidence)
     defaults = QueryOptions().with_overrides(overrides)
     if (dsn or default_dsn()).startswith(("dpch://", "dpchs://")):
         from dpch.server.client import connect_remote

@@ -18,6 +18,7 @@ from dpch.cli.output import FORMATS, render
 from dpch.engine import DSN_ENV, Engine
 from dpch.errors import ConfigError, DpchError
 from dpch.session import Session, connect
+from dpch.sql.settings import given_options
 
 
 class Context:
@@ -92,14 +93,7 @@ def cli(ctx: click.Context, dsn: str | None, analyst: str, database: str | None,
 
 
 def _query_options(epsilon: float | None, delta: float | None, confidence: float | None) -> dict:
-    options: dict[str, Any] = {}
-    if epsilon is not None:
-        options["epsilon"] = epsilon
-    if delta is not None:
-        options["delta"] = delta
-    if confidence is not None:
-        options["confidence"] = confidence
-    return options
+    return given_options(epsilon=epsilon, delta=delta, confidence=confidence)
 
 
 _epsilon = click.option("--epsilon", type=float, help="ε for this query (default 0.5; or SETTINGS dp_epsilon).")

@@ -102,3 +102,8 @@ def option_overrides(settings: dict[str, Any]) -> dict[str, Any]:
             )
         out[key] = value
     return out
+
+
+def given_options(**values: Any) -> dict[str, Any]:
+    """The options a caller actually gave (``None`` means "not given", e.g. an unset CLI flag)."""
+    return {name: value for name, value in values.items() if value is not None}
