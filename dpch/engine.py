@@ -49,6 +49,11 @@ def quote_identifier(name: str) -> str:
     return "`" + name.replace("\\", "\\\\").replace("`", "\\`") + "`"
 
 
+def quote_string(text: str) -> str:
+    """A ClickHouse string literal (backslash escapes) for ``text``."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 def check_identifier(name: str, what: str) -> str:
     """Returns ``name`` if it is a plain identifier; dpch only creates plainly named objects."""
     if not _IDENTIFIER.match(name):

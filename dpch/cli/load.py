@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from dpch.engine import Engine, check_identifier, quote_identifier
+from dpch.engine import Engine, check_identifier, quote_identifier, quote_string
 from dpch.errors import ConfigError
 from dpch.policy.model import base_type
 
@@ -40,7 +40,7 @@ def load_file(
             "say how many rows one unit may contribute",
             hint="add --max-rows-per-unit K (rows beyond K per unit are ignored), or --unique-units",
         )
-    source = f"file({_string(str(path))}, {fmt})"
+    source = f"file({quote_string(str(path))}, {fmt})"
     columns = engine.query_rows(f"DESCRIBE {source}")
     types = {row[0]: row[1] for row in columns}
     comments = {name: {} for name in types}
@@ -75,11 +75,12 @@ def load_file(
         if name == privacy_unit:
             ch_type = base_type(ch_type)
         comment = _annotation(comments[name])
-        definitions.append(f"{quote_identifier(name)} {ch_type}" + (f" COMMENT {_string(comment)}" if comment else ""))
+        suffix = f" COMMENT {quote_string(comment)}" if comment else ""
+        definitions.append(f"{quote_identifier(name)} {ch_type}{suffix}")
     engine.command(
         f"CREATE TABLE {qualified} ({', '.join(definitions)}) ENGINE = MergeTree"
         f" ORDER BY {quote_identifier(privacy_unit)}"
-        f" COMMENT {_string('dp: ' + ', '.join(table_items))}"
+        f" COMMENT {quote_string('dp: ' + ', '.join(table_items))}"
     )
     engine.command(f"INSERT INTO {qualified} SELECT * FROM {source}")
     return engine.query_rows(f"SELECT count() FROM {qualified}")[0][0]
@@ -104,6 +105,3 @@ def _number(text: str) -> float | int:
     value = float(text)
     return int(value) if value.is_integer() else value
 
-
-def _string(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"

@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from dpch.engine import Engine, quote_identifier
+from dpch.engine import Engine, quote_identifier, quote_string
 
 #: canonical name of each accepted format (ClickHouse format names are case-sensitive)
 _CANONICAL = {
@@ -70,9 +70,7 @@ def split_format(sql: str) -> tuple[str, str | None]:
     return rest, match.group(1)
 
 
-def string_literal(text: str) -> str:
-    """A ClickHouse string literal (backslash escapes) for ``text``."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+string_literal = quote_string
 
 
 def structure(columns: Sequence[str], types: Sequence[str]) -> str:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 
 from sqlglot import exp
 
+from dpch.engine import quote_identifier
 from dpch.errors import DpchError, QueryRejected
 from dpch.policy.model import ColumnPolicy, TablePolicy, base_type, is_integer_type
 from dpch.sql.bounds import ColumnRef, Interval, ValueTranslator, condition_sql
@@ -30,8 +31,7 @@ from dpch.sql.parse import DIALECT
 TableLookup = Callable[[str], TablePolicy]
 
 
-def quote(name: str) -> str:
-    return "`" + name.replace("\\", "\\\\").replace("`", "\\`") + "`"
+quote = quote_identifier  # one quoting rule for every identifier dpch emits
 
 
 @dataclass(frozen=True)
