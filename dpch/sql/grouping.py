@@ -25,7 +25,7 @@ from sqlglot import exp
 
 from dpch.errors import QueryRejected
 from dpch.policy.model import base_type
-from dpch.sql.bounds import check_condition, clamp_sql, condition_sql, function_name, num
+from dpch.sql.bounds import check_condition, clamp_sql, condition_sql, function_name
 from dpch.sql.parse import DIALECT
 from dpch.sql.relation import Relation, SourceColumn
 from dpch.sql.rewrite_literals import literal
@@ -182,4 +182,4 @@ def check_domain_size(keys: list[GroupKey]) -> int:
     return size
 
 
-__all__ = ["GroupKey", "KeyBuilder", "MAX_GROUPS", "check_domain_size", "num"]
+__all__ = ["GroupKey", "KeyBuilder", "MAX_GROUPS", "check_domain_size"]
