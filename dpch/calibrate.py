@@ -1,22 +1,29 @@
 """Calibration: one mechanism per noisy part of a plan, and the query's exact total cost.
 
-A query's ε is split evenly over its noisy parts — each additive measure, each quantile's
-exponential mechanism, and partition selection when a GROUP BY key is private — and the
-split is reported. δ goes to the Gaussian measures and to partition selection (evenly);
+A query's ε is split evenly over its noisy parts — each additive measure, each quantile
+*statistic*'s exponential mechanism (two quantiles of one column share a histogram but run two
+mechanisms, so they take two shares), and partition selection when a GROUP BY key is private —
+and the split is reported. δ goes to the Gaussian measures and to partition selection (evenly);
 a pure-ε (Laplace) query with partition selection spends all of its δ on the selection.
 Nothing costs more than the ε and δ asked for (basic composition of the parts).
+
+:func:`check_cost` is the cost self-check (DESIGN.md rule 7): from the plan alone it counts the
+mechanisms the release will run and fails closed, before anything is charged, unless the noise
+plan has exactly those mechanisms and their composed cost is what will be charged.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
-from dpch.errors import QueryRejected
+from dpch.errors import CostCheckFailed, QueryRejected
 from dpch.mechanisms.cost import PrivacyCost
 from dpch.mechanisms.exponential import ExponentialMechanism
 from dpch.mechanisms.gaussian import GaussianMechanism
 from dpch.mechanisms.laplace import LaplaceMechanism
 from dpch.mechanisms.partition_selection import LaplacePartitionSelection
+from dpch.sql.aggregates import Stat
 from dpch.sql.analyze import QueryPlan
 from dpch.sql.settings import QueryOptions
 
@@ -28,6 +35,7 @@ class NoisePlan:
     """The mechanisms of one query and what they cost together."""
 
     additive: dict[str, Additive] = field(default_factory=dict)
+    #: one exponential mechanism per quantile statistic (keyed by the statistic's name)
     selectors: dict[str, ExponentialMechanism] = field(default_factory=dict)
     selection: LaplacePartitionSelection | None = None
     mechanism: str = "laplace"
@@ -63,8 +71,8 @@ def calibrate(plan: QueryPlan, opts: QueryOptions) -> NoisePlan:
         raise QueryRejected("the Laplace mechanism is pure ε-DP and takes no dp_delta",
                             hint="drop dp_delta, or use dp_mechanism = 'gaussian'")
     additive = [m for m in plan.measures if m.kind != "histogram"]
-    histograms = [m for m in plan.measures if m.kind == "histogram"]
-    parts = len(additive) + len(histograms) + (1 if selection else 0)
+    quantiles = quantile_stats(plan)
+    parts = len(additive) + len(quantiles) + (1 if selection else 0)
     eps = opts.epsilon / parts
     delta_parts = (len(additive) if mechanism == "gaussian" else 0) + (1 if selection else 0)
     delta = opts.delta / delta_parts if delta_parts else 0.0
@@ -76,9 +84,55 @@ def calibrate(plan: QueryPlan, opts: QueryOptions) -> NoisePlan:
                                                        dimension=dimension)
         else:
             noise.additive[m.name] = LaplaceMechanism(eps, m.sensitivity, integer=m.integer)
-    for m in histograms:
-        # the rank utility moves by at most k over all groups together, so one ε covers them all
-        noise.selectors[m.name] = ExponentialMechanism(eps, m.sensitivity)
+    measures = {m.name: m for m in plan.measures}
+    for stat in quantiles:
+        # one mechanism per quantile: each draws its own noise, so each takes its own share. Within
+        # one quantile the rank utility moves by at most k over all groups together (a unit's k rows
+        # are split among them), so one ε covers every group's run
+        noise.selectors[stat.name] = ExponentialMechanism(eps, measures[stat.measures[0]].sensitivity)
     if selection:
         noise.selection = LaplacePartitionSelection(eps, delta, plan.groups_per_unit)
+    check_cost(plan, opts, noise)
     return noise
+
+
+def quantile_stats(plan: QueryPlan) -> list[Stat]:
+    """The plan's quantile statistics: each runs one exponential mechanism."""
+    return [s for s in plan.stats.values() if s.kind == "quantile"]
+
+
+#: relative slack for float rounding when comparing composed costs with the request
+_ROUNDING = 1e-9
+
+
+def check_cost(plan: QueryPlan, opts: QueryOptions, noise: NoisePlan) -> None:
+    """The cost self-check (DESIGN.md rule 7), before the charge; raises :class:`CostCheckFailed`.
+
+    Counted from the plan: one additive mechanism per non-histogram measure, one exponential
+    mechanism per quantile statistic, one partition selection when a key is private. The noise
+    plan must hold exactly those mechanisms, and their basic composition (ε and δ add, seed
+    dpch-differential-privacy-for-clickhouse Thm 3) must not exceed the ε and δ the query asked for.
+    """
+    expected_additive = {m.name for m in plan.measures if m.kind != "histogram"}
+    expected_selectors = {s.name for s in quantile_stats(plan)}
+    problems = []
+    if set(noise.additive) != expected_additive:
+        problems.append(f"additive mechanisms {sorted(noise.additive)} ≠ measures {sorted(expected_additive)}")
+    if set(noise.selectors) != expected_selectors:
+        problems.append(f"exponential mechanisms {sorted(noise.selectors)} ≠ quantiles {sorted(expected_selectors)}")
+    if (noise.selection is not None) != plan.partition_selection:
+        problems.append("partition selection does not match the plan's keys")
+    composed = PrivacyCost(0.0, 0.0)
+    for mech in [*noise.additive.values(), *noise.selectors.values()]:
+        composed = PrivacyCost(composed.epsilon + mech.cost.epsilon, composed.delta + mech.cost.delta)
+    if noise.selection is not None:
+        composed = PrivacyCost(composed.epsilon + noise.selection.cost.epsilon,
+                               composed.delta + noise.selection.cost.delta)
+    charged = noise.cost
+    if not (math.isclose(composed.epsilon, charged.epsilon, rel_tol=_ROUNDING)
+            and math.isclose(composed.delta, charged.delta, rel_tol=_ROUNDING, abs_tol=1e-300)):
+        problems.append(f"composed cost {composed} ≠ charged cost {charged}")
+    if charged.epsilon > opts.epsilon * (1 + _ROUNDING) or charged.delta > opts.delta * (1 + _ROUNDING):
+        problems.append(f"cost {charged} exceeds the request ε {opts.epsilon}, δ {opts.delta}")
+    if problems:
+        raise CostCheckFailed("; ".join(problems))

@@ -100,3 +100,15 @@ class AccuracyNotReached(DpchError):
         self.release_id = release_id
         self.charged = charged
         self.report = report
+
+
+class CostCheckFailed(DpchError):
+    """The cost self-check failed: the mechanisms a release would run do not compose to the cost
+    it would be charged (DESIGN.md rule 7). Nothing was run or charged; this is a dpch bug."""
+
+    kind = "internal"
+
+    def __init__(self, detail: str) -> None:
+        super().__init__("dpch refused to release: its privacy cost self-check failed (nothing was charged)",
+                         hint="this is a bug in dpch; please report it with the query")
+        self.detail = detail

@@ -126,7 +126,7 @@ def pick_quantiles(stat: Stat, histograms: list[dict[int, int]], noise: NoisePla
                    source: NoiseSource) -> np.ndarray:
     """The exponential mechanism over the grid: utility −|#{bins < j} − q·n| per candidate j."""
     lo, step, points = stat.grid
-    mech = noise.selectors[stat.measures[0]]
+    mech = noise.selectors[stat.name]
     values = np.empty(len(histograms))
     for g, hist in enumerate(histograms):
         counts = np.zeros(points)
@@ -140,7 +140,7 @@ def pick_quantiles(stat: Stat, histograms: list[dict[int, int]], noise: NoisePla
 
 def rank_error(stat: Stat, noise: NoisePlan, confidence: float) -> float:
     """With ``confidence``, the released quantile's rank is within this many rows of q·n."""
-    return noise.selectors[stat.measures[0]].utility_gap(stat.grid[2], confidence)
+    return noise.selectors[stat.name].utility_gap(stat.grid[2], confidence)
 
 
 def build_rows(outputs_: Sequence, keys: list[tuple], values: dict[str, np.ndarray],

@@ -343,11 +343,14 @@ class Session:
                     else m.sensitivity, derivation=m.derivation, mechanism=mech.name,
                     epsilon=mech.cost.epsilon, delta=mech.cost.delta, noise_scale=scale,
                     half_width=mech.half_width(opts.confidence)))
-            else:
-                em = noise.selectors[m.name]
-                reports.append(MeasureReport(
-                    name=m.name, expression=m.sql, sensitivity=m.sensitivity, derivation=m.derivation,
-                    mechanism="exponential", epsilon=em.epsilon, delta=0.0, noise_scale=0.0, half_width=0.0))
+        measures = {m.name: m for m in plan.measures}
+        for stat_name, em in noise.selectors.items():  # one exponential mechanism per quantile
+            stat = plan.stats[stat_name]
+            m = measures[stat.measures[0]]
+            reports.append(MeasureReport(
+                name=f"{m.name}:{stat_name}", expression=f"{stat.label} over {m.sql}", sensitivity=m.sensitivity,
+                derivation=m.derivation, mechanism="exponential", epsilon=em.epsilon, delta=0.0, noise_scale=0.0,
+                half_width=0.0))
         if noise.selection is not None:
             sel = noise.selection
             reports.append(MeasureReport(

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Iterator
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 
-from dpch.sql.bounds import CONDITION_FUNCTIONS
+from dpch.sql.functions import TYPED_NAMES
 from dpch.sql.settings import SETTING_NAMES
 
 KEYWORDS = (
@@ -22,20 +22,7 @@ KEYWORDS = (
 AGGREGATES = ("count", "countIf", "sum", "sumIf", "avg", "avgIf", "varPop", "varSamp", "stddevPop",
               "stddevSamp", "quantile", "median")
 
-# ClickHouse's spelling of the allowlisted scalar functions (dpch/sql/bounds.py keeps them lowercase)
-_SPELLING = {
-    "lengthutf8": "lengthUTF8", "notempty": "notEmpty", "startswith": "startsWith", "endswith": "endsWith",
-    "positioncaseinsensitive": "positionCaseInsensitive", "tostring": "toString",
-    "tofloat64ornull": "toFloat64OrNull", "toint64ornull": "toInt64OrNull", "todateornull": "toDateOrNull",
-    "toyear": "toYear", "tomonth": "toMonth", "todayofmonth": "toDayOfMonth", "todayofweek": "toDayOfWeek",
-    "tohour": "toHour", "tostartofweek": "toStartOfWeek", "isnull": "isNull", "isnotnull": "isNotNull",
-    "ifnull": "ifNull", "multiif": "multiIf", "datetrunc": "dateTrunc",
-}
-# operators and sqlglot's internal names, which are not what an analyst types
-_NOT_TYPED = {"in", "notin", "like", "ilike", "starts_with", "ends_with", "str_position", "dayofweek_iso",
-              "timestamp_trunc", "regexp_like", "array_contains", "date_trunc"}
-FUNCTIONS = tuple(sorted({_SPELLING.get(n, n) for n in CONDITION_FUNCTIONS if n not in _NOT_TYPED} | {"intDiv"},
-                         key=str.lower))
+FUNCTIONS = tuple(sorted(TYPED_NAMES, key=str.lower))  # the totality registry, dpch/sql/functions.py
 
 COMMANDS = ("\\budget", "\\tables", "\\policy", "\\explain", "\\refine", "\\format", "\\intervals", "\\set",
             "\\unset", "\\history", "\\help", "\\q")

@@ -28,7 +28,15 @@ from typing import Literal
 from sqlglot import exp
 
 from dpch.errors import QueryRejected
-from dpch.sql.bounds import AGGREGATE_NAMES, Interval, ValueTranslator, condition_sql, function_name, num
+from dpch.sql.bounds import (
+    AGGREGATE_NAMES,
+    Interval,
+    ValueExpr,
+    ValueTranslator,
+    condition_sql,
+    function_name,
+    num,
+)
 from dpch.sql.parse import DIALECT
 
 MeasureKind = Literal["count", "sum", "distinct", "histogram"]
@@ -192,9 +200,10 @@ class AggregateBuilder:
     def _sum(self, arg: exp.Expression, cond: str | None, label: str, *, centred: bool):
         value = self.translator.translate(arg, label)
         iv = value.interval
+        check_accumulable(value, label)
         expr = value.sql
         if centred:
-            expr = f"({expr} - {num(iv.mid)})"
+            expr = f"(toFloat64({expr}) - {num(iv.mid)})"
             l1 = self.cap * iv.width / 2.0
             why = f"{label}: Σ(value − {num(iv.mid)}) with value in [{num(iv.lo)}, {num(iv.hi)}]: " \
                   f"{self.cap} rows × {num(iv.width / 2.0)}"
@@ -219,7 +228,8 @@ class AggregateBuilder:
                        exp.StddevSamp: "stddevSamp", exp.Stddev: "stddevSamp"}[type(node)]
         value = self.translator.translate(arg, label)
         iv = value.interval
-        centred = f"({value.sql} - {num(iv.mid)})"
+        check_accumulable(value, label)
+        centred = f"(toFloat64({value.sql}) - {num(iv.mid)})"
         r = iv.width / 2.0
         count = self._count(self._not_null(value.sql, None) if value.nullable else None, label)
         s1 = self._measure("sum", f"sum({centred})", self.cap * r, False,
@@ -247,12 +257,33 @@ class AggregateBuilder:
         if value.integer and iv.width < QUANTILE_GRID:
             points = int(iv.width) + 1
         step = iv.width / (points - 1)
-        bin_sql = f"toUInt32(round(({value.sql} - {num(iv.lo)}) / {step!r}))"
+        bin_sql = f"toUInt32(round((toFloat64({value.sql}) - {num(iv.lo)}) / {step!r}))"
         sql = f"sumMapIf([{bin_sql}], [toUInt64(1)], isNotNull({value.sql}))"
         measure = self._measure("histogram", sql, float(self.cap), True,
                                 f"{label}: rank utility; one unit moves a rank by at most {self.cap}")
         return self._stat("quantile", label, (measure,), interval=iv, quantile=level,
                           grid=(iv.lo, step, points))
+
+
+#: integer measures accumulate in Int128: at most 2^64 rows of |value| < 2^62 sum to < 2^126
+MAX_EXACT_INTEGER = 2.0**62
+#: Float64 measures: 2^64 rows of |value| ≤ 1e280 stay far below Float64's 1.8e308 (no ±inf)
+MAX_FLOAT = 1e280
+
+
+def check_accumulable(value: ValueExpr, label: str) -> None:
+    """Refuses a value whose sum could leave the accumulator's range (DESIGN.md rule 6).
+
+    ClickHouse sums UInt64/Int64 modulo 2^64 without a warning, while the sensitivity assumes the
+    true sum; so integer values are summed as Int128 (see :meth:`ValueTranslator.translate`), which
+    holds 2^64 rows of any value below 2^62 exactly, and Float64 values are kept far from overflow.
+    """
+    limit = MAX_EXACT_INTEGER if value.integer else MAX_FLOAT
+    if value.interval.magnitude >= limit:
+        kind = "an exact integer sum" if value.integer else "a floating-point sum"
+        raise QueryRejected(
+            f"{label}: values up to {num(value.interval.magnitude)} are too large for {kind}",
+            hint="use smaller bounds or constants (integers below 2^62, reals below 1e280)")
 
 
 def is_aggregate(node: exp.Expression) -> bool:

@@ -24,6 +24,7 @@ from sqlglot import exp
 
 from dpch.errors import MissingBoundsError, QueryRejected
 from dpch.policy.model import is_numeric_type
+from dpch.sql.functions import check_total
 from dpch.sql.parse import DIALECT
 
 
@@ -71,6 +72,9 @@ class Interval:
 
 BOOL = Interval(0.0, 1.0)
 
+#: round/floor/ceil places beyond this are refused: 10^-places must stay a normal Float64
+MAX_ROUND_PLACES = 15
+
 
 @dataclass(frozen=True)
 class ColumnRef:
@@ -97,33 +101,6 @@ class ValueExpr:
 
 Mode = Literal["value", "condition"]
 Resolver = Callable[[exp.Column], ColumnRef]
-
-#: functions allowed in conditions (WHERE, if/CASE tests, countIf): deterministic and total —
-#: never raising on a row's value, since an error that depends on one row would leak it
-CONDITION_FUNCTIONS = frozenset(
-    {
-        "abs", "lower", "upper", "length", "lengthutf8", "empty", "notempty", "startswith",
-        "endswith", "position", "positioncaseinsensitive", "substring", "concat", "trim",
-        "round", "floor", "ceil", "least", "greatest", "tostring", "tofloat64ornull",
-        "toint64ornull", "todateornull", "toyear", "tomonth", "todayofmonth", "todayofweek",
-        "tohour", "tostartofweek",
-        "isnull", "isnotnull", "coalesce", "ifnull", "if", "multiif", "match",
-        "like", "ilike", "has", "in", "notin", "datetrunc", "date_trunc", "year", "month", "day",
-        "sqrt", "exp", "ln", "log", "log2", "log10", "pow", "power", "sign",
-        # sqlglot's canonical names for ClickHouse functions
-        "starts_with", "ends_with", "str_position", "dayofweek_iso", "timestamp_trunc",
-        "regexp_like", "array_contains",
-    }
-)
-
-#: node types allowed in conditions besides functions
-CONDITION_NODES: tuple[type[exp.Expression], ...] = (
-    exp.Column, exp.Identifier, exp.Literal, exp.Boolean, exp.Null, exp.Paren, exp.Tuple,
-    exp.And, exp.Or, exp.Not, exp.Xor, exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE,
-    exp.NullSafeEQ, exp.NullSafeNEQ, exp.In, exp.Between, exp.Like, exp.ILike, exp.Is,
-    exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Neg, exp.DataType, exp.Case, exp.If, exp.Var,
-    exp.Interval, exp.Array, exp.Where,
-)
 
 AGGREGATE_NAMES = frozenset({
     "count", "sum", "avg", "min", "max", "quantile", "median", "uniq", "any", "stddevpop",
@@ -157,7 +134,8 @@ def clamp_sql(sql: str, interval: Interval) -> str:
 
 
 def check_condition(node: exp.Expression, resolve: Resolver) -> None:
-    """Validates a condition: allowlisted nodes and functions, known columns, no subqueries."""
+    """Validates a condition: every node in the totality registry (:mod:`.functions`), constant
+    arguments literal, known columns, no subqueries or aggregates."""
     for sub in node.walk():
         if isinstance(sub, exp.Select | exp.Subquery):
             raise QueryRejected("subqueries in conditions are not supported", hint="filter with literal values")
@@ -171,27 +149,30 @@ def check_condition(node: exp.Expression, resolve: Resolver) -> None:
         if isinstance(sub, exp.Column):
             resolve(sub)
             continue
-        if isinstance(sub, CONDITION_NODES):
-            continue
-        if isinstance(sub, exp.Func):
-            name = function_name(sub)
-            if name not in CONDITION_FUNCTIONS:
-                raise QueryRejected(
-                    f"function {name}() is not allowed in dpch queries",
-                    hint="functions that can fail, sleep, or read outside the table are refused; "
-                    "use comparisons and common scalar functions",
-                )
-            continue
-        raise QueryRejected(f"{sub.key.upper()} expressions are not supported in dpch queries")
+        check_total(sub)
 
 
 def condition_sql(node: exp.Expression, resolve: Resolver) -> str:
-    """The SQL of a validated condition with column references mapped to the capped rows."""
+    """The SQL of a validated condition with column references mapped to the capped rows.
+
+    Decimal columns are read as Float64 (:func:`read_sql`): Decimal division by zero and Decimal
+    overflow raise inside ClickHouse, which a row could trigger on purpose (DESIGN.md rule 5).
+    """
     check_condition(node, resolve)
     holder = exp.Paren(this=node.copy())  # a parent, so that a bare column can be replaced too
     for col in list(holder.find_all(exp.Column)):
-        col.replace(_raw(resolve(col).sql))
+        ref = resolve(col)
+        col.replace(_raw(read_sql(ref.sql, ref.type)))
     return holder.this.sql(dialect=DIALECT)
+
+
+def read_sql(sql: str, type_: str) -> str:
+    """How emitted SQL reads a column of ClickHouse type ``type_``: Decimals as Float64, the rest as is."""
+    return f"toFloat64({sql})" if _is_decimal(type_) else sql
+
+
+def _is_decimal(type_: str) -> bool:
+    return "Decimal" in type_
 
 
 def _raw(sql: str) -> exp.Expression:
@@ -214,14 +195,17 @@ class ValueTranslator:
         interval = value.interval.check()
         exact_integer = value.integer and float(interval.lo).is_integer() and float(interval.hi).is_integer()
         if isinstance(node, exp.Column) and exact_integer:
-            return ValueExpr(value.sql, interval, value.integer, nullable)  # clamped; an integer is never NaN
+            # clamped in the column's own type (exact; an integer is never NaN), then widened so that
+            # sums accumulate in Int128 and cannot wrap (DESIGN.md rule 6)
+            ref = self.resolve(node)
+            return ValueExpr(f"toInt128({clamp_sql(ref.sql, interval)})", interval, value.integer, nullable)
         fallback = num(min(max(0.0, interval.lo), interval.hi))
         inner = value.sql
         if isinstance(node, exp.Column):  # clamp once: NaN/inf first, then the bounds
             inner = self.resolve(node).sql
         sql = clamp_sql(f"ifNotFinite(toFloat64({inner}), {fallback})", interval)
         if exact_integer:
-            sql = f"toInt64({sql})"
+            sql = f"toInt128({sql})"
         return ValueExpr(sql, interval, value.integer, nullable)
 
     def nullable(self, node: exp.Expression) -> bool:
@@ -247,7 +231,9 @@ class ValueTranslator:
                     hint=f"the data owner adds them: ALTER TABLE ... COMMENT COLUMN {ref.name} "
                     "'dp: bounds=[lo, hi]' (or in the policy TOML)",
                 )
-            return ValueExpr(clamp_sql(ref.sql, ref.bounds), ref.bounds, ref.integer)
+            # inside an expression every column is computed in Float64: integer arithmetic wraps
+            # silently and Decimal arithmetic raises, both on values a row chooses (rules 5 and 6)
+            return ValueExpr(clamp_sql(f"toFloat64({ref.sql})", ref.bounds), ref.bounds, ref.integer)
         if isinstance(node, exp.Literal):
             if node.is_string:
                 raise QueryRejected(f"{context}: a string literal is not a number")
@@ -319,6 +305,9 @@ class ValueTranslator:
             a = self._value(node.this, context)
             digits = node.args.get("decimals") or node.args.get("expression")
             places = int(_literal_number(digits, context)) if digits is not None else 0
+            if abs(places) > MAX_ROUND_PLACES:
+                raise QueryRejected(f"{context}: {name}() to {places} places is outside what dpch can bound",
+                                    hint=f"use between -{MAX_ROUND_PLACES} and {MAX_ROUND_PLACES} places")
             step = 10.0 ** (-places)
             lo = math.floor(a.interval.lo / step) * step
             hi = math.ceil(a.interval.hi / step) * step
@@ -378,7 +367,11 @@ def _is_condition(node: exp.Expression) -> bool:
 
 def _literal_number(node: exp.Expression | None, context: str) -> float:
     if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal) and not node.this.is_string:
-        return -float(node.this.this)
-    if isinstance(node, exp.Literal) and not node.is_string:
-        return float(node.this)
-    raise QueryRejected(f"{context}: expected a number literal")
+        value = -float(node.this.this)
+    elif isinstance(node, exp.Literal) and not node.is_string:
+        value = float(node.this)
+    else:
+        raise QueryRejected(f"{context}: expected a number literal")
+    if not math.isfinite(value):
+        raise QueryRejected(f"{context}: the number {node.sql(dialect=DIALECT)} is too large")
+    return value
