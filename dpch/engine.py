@@ -152,6 +152,23 @@ def _release_embedded(shared: _SharedClient) -> None:
             shared.client.close()
 
 
+#: what a failed probe (synthetic rows only, so the failure says nothing about the data) means
+_PROBE_HINT = "check the columns' types with `dpch policy show` and the functions' arguments"
+_PROBE_HINTS = {
+    "CANNOT_COMPILE_REGEXP": "the regular expression pattern is invalid (RE2 syntax)",
+    "CANNOT_PARSE_ESCAPE_SEQUENCE": "the LIKE pattern is invalid: a backslash must escape a character",
+    "ILLEGAL_TYPE_OF_ARGUMENT": "a function or operator got an argument of the wrong type; compare each "
+                                "column's type in `dpch policy show` with what the function takes",
+    "NO_COMMON_TYPE": "the values compared or combined have no common type (e.g. a String and a number)",
+    "TYPE_MISMATCH": "a value cannot be compared with that column's type (e.g. text with a number column)",
+    "CANNOT_PARSE_TEXT": "a literal does not parse as the column's type (e.g. a malformed date)",
+    "CANNOT_PARSE_DATE": "a date literal is malformed; write 'YYYY-MM-DD'",
+    "CANNOT_PARSE_DATETIME": "a date-time literal is malformed; write 'YYYY-MM-DD hh:mm:ss'",
+    "NUMBER_OF_ARGUMENTS_DOESNT_MATCH": "a function got the wrong number of arguments",
+    "ARGUMENT_OUT_OF_BOUND": "a constant argument is out of range",
+}
+
+
 class Engine:
     """A connection to ClickHouse (embedded or server) and the one database dpch works in."""
 
@@ -282,10 +299,8 @@ class Engine:
         except ClickHouseError as exc:
             match = _ERROR_CODE.search(str(exc))
             code = match.group(1) if match else "UNKNOWN"
-            raise QueryRejected(
-                f"ClickHouse cannot run this query ({code})",
-                hint="check the column types in your WHERE clause against `dpch policy show`",
-            ) from None
+            raise QueryRejected(f"ClickHouse cannot run this query ({code})",
+                                hint=_PROBE_HINTS.get(code, _PROBE_HINT)) from None
 
     # -- schema -------------------------------------------------------------------------------
 

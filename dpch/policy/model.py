@@ -122,6 +122,12 @@ class TablePolicy:
             raise PolicyError(f"table {self.table} has no column {name!r}")
         return col
 
+    @property
+    def nullable_unit(self) -> bool:
+        """Whether the privacy-unit column's type admits NULL (such rows are excluded from queries)."""
+        column = self.columns.get(self.privacy_unit or "")
+        return column is not None and column.type.replace("LowCardinality(", "").startswith("Nullable(")
+
     def describe(self) -> str:
         """A human-readable summary, as `dpch policy show` prints it."""
         lines = [f"table {self.table}"]
@@ -129,6 +135,9 @@ class TablePolicy:
             lines.append("  public table (no personal data)")
         elif self.private:
             lines.append(f"  privacy unit: {self.privacy_unit}")
+            if self.nullable_unit:
+                lines.append(f"  the unit column is Nullable: rows whose {self.privacy_unit} is NULL belong to no "
+                             "known person and are left out of every private query")
             if self.unique_units:
                 lines.append("  one row per unit (no contribution cap needed)")
             else:
@@ -150,6 +159,7 @@ class TablePolicy:
             "privacy_unit": self.privacy_unit,
             "max_rows_per_unit": self.max_rows_per_unit,
             "unique_units": self.unique_units,
+            "nullable_unit": self.nullable_unit,
             "max_groups_per_unit": self.max_groups_per_unit,
             "columns": {
                 c.name: {

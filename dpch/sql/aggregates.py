@@ -37,6 +37,7 @@ from dpch.sql.bounds import (
     function_name,
     num,
 )
+from dpch.sql.functions import display_name
 from dpch.sql.parse import DIALECT
 
 MeasureKind = Literal["count", "sum", "distinct", "histogram"]
@@ -138,7 +139,7 @@ class AggregateBuilder:
         if name in ("quantile", "median") or isinstance(node, exp.Quantile | exp.Median):
             return self._quantile(node, name, label)
         raise QueryRejected(
-            f"aggregate {name or node.key}() is not supported",
+            f"aggregate {display_name(node)} is not supported",
             hint="supported: count, count(DISTINCT unit), countIf, sum, sumIf, avg, avgIf, varPop, varSamp, "
             "stddevPop, stddevSamp, quantile(p), median",
         )
@@ -200,10 +201,10 @@ class AggregateBuilder:
     def _sum(self, arg: exp.Expression, cond: str | None, label: str, *, centred: bool):
         value = self.translator.translate(arg, label)
         iv = value.interval
-        check_accumulable(value, label)
+        check_accumulable(value, label, floating=centred)  # a centred sum is accumulated in Float64
         expr = value.sql
         if centred:
-            expr = f"(toFloat64({expr}) - {num(iv.mid)})"
+            expr = f"({as_float(value)} - {num(iv.mid)})"
             l1 = self.cap * iv.width / 2.0
             why = f"{label}: Σ(value − {num(iv.mid)}) with value in [{num(iv.lo)}, {num(iv.hi)}]: " \
                   f"{self.cap} rows × {num(iv.width / 2.0)}"
@@ -228,8 +229,8 @@ class AggregateBuilder:
                        exp.StddevSamp: "stddevSamp", exp.Stddev: "stddevSamp"}[type(node)]
         value = self.translator.translate(arg, label)
         iv = value.interval
-        check_accumulable(value, label)
-        centred = f"(toFloat64({value.sql}) - {num(iv.mid)})"
+        check_accumulable(value, label, floating=True)
+        centred = f"({as_float(value)} - {num(iv.mid)})"
         r = iv.width / 2.0
         count = self._count(self._not_null(value.sql, None) if value.nullable else None, label)
         s1 = self._measure("sum", f"sum({centred})", self.cap * r, False,
@@ -257,7 +258,7 @@ class AggregateBuilder:
         if value.integer and iv.width < QUANTILE_GRID:
             points = int(iv.width) + 1
         step = iv.width / (points - 1)
-        bin_sql = f"toUInt32(round((toFloat64({value.sql}) - {num(iv.lo)}) / {step!r}))"
+        bin_sql = f"toUInt32(round(({as_float(value)} - {num(iv.lo)}) / {step!r}))"
         sql = f"sumMapIf([{bin_sql}], [toUInt64(1)], isNotNull({value.sql}))"
         measure = self._measure("histogram", sql, float(self.cap), True,
                                 f"{label}: rank utility; one unit moves a rank by at most {self.cap}")
@@ -271,19 +272,26 @@ MAX_EXACT_INTEGER = 2.0**62
 MAX_FLOAT = 1e280
 
 
-def check_accumulable(value: ValueExpr, label: str) -> None:
+def check_accumulable(value: ValueExpr, label: str, *, floating: bool = False) -> None:
     """Refuses a value whose sum could leave the accumulator's range (DESIGN.md rule 6).
 
     ClickHouse sums UInt64/Int64 modulo 2^64 without a warning, while the sensitivity assumes the
     true sum; so integer values are summed as Int128 (see :meth:`ValueTranslator.translate`), which
     holds 2^64 rows of any value below 2^62 exactly, and Float64 values are kept far from overflow.
     """
-    limit = MAX_EXACT_INTEGER if value.integer else MAX_FLOAT
+    exact = value.integer and not floating
+    limit = MAX_EXACT_INTEGER if exact else MAX_FLOAT
     if value.interval.magnitude >= limit:
-        kind = "an exact integer sum" if value.integer else "a floating-point sum"
+        kind = "an exact integer sum" if exact else "a floating-point sum"
         raise QueryRejected(
             f"{label}: values up to {num(value.interval.magnitude)} are too large for {kind}",
             hint="use smaller bounds or constants (integers below 2^62, reals below 1e280)")
+
+
+def as_float(value: ValueExpr) -> str:
+    """``value`` in Float64 (integer values are Int128, whose difference with a float is exact enough
+    and never wraps; real values already are Float64)."""
+    return f"toFloat64({value.sql})" if value.integer else value.sql
 
 
 def is_aggregate(node: exp.Expression) -> bool:

@@ -262,6 +262,10 @@ class _Analyzer:
         by_alias = {o.name: o.expr for o in getattr(self, "outputs", [])} if aliases else {}
 
         def visit(node: exp.Expression) -> exp.Expression:
+            if isinstance(node, exp.Filter):
+                raise QueryRejected(f"{what}: an aggregate's FILTER (WHERE …) clause is not supported",
+                                    hint="use the -If form: countIf(condition), sumIf(value, condition), "
+                                         "avgIf(value, condition)")
             if is_aggregate(node):
                 for inner in node.find_all(exp.AggFunc):
                     if inner is not node:

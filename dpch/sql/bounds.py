@@ -124,13 +124,22 @@ def function_name(node: exp.Expression) -> str:
 
 def num(x: float) -> str:
     """A ClickHouse numeric literal for a bound."""
-    if float(x).is_integer() and abs(x) < 2**53:
+    # whole numbers are written as integers at any size below 2^64: a Float64 literal beside an
+    # integer column makes least/greatest fail with a type error (no common type)
+    if float(x).is_integer() and abs(x) < 2**64:
         return str(int(x))
     return repr(float(x))
 
 
 def clamp_sql(sql: str, interval: Interval) -> str:
+    """``sql`` clamped to ``interval`` in its own (integer or date) type: bounds as exact literals."""
     return f"least(greatest({sql}, {num(interval.lo)}), {num(interval.hi)})"
+
+
+def clamp_float_sql(sql: str, interval: Interval) -> str:
+    """Float64 ``sql`` clamped to ``interval``; bounds as Float64 literals (least(Float64, UInt64) is a
+    type error in ClickHouse for integers of 2^32 and more)."""
+    return f"least(greatest({sql}, {float(interval.lo)!r}), {float(interval.hi)!r})"
 
 
 def check_condition(node: exp.Expression, resolve: Resolver) -> None:
@@ -199,11 +208,11 @@ class ValueTranslator:
             # sums accumulate in Int128 and cannot wrap (DESIGN.md rule 6)
             ref = self.resolve(node)
             return ValueExpr(f"toInt128({clamp_sql(ref.sql, interval)})", interval, value.integer, nullable)
-        fallback = num(min(max(0.0, interval.lo), interval.hi))
+        fallback = float(min(max(0.0, interval.lo), interval.hi))
         inner = value.sql
         if isinstance(node, exp.Column):  # clamp once: NaN/inf first, then the bounds
             inner = self.resolve(node).sql
-        sql = clamp_sql(f"ifNotFinite(toFloat64({inner}), {fallback})", interval)
+        sql = clamp_float_sql(f"ifNotFinite(toFloat64({inner}), {fallback!r})", interval)
         if exact_integer:
             sql = f"toInt128({sql})"
         return ValueExpr(sql, interval, value.integer, nullable)
@@ -233,7 +242,7 @@ class ValueTranslator:
                 )
             # inside an expression every column is computed in Float64: integer arithmetic wraps
             # silently and Decimal arithmetic raises, both on values a row chooses (rules 5 and 6)
-            return ValueExpr(clamp_sql(f"toFloat64({ref.sql})", ref.bounds), ref.bounds, ref.integer)
+            return ValueExpr(clamp_float_sql(f"toFloat64({ref.sql})", ref.bounds), ref.bounds, ref.integer)
         if isinstance(node, exp.Literal):
             if node.is_string:
                 raise QueryRejected(f"{context}: a string literal is not a number")

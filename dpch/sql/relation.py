@@ -176,12 +176,17 @@ class RelationBuilder:
         order = None
         if policy.unit_ordered and not policy.unique_units:
             order = ", ".join(f"{inner}.{quote(c)}" for c in policy.sorting_key)
+        # NULL units: rows whose unit is NULL belong to no known person. Capped together they would
+        # act as one "person" whose k kept rows an added NULL-unit row could replace (moving a sum by
+        # 2·k·max|v| against a sensitivity of k·max|v|), so they are excluded from every private query
+        conditions = [f"{unit_sql} IS NOT NULL"] if policy.nullable_unit else []
         return Relation(
             columns=columns,
             from_sql=f"{quote(self.database)}.{quote(policy.table)} AS {inner}",
             unit_sql=unit_sql,
             cap=policy.contribution_cap,
             tables=[policy],
+            conditions=conditions,
             needs_cap=not policy.unique_units,
             order_sql=order,
             max_groups_per_unit=policy.max_groups_per_unit,

@@ -18,12 +18,16 @@ except through this module, built from validated trees.
 
 from __future__ import annotations
 
+import sqlglot
+from sqlglot import exp
+
 from dpch.policy.model import base_type
 from dpch.sql.analyze import UNIT_COLUMN, QueryPlan
+from dpch.sql.parse import DIALECT
 from dpch.sql.relation import quote
 from dpch.sql.rewrite_literals import literal
 
-__all__ = ["emit_probe_sql", "emit_sql", "literal", "quote"]
+__all__ = ["emit_probe_sql", "emit_sql", "emit_tree", "literal", "quote", "render"]
 
 SELECTION_MEASURE = "units"
 
@@ -45,18 +49,14 @@ def _inner(plan: QueryPlan) -> str:
     return sql
 
 
-def emit_sql(plan: QueryPlan, database: str, *, inner: str | None = None) -> str:
-    """The ClickHouse SQL computing ``plan``'s exact measures (keys k0…, measures m0…).
-
-    With partition selection the result also has ``units``: distinct units per key.
-    """
-    del database  # table names in the plan are already qualified
+def _assemble(plan: QueryPlan) -> str:
+    """The emitted query as text assembled from the plan's validated parts (parsed once, below)."""
     rows = quote("__rows")
     select = [f"{k.sql} AS k{i}" for i, k in enumerate(plan.keys)]
     select += [f"{m.sql} AS {m.name}" for m in plan.measures]
     if plan.partition_selection:
         select.append(f"uniqExact({quote(UNIT_COLUMN)}) AS {SELECTION_MEASURE}")
-    sql = f"WITH {rows} AS ({inner or _inner(plan)}) SELECT {', '.join(select)} FROM {rows}"
+    sql = f"WITH {rows} AS ({_inner(plan)}) SELECT {', '.join(select)} FROM {rows}"
     if plan.restrict_groups:
         keys = ", ".join(k.sql for k in plan.keys)
         unit = quote(UNIT_COLUMN)
@@ -69,18 +69,50 @@ def emit_sql(plan: QueryPlan, database: str, *, inner: str | None = None) -> str
     return sql
 
 
+def emit_tree(plan: QueryPlan) -> exp.Query:
+    """The emitted query as one sqlglot tree: what runs and what the probe checks are both rendered
+    from it (DESIGN.md rule 4), so no text substitution can make them differ."""
+    return sqlglot.parse_one(_assemble(plan), read=DIALECT)  # type: ignore[return-value]
+
+
+def render(tree: exp.Expression) -> str:
+    """The one way an emitted tree becomes SQL text."""
+    return tree.sql(dialect=DIALECT)
+
+
+def emit_sql(plan: QueryPlan, database: str) -> str:
+    """The ClickHouse SQL computing ``plan``'s exact measures (keys k0…, measures m0…).
+
+    With partition selection the result also has ``units``: distinct units per key.
+    """
+    del database  # table names in the plan are already qualified
+    return render(emit_tree(plan))
+
+
 def emit_probe_sql(plan: QueryPlan, database: str) -> str:
     """The plan's SQL over one synthetic row of non-NULL defaults per table, reading no data.
 
     Running it makes ClickHouse type-check and execute every expression of the query (an empty
     input or EXPLAIN skips functions over Nullable columns), so a query that cannot run is
-    rejected before anything is charged, and the outcome cannot depend on the data.
+    rejected before anything is charged, and the outcome cannot depend on the data. It is the
+    emitted tree with each table node replaced by a one-row subquery (a tree rewrite: a string
+    literal that happens to spell a table's name is left alone).
     """
-    inner = _inner(plan)
-    for table in plan.relation.tables:
-        columns = ", ".join(
-            f"CAST(defaultValueOfTypeName({literal(base_type(c.type))}), {literal(c.type)}) AS {quote(c.name)}"
-            for c in table.columns.values()
-        )
-        inner = inner.replace(f"{quote(database)}.{quote(table.table)}", f"(SELECT {columns})")
-    return emit_sql(plan, database, inner=inner)
+    tree = emit_tree(plan)
+    synthetic = {table.table: _synthetic_row(table) for table in plan.relation.tables}
+
+    def swap(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Table) and node.args.get("db") is not None and node.db == database \
+                and node.name in synthetic:
+            return exp.Subquery(this=synthetic[node.name].copy(), alias=node.args.get("alias"))
+        return node
+
+    return render(tree.transform(swap))
+
+
+def _synthetic_row(table) -> exp.Select:
+    columns = ", ".join(
+        f"CAST(defaultValueOfTypeName({literal(base_type(c.type))}), {literal(c.type)}) AS {quote(c.name)}"
+        for c in table.columns.values()
+    )
+    return sqlglot.parse_one(f"SELECT {columns}", read=DIALECT)  # type: ignore[return-value]
