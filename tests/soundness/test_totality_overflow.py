@@ -222,3 +222,16 @@ def test_probe_is_a_tree_rewrite_of_the_emitted_query(connect):
     assert f'"{db}"."people"' in emitted and f'"{db}"."people"' not in probe
     synthetic = probe[probe.index("(SELECT CAST"):probe.index(") AS t0") + 1]
     assert probe.replace(synthetic, "") == emitted.replace(f'"{db}"."people"', "")
+
+
+def test_integer_bounds_between_2_32_and_2_53_run(connect):
+    """Bounds in [2^32, 2^53) used to be Float64-vs-UInt64 literals in a clamp: a type error the probe
+    reported as a problem with the WHERE clause. Now the query runs and its exact sum is right."""
+    session = connect(analyst="wide")
+    ddl = "uid UInt64, n Int64 COMMENT 'dp: bounds=[0, 1099511627776]'"
+    rows = [(i, i * 1_000_000_007) for i in range(1, 20)]
+    make_table(session, ddl, rows, ["uid", "n"], name="w", comment="dp: privacy_unit=uid, max_rows_per_unit=1")
+    plan, _ = session.plan("SELECT sum(n * 2), avg(n) FROM w")
+    out = session.engine.run_private(emit_sql(plan, session.engine.database))[0]
+    assert int(out[0]) == sum(2 * n for _, n in rows)
+    assert session.query("SELECT sum(n * 2) FROM w SETTINGS dp_epsilon = 1").rows
