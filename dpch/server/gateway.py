@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from sqlglot.errors import SqlglotError
 
 from dpch.accounting.accountant import Accountant
 from dpch.dbapi.types import release_types, typed_rows
@@ -21,11 +24,11 @@ from dpch.errors import ConfigError, DpchError
 from dpch.mechanisms.cost import PrivacyCost
 from dpch.policy.resolve import Policy
 from dpch.release import Release
-from dpch.server.cache import ReleaseCache, cache_key
+from dpch.server.cache import CachedRelease, ReleaseCache, cache_key
 from dpch.server.config import ServerConfig, User
-from dpch.server.errors import GatewayError, from_dpch
-from dpch.server.formats import canonical_format, serialize, split_format, string_literal
-from dpch.server.introspection import Catalog, introspect
+from dpch.server.errors import GatewayError, from_dpch, metadata_error, syntax_error
+from dpch.server.formats import canonical_format, select_rows, serialize, split_format, string_literal
+from dpch.server.introspection import Catalog, Introspection, introspect, metadata_limits, render
 from dpch.server.wire import release_to_wire
 from dpch.session import Session
 from dpch.sql.settings import SETTING_NAMES
@@ -172,9 +175,12 @@ class Gateway:
         text = bind_parameters(text, binds)
         engine = self.engine(database)
         catalog = self._catalog(user, engine.database)
-        found = introspect(text, catalog)
+        try:
+            found = introspect(text, catalog)
+        except SqlglotError:
+            raise syntax_error(text) from None
         if found is not None:
-            body = self._raw(engine, found.sql, fmt, output)
+            body = self.metadata(engine, found, fmt, output)
             return Result(body, fmt, -1, found.kind)
         cached, hit = self.release(user, text, database=engine.database, options=options)
         release = cached.release
@@ -203,7 +209,12 @@ class Gateway:
         session = self.session(user, database)
         try:
             plan, opts = session.plan(sql, **options)
-            key = cache_key(user.analyst, session.engine.database, plan.query.fingerprint, opts)
+            if plan.query.explain:
+                # EXPLAIN DP is free and never cached: it has no entry of its own to share, and
+                # must never take (or fill) the entry of the query it explains.
+                explained = session.query(sql, **options)
+                return CachedRelease(explained, ["String"] * len(explained.columns), time.monotonic()), False
+            key = cache_key("release", user.analyst, session.engine.database, plan.query.fingerprint, opts)
 
             def fresh() -> tuple[Release, list[str]]:
                 return session.query(sql, **options), release_types(plan)
@@ -211,6 +222,8 @@ class Gateway:
             return self.cache.get_or_release(key, fresh)
         except DpchError as exc:
             raise from_dpch(exc) from None
+        except SqlglotError:  # the tokenizer's errors (an unexpanded $macro, an open quote)
+            raise syntax_error(sql) from None
 
     def release_wire(self, user: User, sql: str, *, database: str | None, options: dict[str, Any]) -> dict:
         """The dpch:// protocol's answer: the full release as JSON."""
@@ -243,23 +256,21 @@ class Gateway:
         rows = typed_rows(release.rows, types)
         if not output:
             return serialize(engine, fmt, release.columns, types, rows)
-        from dpch.server.formats import rows_table
+        return self._raw(engine, select_rows(release.columns, types, rows, output), fmt)
 
-        sql = f"SELECT * FROM {rows_table(release.columns, types, rows)}"
-        return self._raw(engine, sql, fmt, output)
+    def metadata(self, engine: Engine, found: Introspection, fmt: str, output: dict[str, str]) -> bytes:
+        """Runs an introspection query with limits ClickHouse itself enforces.
 
-    def _raw(self, engine: Engine, sql: str, fmt: str, output: dict[str, str]) -> bytes:
-        settings = {"input_format_parallel_parsing": "0", **output}
-        tail = ", ".join(f"{k} = {string_literal(v)}" for k, v in settings.items())
+        The engine is one shared client, so a metadata query holds it while it runs; these limits
+        bound how long it can delay any release (the allowlist already refuses row generators)."""
+        settings = {**metadata_limits(self.config.metadata_timeout), "input_format_parallel_parsing": "0", **output}
+        return self._raw(engine, render(found, settings), fmt)
+
+    def _raw(self, engine: Engine, sql: str, fmt: str) -> bytes:
         try:
-            return engine.raw_query(f"{sql} SETTINGS {tail}", fmt)
-        except Exception as exc:  # over synthetic public rows only: ClickHouse's text names no data
-            text = str(exc)
-            match = re.search(r"Code: (\d+)\. DB::Exception: (.*?)(?: \([A-Z_]+\))?(?:\s*\(version.*)?$",
-                              text.strip().splitlines()[0] if text.strip() else "")
-            if match:
-                raise GatewayError(int(match.group(1)), match.group(2)) from None
-            raise GatewayError(1002, "the metadata query failed") from None
+            return engine.raw_query(sql, fmt)
+        except Exception as exc:  # over synthetic public rows only, but ClickHouse's text is a dump
+            raise metadata_error(str(exc), self.config.metadata_timeout) from None
 
     def _catalog(self, user: User, database: str) -> Catalog:
         return Catalog(user=user.name, database=database, databases=list(self._engines),
