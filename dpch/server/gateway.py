@@ -80,12 +80,18 @@ class Gateway:
         self.policy = Policy.from_toml(config.policy) if config.policy else Policy()
         self.cache = ReleaseCache(config.cache_ttl)
         self._engines: dict[str, Engine] = {}
+        self._metadata_engine: Engine | None = None
         self._sessions: dict[tuple[str, str], Session] = {}
         self._lock = threading.Lock()
         try:
             for db in config.databases:
                 self._engines[db] = Engine(config.dsn, database=db)
             first = self._engines[config.database]
+            # Metadata queries read synthetic rows only, so any connection serves them. With a
+            # ClickHouse server they get their own connection and never wait for (or delay) a
+            # release; the embedded store is one shared client, where ClickHouse's time limit
+            # (metadata_timeout) bounds how long one can hold it.
+            self._metadata_engine = first if first.embedded else Engine(config.dsn, database=config.database)
             self.version, self.timezone = first.query_rows("SELECT version(), timezone()")[0]
             for user in config.users.values():
                 if user.budget is not None:
@@ -180,7 +186,7 @@ class Gateway:
         except SqlglotError:
             raise syntax_error(text) from None
         if found is not None:
-            body = self.metadata(engine, found, fmt, output)
+            body = self.metadata(found, fmt, output)
             return Result(body, fmt, -1, found.kind)
         cached, hit = self.release(user, text, database=engine.database, options=options)
         release = cached.release
@@ -258,12 +264,16 @@ class Gateway:
             return serialize(engine, fmt, release.columns, types, rows)
         return self._raw(engine, select_rows(release.columns, types, rows, output), fmt)
 
-    def metadata(self, engine: Engine, found: Introspection, fmt: str, output: dict[str, str]) -> bytes:
+    def metadata(self, found: Introspection, fmt: str, output: dict[str, str]) -> bytes:
         """Runs an introspection query with limits ClickHouse itself enforces.
 
-        The engine is one shared client, so a metadata query holds it while it runs; these limits
-        bound how long it can delay any release (the allowlist already refuses row generators)."""
+        On the embedded store the engine is one shared client, so a metadata query holds it while
+        it runs; these limits bound how long it can delay any release (the allowlist already
+        refuses row generators). With a ClickHouse server it has a connection of its own."""
         settings = {**metadata_limits(self.config.metadata_timeout), "input_format_parallel_parsing": "0", **output}
+        engine = self._metadata_engine
+        if engine is None:
+            raise GatewayError(1002, "dpch: the gateway is closed")
         return self._raw(engine, render(found, settings), fmt)
 
     def _raw(self, engine: Engine, sql: str, fmt: str) -> bytes:
@@ -303,6 +313,9 @@ class Gateway:
         return [p.as_dict() | {"describe": p.describe()} for p in self.session(user, database).tables()]
 
     def close(self) -> None:
+        metadata, self._metadata_engine = self._metadata_engine, None
+        if metadata is not None and all(metadata is not e for e in self._engines.values()):
+            metadata.close()
         for engine in self._engines.values():
             engine.close()
         self._engines.clear()

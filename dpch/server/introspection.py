@@ -22,7 +22,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from dpch.server.errors import GatewayError
-from dpch.server.formats import rows_source, string_literal, with_settings
+from dpch.server.formats import rows_source, with_settings
 
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 
@@ -125,29 +125,56 @@ _EXISTS = re.compile(
 _EXISTS_DB = re.compile(r"^\s*EXISTS\s+DATABASE\s+`?([A-Za-z0-9_]+)`?\s*;?\s*$", re.IGNORECASE)
 
 
-def translate_statement(sql: str, catalog: Catalog) -> str:
-    """SHOW/DESCRIBE/EXISTS as the equivalent SELECT over system tables (others unchanged)."""
+def translate_statement(sql: str, catalog: Catalog) -> exp.Select | None:
+    """SHOW/DESCRIBE/EXISTS as the equivalent SELECT over system tables, built as a tree (the
+    names and patterns the client gave become literals, never SQL text); None for others."""
     if m := _SHOW_DATABASES.match(sql):
-        where = f" WHERE name {'NOT ' if m.group(1) else ''}{m.group(2)} {m.group(3)}" if m.group(3) else ""
-        return f"SELECT name FROM system.databases{where} ORDER BY name"
+        query = _template("SELECT name FROM system.databases ORDER BY name")
+        return query.where(_like("name", m.group(1), m.group(2), m.group(3))) if m.group(3) else query
     if m := _SHOW_TABLES.match(sql):
         db = m.group(1) or catalog.database
-        like = f" AND name {'NOT ' if m.group(2) else ''}{m.group(3)} {m.group(4)}" if m.group(4) else ""
-        return f"SELECT name FROM system.tables WHERE database = {string_literal(db)}{like} ORDER BY name"
+        query = _template("SELECT name FROM system.tables ORDER BY name").where(_equals("database", db))
+        return query.where(_like("name", m.group(2), m.group(3), m.group(4))) if m.group(4) else query
     if m := _DESCRIBE.match(sql):
         db, table = m.group(1) or catalog.database, m.group(2)
         if not any(t[0] == table for t in catalog.tables(db)) if db in catalog.databases else True:
             raise GatewayError(60, f"Table {db}.{table} does not exist (or has no privacy policy)")
-        return ("SELECT name, type, default_kind AS default_type, default_expression, comment, "
-                "compression_codec AS codec_expression, '' AS ttl_expression FROM system.columns "
-                f"WHERE database = {string_literal(db)} AND table = {string_literal(table)} ORDER BY position")
+        query = _template("SELECT name, type, default_kind AS default_type, default_expression, comment, "
+                          "compression_codec AS codec_expression, '' AS ttl_expression FROM system.columns "
+                          "ORDER BY position")
+        return query.where(_equals("database", db)).where(_equals("table", table))
     if m := _EXISTS_DB.match(sql):
-        return f"SELECT toUInt8(count() > 0) AS result FROM system.databases WHERE name = {string_literal(m.group(1))}"
+        return _template("SELECT toUInt8(count() > 0) AS result FROM system.databases").where(
+            _equals("name", m.group(1)))
     if m := _EXISTS.match(sql):
         db, table = m.group(1) or catalog.database, m.group(2)
-        return ("SELECT toUInt8(count() > 0) AS result FROM system.tables "
-                f"WHERE database = {string_literal(db)} AND name = {string_literal(table)}")
-    return sql
+        query = _template("SELECT toUInt8(count() > 0) AS result FROM system.tables")
+        return query.where(_equals("database", db)).where(_equals("name", table))
+    return None
+
+
+def _template(sql: str) -> exp.Select:
+    """One of the constant queries above (dpch's own text, no client input), as a tree."""
+    tree = sqlglot.parse_one(sql, read="clickhouse")
+    assert isinstance(tree, exp.Select)
+    return tree
+
+
+def _equals(column: str, value: str) -> exp.Expression:
+    return exp.column(column).eq(exp.Literal.string(value))
+
+
+def _like(column: str, negated: str | None, operator: str, pattern: str) -> exp.Expression:
+    """``column [NOT] LIKE|ILIKE 'pattern'``; ``pattern`` is the client's quoted literal."""
+    try:
+        literal = sqlglot.parse_one(pattern, read="clickhouse")
+    except SqlglotError:
+        literal = None
+    if not (isinstance(literal, exp.Literal) and literal.is_string):
+        raise GatewayError(62, "dpch: the LIKE pattern of SHOW must be one quoted string")
+    kind = exp.ILike if operator.upper() == "ILIKE" else exp.Like
+    node: exp.Expression = kind(this=exp.column(column), expression=literal)
+    return exp.Not(this=node) if negated else node
 
 
 def _is_metadata_statement(sql: str) -> bool:
@@ -160,15 +187,15 @@ def introspect(sql: str, catalog: Catalog) -> Introspection | None:
     Raises :class:`GatewayError` for a metadata statement the gateway does not support, a
     query mixing system tables with anything else, or a construct outside the allowlist.
     """
-    metadata_statement = _is_metadata_statement(sql)
-    text = translate_statement(sql, catalog)
-    if metadata_statement and text is sql:
+    tree: exp.Expression | None = translate_statement(sql, catalog)
+    if tree is None and _is_metadata_statement(sql):
         raise GatewayError(48, "dpch serves SHOW DATABASES, SHOW TABLES, DESCRIBE and EXISTS; "
                                "this metadata statement is not supported")
-    try:
-        tree = sqlglot.parse_one(text, read="clickhouse")
-    except SqlglotError:
-        return None  # the DP path reports the syntax error in dpch's words
+    if tree is None:
+        try:
+            tree = sqlglot.parse_one(sql, read="clickhouse")
+        except SqlglotError:
+            return None  # the DP path reports the syntax error in dpch's words
     if not isinstance(tree, exp.Select | exp.Union):
         return None
     tables = list(tree.find_all(exp.Table))

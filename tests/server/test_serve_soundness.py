@@ -100,6 +100,20 @@ def test_metadata_literals_reach_clickhouse_as_written(serve, literal):
     assert [json.loads(x)["name"] for x in data.splitlines()] == ["visits"]
 
 
+@pytest.mark.parametrize(("statement", "names"), [
+    ("SHOW TABLES LIKE 'vis%'", ["visits"]),
+    ("SHOW TABLES NOT LIKE 'vis%'", []),
+    ("SHOW TABLES ILIKE 'VIS%'", ["visits"]),
+    ("SHOW TABLES LIKE 'x\\' OR 1 = 1 OR name = \\''", []),  # the pattern stays one literal
+    ("SHOW TABLES LIKE '__dpch_system_0'", []),
+])
+def test_show_patterns_are_literals_in_the_tree(serve, statement, names):
+    srv = serve()
+    response, data = post(srv, statement + " FORMAT JSONEachRow")
+    assert response.status == 200, data
+    assert [json.loads(x)["name"] for x in data.splitlines()] == names
+
+
 # -- defect 8: metadata allowlist and limits --------------------------------------------------------
 
 
