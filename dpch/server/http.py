@@ -359,6 +359,8 @@ _REQUEST_FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
     "relative_error": ((int, float), "a number"),
     "max_epsilon": ((int, float), "a number"),
 }
+#: the most ledger rows one budget request lists
+MAX_RECENT = 1000
 #: the types a dp option's value may have (the names are checked by the session, which knows them)
 _OPTION_TYPES = (str, int, float, bool)
 
@@ -381,6 +383,9 @@ def dpch_request(path: str, body: bytes) -> dict[str, Any]:
         kinds, wanted = spec
         if value is not None and (not isinstance(value, kinds) or isinstance(value, bool)):
             raise GatewayError(36, f"dpch: field {name!r} must be {wanted}, not a JSON {_json_kind(value)}")
+    recent = request.get("recent")
+    if recent is not None and not 0 <= recent <= MAX_RECENT:
+        raise GatewayError(36, f"dpch: field 'recent' must be between 0 and {MAX_RECENT}")
     for name, value in (request.get("options") or {}).items():
         if value is not None and not isinstance(value, _OPTION_TYPES):
             raise GatewayError(36, f"dpch: option {name!r} must be a string, number or boolean, "
