@@ -15,7 +15,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlglot.dialects.clickhouse import ClickHouse
 from sqlglot.errors import SqlglotError
+from sqlglot.tokens import TokenType
 
 from dpch.accounting.accountant import Accountant
 from dpch.dbapi.types import release_types, typed_rows
@@ -323,11 +325,20 @@ class Gateway:
 
 
 def bind_parameters(sql: str, binds: dict[str, str]) -> str:
-    """Substitutes ClickHouse's ``{name:Type}`` placeholders with literals from ``param_name``."""
+    """Substitutes ClickHouse's ``{name:Type}`` placeholders with literals from ``param_name``.
+
+    Only where ClickHouse itself would: at a ``{`` token of the query, never inside a string
+    literal, a quoted identifier or a comment (the text stays as the analyst wrote it there)."""
     if not binds:
         return sql
+    try:
+        braces = {t.start for t in ClickHouse().tokenize(sql) if t.token_type == TokenType.L_BRACE}
+    except SqlglotError:
+        raise syntax_error(sql) from None
 
     def literal(match: re.Match[str]) -> str:
+        if match.start() not in braces:
+            return match.group(0)
         name, ch_type = match.group(1), match.group(2).strip()
         if name not in binds:
             raise GatewayError(36, f"Substitution {name} is not set (send it as param_{name})")

@@ -114,6 +114,27 @@ def test_show_patterns_are_literals_in_the_tree(serve, statement, names):
     assert [json.loads(x)["name"] for x in data.splitlines()] == names
 
 
+def test_bound_parameters_are_substituted_only_where_clickhouse_would(serve):
+    srv = serve(users={"ana": {"password": "ana-pw", "epsilon": 1000}}, cache_ttl=0)
+    param = {"param_r": "north"}
+    response, data = post(srv, "SELECT '{r:String}' AS s, {r:String} AS t FROM system.one -- {r:String}\n"
+                               "FORMAT JSONEachRow", params=param)
+    assert response.status == 200, data
+    assert json.loads(data) == {"s": "{r:String}", "t": "north"}
+
+    def count(where: str) -> float:
+        response, data = post(srv, f"SELECT count(*) AS n FROM visits WHERE {where} "
+                                   "SETTINGS dp_epsilon = 100 FORMAT JSONEachRow", params=param)
+        assert response.status == 200, data
+        return float(json.loads(data)["n"])
+
+    # ε 100: the noise scale is (cap 10)/100 = 0.1, so the counts below are exact to ±3
+    north = count("region = {r:String}")
+    assert north > 100
+    assert count("region = '{r:String}'") < 5, "a literal '{r:String}' names no region"
+    assert abs(count("region = {r:String} AND region != '{r:String}'") - north) < 5
+
+
 # -- defect 8: metadata allowlist and limits --------------------------------------------------------
 
 
