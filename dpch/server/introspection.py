@@ -258,32 +258,67 @@ _CONSTRUCT_NAMES: dict[type, str] = {
 }
 
 
+def _in_table(node: exp.Expression) -> str | None:
+    # ClickHouse reads `x IN name` as membership in the table `name`
+    return "IN <table> is not allowed in a metadata query" if node.args.get("field") is not None else None
+
+
+def _array_join(node: exp.Expression) -> str | None:
+    if str(node.args.get("kind") or "").upper() != "ARRAY":
+        return None
+    return ("ARRAY JOIN is not allowed in a metadata query (it multiplies rows); "
+            "filter system.tables or system.columns with WHERE instead")
+
+
+def _table_function(node: exp.Expression) -> str | None:
+    if isinstance(node.this, exp.Identifier):
+        return None
+    return (f"table function {_function_name(node.this)} is not allowed in a metadata query; "
+            "read system.tables, system.columns, system.databases")
+
+
+def _row_generator(node: exp.Expression) -> str | None:
+    return "function arrayJoin is not allowed in a metadata query (it multiplies rows)"
+
+
+def _anonymous(node: exp.Expression) -> str | None:
+    name = str(node.this)
+    if name.lower() == "arrayjoin":
+        return _row_generator(node)
+    return None if name.lower() in _ANONYMOUS_OK else f"function {name} is not allowed in a metadata query"
+
+
+#: per node class, the rule that decides it (any other class: :func:`_allowlisted`)
+_RULES: dict[type, Callable[[exp.Expression], str | None]] = {
+    exp.In: _in_table,
+    exp.Join: _array_join,
+    exp.Table: _table_function,
+    exp.Explode: _row_generator,
+    exp.Anonymous: _anonymous,
+}
+
+
+def _allowlisted(node: exp.Expression) -> str | None:
+    """Functions must be on the typed allowlist, other constructs on the structural one."""
+    if isinstance(node, exp.Func) and not isinstance(node, exp.Binary):
+        return None if isinstance(node, _TYPED_OK) else \
+            f"function {_function_name(node)} is not allowed in a metadata query"
+    if isinstance(node, _STRUCTURE_OK):
+        return None
+    what = next((name for kind, name in _CONSTRUCT_NAMES.items() if isinstance(node, kind)), None)
+    snippet = node.sql(dialect="clickhouse")[:60]
+    return (f"{what or repr(snippet)} is not allowed in a metadata query "
+            "(dpch answers simple SELECTs over system tables)")
+
+
 def check_allowed(tree: exp.Expression) -> None:
     """Refuses anything outside the metadata allowlist: no row generators (ARRAY JOIN,
     arrayJoin), no table functions, no function that reads a table, a file or the network."""
     for node in tree.walk():
-        if isinstance(node, exp.In) and node.args.get("field") is not None:
-            # ClickHouse reads `x IN name` as membership in the table `name`
-            raise GatewayError(497, "dpch: IN <table> is not allowed in a metadata query")
-        if isinstance(node, exp.Join) and str(node.args.get("kind") or "").upper() == "ARRAY":
-            raise GatewayError(497, "dpch: ARRAY JOIN is not allowed in a metadata query (it multiplies rows); "
-                                    "filter system.tables or system.columns with WHERE instead")
-        if isinstance(node, exp.Table) and not isinstance(node.this, exp.Identifier):
-            raise GatewayError(497, f"dpch: table function {_function_name(node.this)} is not allowed in a "
-                                    "metadata query; read system.tables, system.columns, system.databases")
-        if isinstance(node, exp.Explode) or (isinstance(node, exp.Anonymous) and str(node.this).lower() == "arrayjoin"):
-            raise GatewayError(497, "dpch: function arrayJoin is not allowed in a metadata query (it multiplies rows)")
-        if isinstance(node, exp.Anonymous):
-            if str(node.this).lower() not in _ANONYMOUS_OK:
-                raise GatewayError(497, f"dpch: function {node.this} is not allowed in a metadata query")
-        elif isinstance(node, exp.Func) and not isinstance(node, exp.Binary):
-            if not isinstance(node, _TYPED_OK):
-                raise GatewayError(497, f"dpch: function {_function_name(node)} is not allowed in a metadata query")
-        elif not isinstance(node, _STRUCTURE_OK):
-            what = next((name for kind, name in _CONSTRUCT_NAMES.items() if isinstance(node, kind)), None)
-            snippet = node.sql(dialect="clickhouse")[:60]
-            raise GatewayError(497, f"dpch: {what or snippet!r} is not allowed in a metadata query "
-                                    "(dpch answers simple SELECTs over system tables)")
+        rule = _RULES.get(type(node), _allowlisted)
+        refusal = rule(node)
+        if refusal is not None:
+            raise GatewayError(497, "dpch: " + refusal)
 
 
 def _function_name(node: exp.Expression) -> str:
