@@ -67,9 +67,25 @@ class GatewayError(Exception):
         return f"Code: {self.code}. DB::Exception: {text}. ({self.name}) (version {version})\n".encode()
 
 
+#: sqlglot's operator classes, as the SQL the analyst wrote
+_OPERATORS = {"GT": ">", "GTE": ">=", "LT": "<", "LTE": "<=", "EQ": "=", "NEQ": "!=", "Add": "+", "Sub": "-",
+              "Mul": "*", "Div": "/", "Mod": "%", "And": "AND", "Or": "OR", "Not": "NOT", "Neg": "-"}
+_SQLGLOT_CLASS = re.compile(r"<class 'sqlglot\.[A-Za-z0-9_.]*\.([A-Za-z0-9_]+)'>")
+_SQLGLOT_TOKEN = re.compile(r"<Token token_type: TokenType\.([A-Z_]+), text: (.*?), line: \d+, col: \d+"
+                            r", start: \d+, end: \d+, comments: \[.*?\]>")
+
+
+def scrub(message: str) -> str:
+    """The last line of defence for "no sqlglot internals in a message": a sqlglot class or token
+    that reached an error text becomes the SQL it stands for (the sources should not emit them)."""
+    message = _SQLGLOT_CLASS.sub(lambda m: _OPERATORS.get(m.group(1), m.group(1).upper()), message)
+    return _SQLGLOT_TOKEN.sub(
+        lambda m: "the end of the query" if m.group(1) == "SENTINEL" else repr(m.group(2)), message)
+
+
 def from_dpch(exc: DpchError) -> GatewayError:
     """Maps a dpch error (whose message is already free of data) to a ClickHouse code."""
-    text = f"dpch: {exc}"
+    text = scrub(f"dpch: {exc}")
     if isinstance(exc, ParseError):
         return GatewayError(62, text)
     if isinstance(exc, BudgetExceeded):
