@@ -11,6 +11,7 @@ cache_ttl = 60                      # seconds a released answer is re-served for
 max_request_bytes = 1048576
 query_timeout = 30                  # seconds before a request is answered TIMEOUT_EXCEEDED
 max_concurrent = 32                 # requests executing at once (more get TOO_MANY_SIMULTANEOUS_QUERIES)
+metadata_timeout = 2                # seconds ClickHouse lets a metadata query (system.*, SHOW, ...) run
 policy = "policy.toml"              # optional TOML overriding the tables' dp: annotations
 access_log = "-"                    # "-" = stderr, or a file path (JSON lines)
 accept_settings = []                # more URL settings to accept and ignore
@@ -38,6 +39,7 @@ from dpch.errors import ConfigError
 _SERVER_KEYS = {
     "dsn", "database", "databases", "host", "port", "display_name", "cache_ttl", "max_request_bytes",
     "query_timeout", "max_concurrent", "policy", "access_log", "accept_settings", "keep_alive_timeout",
+    "metadata_timeout",
 }
 _USER_KEYS = {"password", "password_sha256", "analyst", "epsilon", "delta"}
 
@@ -70,6 +72,9 @@ class ServerConfig:
     query_timeout: float = 30.0
     max_concurrent: int = 32
     keep_alive_timeout: float = 10.0
+    #: ClickHouse's own max_execution_time for metadata queries: they share the engine with
+    #: releases, so this bounds how long one can delay another analyst's release
+    metadata_timeout: float = 2.0
     policy: str | None = None
     access_log: str | None = "-"
     accept_settings: tuple[str, ...] = ()
@@ -111,7 +116,8 @@ class ServerConfig:
         if "accept_settings" in server:
             kwargs["accept_settings"] = tuple(_str_list(server.pop("accept_settings"), f"{source}: accept_settings"))
         for key, kind in (("port", int), ("max_request_bytes", int), ("max_concurrent", int),
-                          ("cache_ttl", float), ("query_timeout", float), ("keep_alive_timeout", float)):
+                          ("cache_ttl", float), ("query_timeout", float), ("keep_alive_timeout", float),
+                          ("metadata_timeout", float)):
             if key in server:
                 try:
                     kwargs[key] = kind(server.pop(key))
@@ -119,6 +125,9 @@ class ServerConfig:
                     raise ConfigError(f"{source}: [server] {key} must be a number") from None
                 if kwargs[key] < 0:
                     raise ConfigError(f"{source}: [server] {key} must not be negative")
+        if kwargs.get("metadata_timeout", 1.0) == 0:
+            raise ConfigError(f"{source}: [server] metadata_timeout must be positive",
+                              hint="metadata queries share the engine with releases, so their time is always bounded")
         for key in ("dsn", "host", "display_name", "policy", "access_log"):
             if key in server:
                 kwargs[key] = str(server.pop(key))

@@ -7,6 +7,8 @@ error types with dpch's message in them.
 
 from __future__ import annotations
 
+import re
+
 from dpch.errors import (
     BudgetExceeded,
     ConfigError,
@@ -21,18 +23,23 @@ from dpch.errors import (
 # code: (name, HTTP status) — codes and names as ClickHouse defines them
 CODES = {
     36: ("BAD_ARGUMENTS", 400),
+    43: ("ILLEGAL_TYPE_OF_ARGUMENT", 400),
+    46: ("UNKNOWN_FUNCTION", 400),
+    47: ("UNKNOWN_IDENTIFIER", 400),
     48: ("NOT_IMPLEMENTED", 501),
     60: ("UNKNOWN_TABLE", 404),
     62: ("SYNTAX_ERROR", 400),
     73: ("UNKNOWN_FORMAT", 400),
     81: ("UNKNOWN_DATABASE", 404),
     115: ("UNKNOWN_SETTING", 400),
+    158: ("TOO_MANY_ROWS", 400),
     159: ("TIMEOUT_EXCEEDED", 500),  # not 504: clients retry 504, and a retry would be charged again
     164: ("READONLY", 403),
     201: ("QUOTA_EXCEEDED", 403),  # not 429: clients retry 429, and an exhausted budget stays so
     202: ("TOO_MANY_SIMULTANEOUS_QUERIES", 503),
     210: ("NETWORK_ERROR", 500),
     307: ("TOO_MANY_BYTES", 413),
+    396: ("TOO_MANY_ROWS_OR_BYTES", 400),
     497: ("ACCESS_DENIED", 403),
     516: ("AUTHENTICATION_FAILED", 401),
     1002: ("UNKNOWN_EXCEPTION", 500),
@@ -60,9 +67,25 @@ class GatewayError(Exception):
         return f"Code: {self.code}. DB::Exception: {text}. ({self.name}) (version {version})\n".encode()
 
 
+#: sqlglot's operator classes, as the SQL the analyst wrote
+_OPERATORS = {"GT": ">", "GTE": ">=", "LT": "<", "LTE": "<=", "EQ": "=", "NEQ": "!=", "Add": "+", "Sub": "-",
+              "Mul": "*", "Div": "/", "Mod": "%", "And": "AND", "Or": "OR", "Not": "NOT", "Neg": "-"}
+_SQLGLOT_CLASS = re.compile(r"<class 'sqlglot\.[A-Za-z0-9_.]*\.([A-Za-z0-9_]+)'>")
+_SQLGLOT_TOKEN = re.compile(r"<Token token_type: TokenType\.([A-Z_]+), text: (.*?), line: \d+, col: \d+"
+                            r", start: \d+, end: \d+, comments: \[.*?\]>")
+
+
+def scrub(message: str) -> str:
+    """The last line of defence for "no sqlglot internals in a message": a sqlglot class or token
+    that reached an error text becomes the SQL it stands for (the sources should not emit them)."""
+    message = _SQLGLOT_CLASS.sub(lambda m: _OPERATORS.get(m.group(1), m.group(1).upper()), message)
+    return _SQLGLOT_TOKEN.sub(
+        lambda m: "the end of the query" if m.group(1) == "SENTINEL" else repr(m.group(2)), message)
+
+
 def from_dpch(exc: DpchError) -> GatewayError:
     """Maps a dpch error (whose message is already free of data) to a ClickHouse code."""
-    text = f"dpch: {exc}"
+    text = scrub(f"dpch: {exc}")
     if isinstance(exc, ParseError):
         return GatewayError(62, text)
     if isinstance(exc, BudgetExceeded):
@@ -78,3 +101,38 @@ def from_dpch(exc: DpchError) -> GatewayError:
     if isinstance(exc, ExecutionError):
         return GatewayError(1002, text)
     return GatewayError(1002, text)
+
+
+_CLICKHOUSE_CODE = re.compile(r"Code: (\d+)\.")
+
+#: what a failed metadata query is told, per ClickHouse code: ClickHouse's own text is a dump
+#: (it quotes the whole rewritten query with its synthetic rows), so it never reaches the client
+_METADATA_FAILURES = {
+    159: "the metadata query was stopped after the limit of {timeout:g} s; narrow it with WHERE",
+    158: "the metadata query reads too many rows; narrow it with WHERE",
+    396: "the metadata query returns too many rows; narrow it with WHERE or LIMIT",
+    47: "the metadata query names a column the system table does not have; see DESCRIBE system.<table>",
+    46: "the metadata query calls an unknown function",
+    43: "the metadata query applies a function to a column of the wrong type",
+}
+
+
+def metadata_error(clickhouse_text: str, timeout: float) -> GatewayError:
+    """A failed metadata query as the client sees it: ClickHouse's code and dpch's words."""
+    match = _CLICKHOUSE_CODE.search(clickhouse_text)
+    code = int(match.group(1)) if match else 1002
+    message = _METADATA_FAILURES.get(code)
+    if message is None:
+        return GatewayError(36 if code not in CODES else code, "dpch: ClickHouse cannot run this metadata query")
+    return GatewayError(code, "dpch: " + message.format(timeout=timeout))
+
+
+def syntax_error(sql: str) -> GatewayError:
+    """The tokenizer's failure (no sqlglot text): an unexpanded client macro or an open quote."""
+    if "$" in sql:
+        macro = re.search(r"\$\{?[A-Za-z_][A-Za-z0-9_]*", sql)
+        name = macro.group(0) if macro else "$"
+        return GatewayError(62, f"dpch: cannot parse the query: {name} is a client macro that was not expanded "
+                                "(ClickHouse SQL has no $); let the client expand it, or write the value")
+    return GatewayError(62, "dpch: cannot parse the query: it cannot be read as SQL tokens "
+                            "(is a quote, backquote or comment left open?)")

@@ -13,6 +13,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from sqlglot import exp
+
 from dpch.engine import Engine, quote_identifier, quote_string
 
 #: canonical name of each accepted format (ClickHouse format names are case-sensitive)
@@ -87,17 +89,37 @@ def _json_value(v: Any) -> Any:
     return str(v)
 
 
-def rows_table(columns: Sequence[str], types: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """A ``format(JSONEachRow, ...)`` table function holding ``rows`` (for use in FROM)."""
+def rows_source(columns: Sequence[str], types: Sequence[str], rows: Sequence[Sequence[Any]]) -> exp.Table:
+    """A ``format(JSONEachRow, ...)`` table function holding ``rows``, as a sqlglot tree for FROM
+    (rendered once with the rest of the query: its literals can never mix with other SQL text)."""
     data = "\n".join(
         json.dumps({c: _json_value(v) for c, v in zip(columns, row, strict=True)}, ensure_ascii=False)
         for row in rows
     )
-    return f"format(JSONEachRow, {string_literal(structure(columns, types))}, {string_literal(data)})"
+    function = exp.Anonymous(this="format", expressions=[
+        exp.column("JSONEachRow"), exp.Literal.string(structure(columns, types)), exp.Literal.string(data)])
+    return exp.Table(this=function)
+
+
+def with_settings(tree: exp.Query, settings: dict[str, str]) -> exp.Query:
+    """``tree`` with ``SETTINGS name = 'value', ...`` (a UNION is wrapped first, so the settings
+    apply to the whole query and not to its last SELECT)."""
+    if not settings:
+        return tree
+    if not isinstance(tree, exp.Select):
+        tree = exp.select("*").from_(tree.subquery("_dpch_union"))
+    tree.set("settings", [exp.EQ(this=exp.column(k), expression=exp.Literal.string(v)) for k, v in settings.items()])
+    return tree
+
+
+def select_rows(columns: Sequence[str], types: Sequence[str], rows: Sequence[Sequence[Any]],
+                settings: dict[str, str]) -> str:
+    """``SELECT * FROM format(JSONEachRow, ...) SETTINGS ...`` over ``rows``, rendered once."""
+    query = exp.select("*").from_(rows_source(columns, types, rows))
+    return with_settings(query, {"input_format_parallel_parsing": "0", **settings}).sql(dialect="clickhouse")
 
 
 def serialize(engine: Engine, fmt: str, columns: Sequence[str], types: Sequence[str],
               rows: Sequence[Sequence[Any]]) -> bytes:
     """``rows`` in ClickHouse format ``fmt``, as ClickHouse itself writes them."""
-    sql = f"SELECT * FROM {rows_table(columns, types, rows)} SETTINGS input_format_parallel_parsing = 0"
-    return engine.raw_query(sql, fmt)
+    return engine.raw_query(select_rows(columns, types, rows, {}), fmt)

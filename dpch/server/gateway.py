@@ -11,8 +11,13 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from sqlglot.dialects.clickhouse import ClickHouse
+from sqlglot.errors import SqlglotError
+from sqlglot.tokens import TokenType
 
 from dpch.accounting.accountant import Accountant
 from dpch.dbapi.types import release_types, typed_rows
@@ -21,11 +26,11 @@ from dpch.errors import ConfigError, DpchError
 from dpch.mechanisms.cost import PrivacyCost
 from dpch.policy.resolve import Policy
 from dpch.release import Release
-from dpch.server.cache import ReleaseCache, cache_key
+from dpch.server.cache import CachedRelease, ReleaseCache, cache_key
 from dpch.server.config import ServerConfig, User
-from dpch.server.errors import GatewayError, from_dpch
-from dpch.server.formats import canonical_format, serialize, split_format, string_literal
-from dpch.server.introspection import Catalog, introspect
+from dpch.server.errors import GatewayError, from_dpch, metadata_error, syntax_error
+from dpch.server.formats import canonical_format, select_rows, serialize, split_format, string_literal
+from dpch.server.introspection import Catalog, Introspection, introspect, metadata_limits, render
 from dpch.server.wire import release_to_wire
 from dpch.session import Session
 from dpch.sql.settings import SETTING_NAMES
@@ -77,12 +82,18 @@ class Gateway:
         self.policy = Policy.from_toml(config.policy) if config.policy else Policy()
         self.cache = ReleaseCache(config.cache_ttl)
         self._engines: dict[str, Engine] = {}
+        self._metadata_engine: Engine | None = None
         self._sessions: dict[tuple[str, str], Session] = {}
         self._lock = threading.Lock()
         try:
             for db in config.databases:
                 self._engines[db] = Engine(config.dsn, database=db)
             first = self._engines[config.database]
+            # Metadata queries read synthetic rows only, so any connection serves them. With a
+            # ClickHouse server they get their own connection and never wait for (or delay) a
+            # release; the embedded store is one shared client, where ClickHouse's time limit
+            # (metadata_timeout) bounds how long one can hold it.
+            self._metadata_engine = first if first.embedded else Engine(config.dsn, database=config.database)
             self.version, self.timezone = first.query_rows("SELECT version(), timezone()")[0]
             for user in config.users.values():
                 if user.budget is not None:
@@ -172,9 +183,12 @@ class Gateway:
         text = bind_parameters(text, binds)
         engine = self.engine(database)
         catalog = self._catalog(user, engine.database)
-        found = introspect(text, catalog)
+        try:
+            found = introspect(text, catalog)
+        except SqlglotError:
+            raise syntax_error(text) from None
         if found is not None:
-            body = self._raw(engine, found.sql, fmt, output)
+            body = self.metadata(found, fmt, output)
             return Result(body, fmt, -1, found.kind)
         cached, hit = self.release(user, text, database=engine.database, options=options)
         release = cached.release
@@ -203,7 +217,12 @@ class Gateway:
         session = self.session(user, database)
         try:
             plan, opts = session.plan(sql, **options)
-            key = cache_key(user.analyst, session.engine.database, plan.query.fingerprint, opts)
+            if plan.query.explain:
+                # EXPLAIN DP is free and never cached: it has no entry of its own to share, and
+                # must never take (or fill) the entry of the query it explains.
+                explained = session.query(sql, **options)
+                return CachedRelease(explained, ["String"] * len(explained.columns), time.monotonic()), False
+            key = cache_key("release", user.analyst, session.engine.database, plan.query.fingerprint, opts)
 
             def fresh() -> tuple[Release, list[str]]:
                 return session.query(sql, **options), release_types(plan)
@@ -211,6 +230,8 @@ class Gateway:
             return self.cache.get_or_release(key, fresh)
         except DpchError as exc:
             raise from_dpch(exc) from None
+        except SqlglotError:  # the tokenizer's errors (an unexpanded $macro, an open quote)
+            raise syntax_error(sql) from None
 
     def release_wire(self, user: User, sql: str, *, database: str | None, options: dict[str, Any]) -> dict:
         """The dpch:// protocol's answer: the full release as JSON."""
@@ -243,23 +264,25 @@ class Gateway:
         rows = typed_rows(release.rows, types)
         if not output:
             return serialize(engine, fmt, release.columns, types, rows)
-        from dpch.server.formats import rows_table
+        return self._raw(engine, select_rows(release.columns, types, rows, output), fmt)
 
-        sql = f"SELECT * FROM {rows_table(release.columns, types, rows)}"
-        return self._raw(engine, sql, fmt, output)
+    def metadata(self, found: Introspection, fmt: str, output: dict[str, str]) -> bytes:
+        """Runs an introspection query with limits ClickHouse itself enforces.
 
-    def _raw(self, engine: Engine, sql: str, fmt: str, output: dict[str, str]) -> bytes:
-        settings = {"input_format_parallel_parsing": "0", **output}
-        tail = ", ".join(f"{k} = {string_literal(v)}" for k, v in settings.items())
+        On the embedded store the engine is one shared client, so a metadata query holds it while
+        it runs; these limits bound how long it can delay any release (the allowlist already
+        refuses row generators). With a ClickHouse server it has a connection of its own."""
+        settings = {**metadata_limits(self.config.metadata_timeout), "input_format_parallel_parsing": "0", **output}
+        engine = self._metadata_engine
+        if engine is None:
+            raise GatewayError(1002, "dpch: the gateway is closed")
+        return self._raw(engine, render(found, settings), fmt)
+
+    def _raw(self, engine: Engine, sql: str, fmt: str) -> bytes:
         try:
-            return engine.raw_query(f"{sql} SETTINGS {tail}", fmt)
-        except Exception as exc:  # over synthetic public rows only: ClickHouse's text names no data
-            text = str(exc)
-            match = re.search(r"Code: (\d+)\. DB::Exception: (.*?)(?: \([A-Z_]+\))?(?:\s*\(version.*)?$",
-                              text.strip().splitlines()[0] if text.strip() else "")
-            if match:
-                raise GatewayError(int(match.group(1)), match.group(2)) from None
-            raise GatewayError(1002, "the metadata query failed") from None
+            return engine.raw_query(sql, fmt)
+        except Exception as exc:  # over synthetic public rows only, but ClickHouse's text is a dump
+            raise metadata_error(str(exc), self.config.metadata_timeout) from None
 
     def _catalog(self, user: User, database: str) -> Catalog:
         return Catalog(user=user.name, database=database, databases=list(self._engines),
@@ -292,6 +315,9 @@ class Gateway:
         return [p.as_dict() | {"describe": p.describe()} for p in self.session(user, database).tables()]
 
     def close(self) -> None:
+        metadata, self._metadata_engine = self._metadata_engine, None
+        if metadata is not None and all(metadata is not e for e in self._engines.values()):
+            metadata.close()
         for engine in self._engines.values():
             engine.close()
         self._engines.clear()
@@ -299,11 +325,20 @@ class Gateway:
 
 
 def bind_parameters(sql: str, binds: dict[str, str]) -> str:
-    """Substitutes ClickHouse's ``{name:Type}`` placeholders with literals from ``param_name``."""
+    """Substitutes ClickHouse's ``{name:Type}`` placeholders with literals from ``param_name``.
+
+    Only where ClickHouse itself would: at a ``{`` token of the query, never inside a string
+    literal, a quoted identifier or a comment (the text stays as the analyst wrote it there)."""
     if not binds:
         return sql
+    try:
+        braces = {t.start for t in ClickHouse().tokenize(sql) if t.token_type == TokenType.L_BRACE}
+    except SqlglotError:
+        raise syntax_error(sql) from None
 
     def literal(match: re.Match[str]) -> str:
+        if match.start() not in braces:
+            return match.group(0)
         name, ch_type = match.group(1), match.group(2).strip()
         if name not in binds:
             raise GatewayError(36, f"Substitution {name} is not set (send it as param_{name})")

@@ -28,9 +28,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from sqlglot.errors import SqlglotError
+
 from dpch.errors import DpchError
 from dpch.server.config import ServerConfig, User
-from dpch.server.errors import GatewayError, from_dpch
+from dpch.server.errors import GatewayError, from_dpch, syntax_error
 from dpch.server.gateway import Gateway, Result
 
 access_log = logging.getLogger("dpch.access")
@@ -282,10 +284,7 @@ class Handler(BaseHTTPRequestHandler):
     def _dpch(self, path: str, user: User, params: dict[str, str], body: bytes,
               log: dict[str, Any]) -> tuple[int, bytes, dict[str, str]]:
         gateway = self.server.gateway
-        try:
-            request = json.loads(body or b"{}")
-        except ValueError:
-            raise GatewayError(36, "the dpch request body must be JSON") from None
+        request = dpch_request(path, body)
         database = request.get("database") or params.get("database")
         options = request.get("options") or {}
         log["kind"] = "dpch:" + path.rsplit("/", 1)[-1]
@@ -304,9 +303,12 @@ class Handler(BaseHTTPRequestHandler):
                     return wire
                 session = gateway.session(user, database)
                 if path == "/dpch/v1/explain":
-                    return {"describe": session.explain(str(request.get("sql", "")), **options).describe()}
+                    try:
+                        return {"describe": session.explain(str(request.get("sql", "")), **options).describe()}
+                    except SqlglotError:
+                        raise syntax_error(str(request.get("sql", ""))) from None
                 if path == "/dpch/v1/budget":
-                    status = session.accountant.status(recent=int(request.get("recent", 10)))
+                    status = session.accountant.status(recent=request.get("recent", 10))
                     data = status.as_dict()
                     return {"status": data, "recent": data.get("recent", [])}
                 if path == "/dpch/v1/tables":
@@ -344,6 +346,57 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
+
+
+#: the fields a ``/dpch/v1/*`` request body may carry, and the JSON types each accepts
+_REQUEST_FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
+    "sql": ((str,), "a string"),
+    "database": ((str,), "a string"),
+    "options": ((dict,), "an object of dp options"),
+    "recent": ((int,), "an integer"),
+    "release_id": ((str,), "a string"),
+    "accuracy": ((int, float), "a number"),
+    "relative_error": ((int, float), "a number"),
+    "max_epsilon": ((int, float), "a number"),
+}
+#: the most ledger rows one budget request lists
+MAX_RECENT = 1000
+#: the types a dp option's value may have (the names are checked by the session, which knows them)
+_OPTION_TYPES = (str, int, float, bool)
+
+
+def dpch_request(path: str, body: bytes) -> dict[str, Any]:
+    """The JSON body of a ``/dpch/v1/*`` request, checked: a malformed body or a field of the
+    wrong type is the client's error (400 BAD_ARGUMENTS naming the field), never a 500."""
+    try:
+        request = json.loads(body or b"{}")
+    except ValueError:  # includes bodies that are not UTF-8
+        raise GatewayError(36, f"dpch: the body of {path} must be a JSON object, e.g. {{\"sql\": \"SELECT ...\"}}; "
+                               "it is not valid JSON") from None
+    if not isinstance(request, dict):
+        raise GatewayError(36, f"dpch: the body of {path} must be a JSON object, not a JSON {_json_kind(request)}")
+    for name, value in request.items():
+        spec = _REQUEST_FIELDS.get(name)
+        if spec is None:
+            raise GatewayError(36, f"dpch: unknown field {name!r} in the body of {path} "
+                                   f"(known: {', '.join(sorted(_REQUEST_FIELDS))})")
+        kinds, wanted = spec
+        if value is not None and (not isinstance(value, kinds) or isinstance(value, bool)):
+            raise GatewayError(36, f"dpch: field {name!r} must be {wanted}, not a JSON {_json_kind(value)}")
+    recent = request.get("recent")
+    if recent is not None and not 0 <= recent <= MAX_RECENT:
+        raise GatewayError(36, f"dpch: field 'recent' must be between 0 and {MAX_RECENT}")
+    for name, value in (request.get("options") or {}).items():
+        if value is not None and not isinstance(value, _OPTION_TYPES):
+            raise GatewayError(36, f"dpch: option {name!r} must be a string, number or boolean, "
+                                   f"not a JSON {_json_kind(value)}")
+    return request
+
+
+def _json_kind(value: Any) -> str:
+    kinds = ((bool, "boolean"), (int, "number"), (float, "number"), (str, "string"), (list, "array"),
+             (dict, "object"))
+    return next((name for kind, name in kinds if isinstance(value, kind)), "null")
 
 
 def make_server(config: ServerConfig, *, host: str | None = None, port: int | None = None) -> GatewayServer:

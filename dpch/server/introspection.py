@@ -19,10 +19,10 @@ from typing import Any
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.errors import ParseError as SqlglotParseError
+from sqlglot.errors import SqlglotError
 
 from dpch.server.errors import GatewayError
-from dpch.server.formats import rows_table, string_literal
+from dpch.server.formats import rows_source, with_settings
 
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 
@@ -55,22 +55,39 @@ SCHEMAS: dict[str, list[tuple[str, str]]] = {
 
 #: functions an introspection query may call (besides operators and sqlglot's typed functions
 #: below): none of them reads a table, a file, a dictionary or the network
-_ANONYMOUS_OK = {
+_ANONYMOUS_OK = {n.lower() for n in {
     "version", "timezone", "timeZone", "servertimezone", "serverTimeZone", "currentdatabase", "currentuser",
     "user", "uptime", "now", "now64", "today", "yesterday", "totypename", "tostring", "touint8", "touint64",
     "toint32", "toint64", "tofloat64", "todate", "todatetime", "length", "lower", "upper", "concat",
-    "splitbychar", "arrayjoin", "has", "empty", "notempty", "startswith", "endswith", "position",
+    "splitbychar", "has", "empty", "notempty", "startswith", "endswith", "position",
     "match", "like", "ilike", "notlike", "ifnull", "coalesce", "if", "multiif", "count", "any", "max",
     "min", "groupArray", "grouparray", "replaceall", "replaceregexpall", "extract", "trim", "substring",
     "formatreadablesize", "isnull", "isnotnull", "assumenotnull", "tuple", "array",
-}
+}}
 _TYPED_OK: tuple[type, ...] = (
     exp.CurrentVersion, exp.CurrentDatabase, exp.CurrentUser, exp.CurrentTimestamp, exp.CurrentDate,
     exp.Count, exp.Max, exp.Min, exp.If, exp.Coalesce, exp.Lower, exp.Upper, exp.Length, exp.Concat,
     exp.Substring, exp.Trim, exp.Cast, exp.TryCast, exp.Array, exp.Tuple, exp.RegexpLike, exp.StartsWith,
     exp.Case, exp.AnyValue, exp.Not, exp.Paren, exp.In, exp.Like, exp.ILike, exp.Is, exp.Between,
-    exp.ArrayAgg, exp.Explode, exp.Unnest, exp.Sum, exp.Round, exp.Abs, exp.ArrayContains, exp.StrPosition,
+    exp.ArrayAgg, exp.Sum, exp.Round, exp.Abs, exp.ArrayContains, exp.StrPosition,
 )
+
+
+#: rows a metadata query may read and return; the synthetic system tables hold one row per table
+#: or column a policy exposes, far below these
+METADATA_MAX_ROWS = 1_000_000
+METADATA_MAX_RESULT_ROWS = 100_000
+
+
+def metadata_limits(timeout: float) -> dict[str, str]:
+    """Query settings with which ClickHouse itself stops a metadata query that runs too long or
+    reads or returns too many rows (an error, never a truncated answer)."""
+    return {
+        "max_execution_time": f"{timeout:g}", "timeout_overflow_mode": "throw",
+        "max_rows_to_read": str(METADATA_MAX_ROWS), "read_overflow_mode": "throw",
+        "max_result_rows": str(METADATA_MAX_RESULT_ROWS), "result_overflow_mode": "throw",
+        "max_rows_in_join": str(METADATA_MAX_ROWS), "join_overflow_mode": "throw",
+    }
 
 
 @dataclass(frozen=True)
@@ -88,9 +105,10 @@ class Catalog:
 
 @dataclass(frozen=True)
 class Introspection:
-    """An introspection query rewritten to run over synthetic metadata rows only."""
+    """An introspection query rewritten to run over synthetic metadata rows only (a sqlglot
+    tree: :func:`render` adds the limits and renders it once)."""
 
-    sql: str
+    tree: exp.Query
     kind: str
 
 
@@ -107,29 +125,56 @@ _EXISTS = re.compile(
 _EXISTS_DB = re.compile(r"^\s*EXISTS\s+DATABASE\s+`?([A-Za-z0-9_]+)`?\s*;?\s*$", re.IGNORECASE)
 
 
-def translate_statement(sql: str, catalog: Catalog) -> str:
-    """SHOW/DESCRIBE/EXISTS as the equivalent SELECT over system tables (others unchanged)."""
+def translate_statement(sql: str, catalog: Catalog) -> exp.Select | None:
+    """SHOW/DESCRIBE/EXISTS as the equivalent SELECT over system tables, built as a tree (the
+    names and patterns the client gave become literals, never SQL text); None for others."""
     if m := _SHOW_DATABASES.match(sql):
-        where = f" WHERE name {'NOT ' if m.group(1) else ''}{m.group(2)} {m.group(3)}" if m.group(3) else ""
-        return f"SELECT name FROM system.databases{where} ORDER BY name"
+        query = _template("SELECT name FROM system.databases ORDER BY name")
+        return query.where(_like("name", m.group(1), m.group(2), m.group(3))) if m.group(3) else query
     if m := _SHOW_TABLES.match(sql):
         db = m.group(1) or catalog.database
-        like = f" AND name {'NOT ' if m.group(2) else ''}{m.group(3)} {m.group(4)}" if m.group(4) else ""
-        return f"SELECT name FROM system.tables WHERE database = {string_literal(db)}{like} ORDER BY name"
+        query = _template("SELECT name FROM system.tables ORDER BY name").where(_equals("database", db))
+        return query.where(_like("name", m.group(2), m.group(3), m.group(4))) if m.group(4) else query
     if m := _DESCRIBE.match(sql):
         db, table = m.group(1) or catalog.database, m.group(2)
         if not any(t[0] == table for t in catalog.tables(db)) if db in catalog.databases else True:
             raise GatewayError(60, f"Table {db}.{table} does not exist (or has no privacy policy)")
-        return ("SELECT name, type, default_kind AS default_type, default_expression, comment, "
-                "compression_codec AS codec_expression, '' AS ttl_expression FROM system.columns "
-                f"WHERE database = {string_literal(db)} AND table = {string_literal(table)} ORDER BY position")
+        query = _template("SELECT name, type, default_kind AS default_type, default_expression, comment, "
+                          "compression_codec AS codec_expression, '' AS ttl_expression FROM system.columns "
+                          "ORDER BY position")
+        return query.where(_equals("database", db)).where(_equals("table", table))
     if m := _EXISTS_DB.match(sql):
-        return f"SELECT toUInt8(count() > 0) AS result FROM system.databases WHERE name = {string_literal(m.group(1))}"
+        return _template("SELECT toUInt8(count() > 0) AS result FROM system.databases").where(
+            _equals("name", m.group(1)))
     if m := _EXISTS.match(sql):
         db, table = m.group(1) or catalog.database, m.group(2)
-        return ("SELECT toUInt8(count() > 0) AS result FROM system.tables "
-                f"WHERE database = {string_literal(db)} AND name = {string_literal(table)}")
-    return sql
+        query = _template("SELECT toUInt8(count() > 0) AS result FROM system.tables")
+        return query.where(_equals("database", db)).where(_equals("name", table))
+    return None
+
+
+def _template(sql: str) -> exp.Select:
+    """One of the constant queries above (dpch's own text, no client input), as a tree."""
+    tree = sqlglot.parse_one(sql, read="clickhouse")
+    assert isinstance(tree, exp.Select)
+    return tree
+
+
+def _equals(column: str, value: str) -> exp.Expression:
+    return exp.column(column).eq(exp.Literal.string(value))
+
+
+def _like(column: str, negated: str | None, operator: str, pattern: str) -> exp.Expression:
+    """``column [NOT] LIKE|ILIKE 'pattern'``; ``pattern`` is the client's quoted literal."""
+    try:
+        literal = sqlglot.parse_one(pattern, read="clickhouse")
+    except SqlglotError:
+        literal = None
+    if not (isinstance(literal, exp.Literal) and literal.is_string):
+        raise GatewayError(62, "dpch: the LIKE pattern of SHOW must be one quoted string")
+    kind = exp.ILike if operator.upper() == "ILIKE" else exp.Like
+    node: exp.Expression = kind(this=exp.column(column), expression=literal)
+    return exp.Not(this=node) if negated else node
 
 
 def _is_metadata_statement(sql: str) -> bool:
@@ -137,20 +182,20 @@ def _is_metadata_statement(sql: str) -> bool:
 
 
 def introspect(sql: str, catalog: Catalog) -> Introspection | None:
-    """The rewritten SQL if ``sql`` is an introspection query, None if it is for the DP path.
+    """The rewritten query if ``sql`` is an introspection query, None if it is for the DP path.
 
-    Raises :class:`GatewayError` for a metadata statement the gateway does not support, or a
-    query mixing system tables with anything else.
+    Raises :class:`GatewayError` for a metadata statement the gateway does not support, a
+    query mixing system tables with anything else, or a construct outside the allowlist.
     """
-    metadata_statement = _is_metadata_statement(sql)
-    text = translate_statement(sql, catalog)
-    if metadata_statement and text is sql:
+    tree: exp.Expression | None = translate_statement(sql, catalog)
+    if tree is None and _is_metadata_statement(sql):
         raise GatewayError(48, "dpch serves SHOW DATABASES, SHOW TABLES, DESCRIBE and EXISTS; "
                                "this metadata statement is not supported")
-    try:
-        tree = sqlglot.parse_one(text, read="clickhouse")
-    except SqlglotParseError:
-        return None  # the DP path reports the syntax error in dpch's words
+    if tree is None:
+        try:
+            tree = sqlglot.parse_one(sql, read="clickhouse")
+        except SqlglotError:
+            return None  # the DP path reports the syntax error in dpch's words
     if not isinstance(tree, exp.Select | exp.Union):
         return None
     tables = list(tree.find_all(exp.Table))
@@ -162,24 +207,26 @@ def introspect(sql: str, catalog: Catalog) -> Introspection | None:
         return None
     elif len(system) != len(tables):
         raise GatewayError(497, "dpch: a query cannot mix system tables with other tables or table functions")
-    _check_functions(tree)
+    check_allowed(tree)
     tree = tree.copy()
     tree.set("settings", None)
     tree.set("format", None)
     _substitute_context(tree, catalog)
-    placeholders: dict[str, str] = {}
-    for i, table in enumerate(tree.find_all(exp.Table)):
+    # Each system table becomes a table function over synthetic rows *in the tree*: the query is
+    # rendered once, so no text of ours can land inside the client's literals (or theirs in ours).
+    for table in list(tree.find_all(exp.Table)):
         name = _system_name(table)
         assert name is not None
-        token = f"__dpch_system_{i}"
-        placeholders[token] = _system_table(name, catalog)
-        alias = table.args.get("alias") or exp.TableAlias(this=exp.to_identifier(name))
-        table.replace(exp.Table(this=exp.to_identifier(token), alias=alias))
-    out = tree.sql(dialect="clickhouse")
-    for token, source in placeholders.items():
-        out = out.replace(token, source, 1)
+        source = _system_table(name, catalog)
+        source.set("alias", table.args.get("alias") or exp.TableAlias(this=exp.to_identifier(name)))
+        table.replace(source)
     kinds = sorted({_system_name(t) or "" for t in tables}) or ["constant"]
-    return Introspection(sql=out, kind="introspection:" + ",".join(kinds))
+    return Introspection(tree=tree, kind="introspection:" + ",".join(kinds))
+
+
+def render(found: Introspection, settings: dict[str, str]) -> str:
+    """The introspection query with ``settings`` (limits, output settings), rendered once."""
+    return with_settings(found.tree.copy(), settings).sql(dialect="clickhouse")
 
 
 def _system_name(table: exp.Table) -> str | None:
@@ -194,17 +241,92 @@ def _system_name(table: exp.Table) -> str | None:
     return name if name in SCHEMAS else None
 
 
-def _check_functions(tree: exp.Expression) -> None:
+#: constructs a metadata query may contain besides allowed functions (each is bounded by the
+#: synthetic rows it reads); anything else is refused by name
+_STRUCTURE_OK: tuple[type, ...] = (
+    exp.Select, exp.Union, exp.From, exp.Where, exp.Group, exp.Having, exp.Order, exp.Ordered, exp.Limit,
+    exp.Offset, exp.Distinct, exp.Column, exp.Identifier, exp.Literal, exp.Star, exp.Alias, exp.TableAlias,
+    exp.Table, exp.Subquery, exp.With, exp.CTE, exp.Join, exp.Null, exp.Boolean, exp.DataType,
+    exp.DataTypeParam, exp.Connector, exp.Binary, exp.Neg, exp.Not, exp.Paren, exp.Tuple, exp.Array,
+    exp.Bracket, exp.Dot,
+)
+#: what a refused construct is called in the error (ClickHouse's words, never sqlglot's)
+_CONSTRUCT_NAMES: dict[type, str] = {
+    exp.Window: "a window function (OVER)", exp.Lambda: "a lambda function", exp.Interval: "INTERVAL",
+    exp.Placeholder: "a query parameter", exp.Parameter: "a query parameter", exp.Var: "a bare keyword",
+    exp.Values: "VALUES", exp.Lateral: "LATERAL", exp.Pivot: "PIVOT", exp.Into: "INTO",
+}
+
+
+def _in_table(node: exp.Expression) -> str | None:
+    # ClickHouse reads `x IN name` as membership in the table `name`
+    return "IN <table> is not allowed in a metadata query" if node.args.get("field") is not None else None
+
+
+def _array_join(node: exp.Expression) -> str | None:
+    if str(node.args.get("kind") or "").upper() != "ARRAY":
+        return None
+    return ("ARRAY JOIN is not allowed in a metadata query (it multiplies rows); "
+            "filter system.tables or system.columns with WHERE instead")
+
+
+def _table_function(node: exp.Expression) -> str | None:
+    if isinstance(node.this, exp.Identifier):
+        return None
+    return (f"table function {_function_name(node.this)} is not allowed in a metadata query; "
+            "read system.tables, system.columns, system.databases")
+
+
+def _row_generator(node: exp.Expression) -> str | None:
+    return "function arrayJoin is not allowed in a metadata query (it multiplies rows)"
+
+
+def _anonymous(node: exp.Expression) -> str | None:
+    name = str(node.this)
+    if name.lower() == "arrayjoin":
+        return _row_generator(node)
+    return None if name.lower() in _ANONYMOUS_OK else f"function {name} is not allowed in a metadata query"
+
+
+#: per node class, the rule that decides it (any other class: :func:`_allowlisted`)
+_RULES: dict[type, Callable[[exp.Expression], str | None]] = {
+    exp.In: _in_table,
+    exp.Join: _array_join,
+    exp.Table: _table_function,
+    exp.Explode: _row_generator,
+    exp.Anonymous: _anonymous,
+}
+
+
+def _allowlisted(node: exp.Expression) -> str | None:
+    """Functions must be on the typed allowlist, other constructs on the structural one."""
+    if isinstance(node, exp.Func) and not isinstance(node, exp.Binary):
+        return None if isinstance(node, _TYPED_OK) else \
+            f"function {_function_name(node)} is not allowed in a metadata query"
+    if isinstance(node, _STRUCTURE_OK):
+        return None
+    what = next((name for kind, name in _CONSTRUCT_NAMES.items() if isinstance(node, kind)), None)
+    snippet = node.sql(dialect="clickhouse")[:60]
+    return (f"{what or repr(snippet)} is not allowed in a metadata query "
+            "(dpch answers simple SELECTs over system tables)")
+
+
+def check_allowed(tree: exp.Expression) -> None:
+    """Refuses anything outside the metadata allowlist: no row generators (ARRAY JOIN,
+    arrayJoin), no table functions, no function that reads a table, a file or the network."""
     for node in tree.walk():
-        if isinstance(node, exp.In) and node.args.get("field") is not None:
-            # ClickHouse reads `x IN name` as membership in the table `name`
-            raise GatewayError(497, "dpch: IN <table> is not allowed in a metadata query")
-        if isinstance(node, exp.Anonymous):
-            name = str(node.this)
-            if name.lower() not in {n.lower() for n in _ANONYMOUS_OK}:
-                raise GatewayError(497, f"dpch: function {name} is not allowed in a metadata query")
-        elif isinstance(node, exp.Func) and not isinstance(node, _TYPED_OK) and not isinstance(node, exp.Binary):
-            raise GatewayError(497, f"dpch: function {node.key} is not allowed in a metadata query")
+        rule = _RULES.get(type(node), _allowlisted)
+        refusal = rule(node)
+        if refusal is not None:
+            raise GatewayError(497, "dpch: " + refusal)
+
+
+def _function_name(node: exp.Expression) -> str:
+    """A function's name as the client wrote it in ClickHouse SQL (``uniq``, not sqlglot's name)."""
+    if isinstance(node, exp.Anonymous):
+        return str(node.this)
+    rendered = node.sql(dialect="clickhouse")
+    return rendered.split("(", 1)[0].strip() or "this function"
 
 
 def _substitute_context(tree: exp.Expression, catalog: Catalog) -> None:
@@ -217,10 +339,10 @@ def _substitute_context(tree: exp.Expression, catalog: Catalog) -> None:
             node.replace(exp.Literal.string(catalog.user))
 
 
-def _system_table(name: str, catalog: Catalog) -> str:
+def _system_table(name: str, catalog: Catalog) -> exp.Table:
     columns = [c for c, _ in SCHEMAS[name]]
     types = [t for _, t in SCHEMAS[name]]
-    return rows_table(columns, types, _rows(name, catalog))
+    return rows_source(columns, types, _rows(name, catalog))
 
 
 def _rows(name: str, catalog: Catalog) -> list[tuple[Any, ...]]:
