@@ -15,6 +15,7 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError as SqlglotParseError
+from sqlglot.errors import TokenError
 
 from dpch.errors import ParseError, QueryRejected
 
@@ -41,6 +42,19 @@ class ParsedQuery:
         return hashlib.sha256(normalized.encode()).hexdigest()
 
 
+_MACRO = re.compile(r"\$\{?__?\w+")
+_CLASS = re.compile(r"<class '(?:[\w.]+\.)?(\w+)'>")
+_TOKEN = re.compile(r"<Token token_type: TokenType\.(\w+), text: (.*?), line: .*?>")
+
+
+def plain_description(desc: str) -> str:
+    """sqlglot's parse error in the analyst's words: no Python class names or token dumps."""
+    desc = re.sub(r"Required keyword: '(\w+)' missing for <class '(?:[\w.]+\.)?(\w+)'>",
+                  lambda m: f"the {m.group(2).upper()} clause or expression is incomplete", desc)
+    desc = _TOKEN.sub(lambda m: "the end of the query" if m.group(1) == "SENTINEL" else repr(m.group(2)), desc)
+    return _CLASS.sub(lambda m: m.group(1).upper(), desc)
+
+
 def parse_query(text: str) -> ParsedQuery:
     """Parses ``text`` as one ClickHouse SELECT; raises a :class:`QueryRejected` otherwise."""
     if not text or not text.strip().rstrip(";").strip():
@@ -58,11 +72,19 @@ def parse_query(text: str) -> ParsedQuery:
     except SqlglotParseError as exc:
         first = exc.errors[0] if exc.errors else {}
         where = f" near line {first.get('line')}, column {first.get('col')}" if first else ""
-        desc = first.get("description", "invalid syntax") if first else str(exc)
+        desc = plain_description(first.get("description", "invalid syntax") if first else "invalid syntax")
         raise ParseError(
             f"cannot parse the query{where}: {desc}",
             hint="dpch reads ClickHouse SQL; check the syntax",
         ) from None
+    except TokenError:
+        macro = _MACRO.search(text)
+        if macro is not None:
+            raise ParseError(f"cannot parse the query: {macro.group(0)} is a macro your tool did not expand",
+                             hint="let the tool expand its macros (e.g. set a time range), or write the "
+                                  "expression itself") from None
+        raise ParseError("cannot parse the query: a quote is not closed, or it contains a character SQL "
+                         "does not allow", hint="close every quote and check the query's characters") from None
     if len(statements) != 1:
         raise QueryRejected(
             f"expected one statement, got {len(statements)}",

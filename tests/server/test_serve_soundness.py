@@ -274,8 +274,7 @@ def test_no_error_body_names_internals(serve):
 #: errors of the DP path whose text comes from dpch/sql and calibration (issue 12, defect 9): they
 #: are the lead's to fix there; strict xfail, so the fix shows up here as a pass to unmark
 DP_PATH_QUERIES = [
-    pytest.param("SELECT uniq(region) FROM visits", id="uniq-named-approx_distinct",
-                 marks=pytest.mark.xfail(strict=True, reason="dpch/sql names uniq as approx_distinct()")),
+    pytest.param("SELECT uniq(region) FROM visits", id="uniq-named-approx_distinct"),
     pytest.param("SELECT region, count(*) AS n FROM visits GROUP BY region HAVING region > 2", id="having-typeerror",
                  marks=pytest.mark.xfail(strict=True, reason="HAVING on a String key raises TypeError (500)")),
     pytest.param("SELECT count(*) FROM visits SETTINGS dp_epsilon = 1e-320", id="tiny-epsilon",
