@@ -2,10 +2,9 @@
 its ledger row is marked failed (and still counted), and the analyst is locked, durably, until
 the data owner runs ``dpch budget unlock``.
 
-Fault injection, the database stays real: :func:`totality_gap` stands for a function that
-throws on some rows and slipped past the totality registry. The emitted SQL still runs in
-ClickHouse, wrapped so that ClickHouse itself raises exactly when the query's first aggregate is
-non-zero — the shape of issue 12's regex oracle (``match('x', if(<condition>, '(', 'x'))``).
+Fault injection, the database stays real (:func:`tests.helpers.inject_totality_gap`): the
+emitted SQL still runs in ClickHouse, wrapped so that ClickHouse itself raises exactly when the
+query's first aggregate is non-zero — the shape of issue 12's regex oracle.
 """
 
 from __future__ import annotations
@@ -18,9 +17,8 @@ from click.testing import CliRunner
 from dpch import Budget
 from dpch.accounting.accountant import forget_cached_state
 from dpch.cli.main import cli
-from dpch.engine import Engine
 from dpch.errors import AnalystLocked, BudgetExceeded, QueryFailedAfterCharge, QueryRejected
-from tests.helpers import make_table
+from tests.helpers import inject_totality_gap, make_table
 
 PEOPLE = "uid UInt64, income Float64 COMMENT 'dp: bounds=[0, 100000]'"
 SECRET_UID, SECRET_INCOME = 1234, 41234.56
@@ -28,13 +26,7 @@ SECRET_UID, SECRET_INCOME = 1234, 41234.56
 
 @pytest.fixture
 def totality_gap(monkeypatch):
-    """Every emitted SQL run fails inside ClickHouse iff its first aggregate ``m0`` is non-zero."""
-    real = Engine.run_private
-
-    def run_private(self: Engine, sql: str) -> list[tuple]:
-        return real(self, f"SELECT * FROM ({sql}) AS r WHERE throwIf(r.m0 > 0) = 0")
-
-    monkeypatch.setattr(Engine, "run_private", run_private)
+    inject_totality_gap(monkeypatch)
     return monkeypatch
 
 
