@@ -282,12 +282,15 @@ class Engine:
         try:
             with self._lock:
                 return list(self._client.query(sql).result_rows)
-        except ClickHouseError:
-            raise ExecutionError(
+        except ClickHouseError as exc:
+            error = ExecutionError(
                 "ClickHouse failed while computing the private aggregate",
                 hint="the message is withheld because it could reveal data; check the table "
                 "and policy with `dpch policy show`",
-            ) from None
+            )
+            match = _ERROR_CODE.search(str(exc))
+            error.reason = f"ClickHouse {match.group(1) if match else 'error'}"  # the owner's lock record only
+            raise error from None
 
     def probe(self, sql: str) -> None:
         """Runs a probe query (emitted SQL over synthetic rows, reading no table data), so a

@@ -60,6 +60,22 @@ class BudgetExceeded(DpchError):
     kind = "budget"
 
 
+class AnalystLocked(BudgetExceeded):
+    """The analyst is locked: a release failed after it was charged (a possible attack).
+
+    Nothing was run or charged. Only the data owner clears the lock (``dpch budget unlock``);
+    the reason stays with the owner (DESIGN.md rule 5).
+    """
+
+    kind = "locked_analyst"
+
+    @classmethod
+    def of(cls, analyst: str) -> AnalystLocked:
+        """The refusal for ``analyst`` (the message names no query and no reason)."""
+        return cls(f"analyst {analyst} is locked after a query failed once it was charged",
+                   hint=f"the data owner reviews it and runs `dpch budget unlock --analyst {analyst}`")
+
+
 class StoreLocked(DpchError):
     """Another process holds the embedded store."""
 
@@ -73,6 +89,25 @@ class ExecutionError(DpchError):
     """
 
     kind = "execution"
+
+    #: internal only (e.g. ClickHouse's error code name): for the data owner's lock record, never shown
+    reason: str = ""
+
+
+class QueryFailedAfterCharge(ExecutionError):
+    """A release failed after its charge: a possible attack (DESIGN.md rule 5, the tripwire).
+
+    The message is one fixed sentence with no detail, whatever failed: anything more could
+    depend on the data. The ledger row is marked failed (still counted) and the analyst locked.
+    """
+
+    kind = "failed_after_charge"
+    MESSAGE = "the query failed after it was charged; the analyst is locked until the data owner reviews it"
+
+    def __init__(self, message: str = MESSAGE, *, hint: str | None = None) -> None:
+        # the arguments exist so a remote client can rebuild the error from the gateway's text;
+        # what is shown is always the fixed sentence
+        super().__init__(self.MESSAGE)
 
 
 class ReservationClosed(DpchError):

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from dpch.accounting.accountant import Accountant, BudgetStatus
+from dpch.accounting.accountant import Accountant, BudgetStatus, qualified_datasets
 from dpch.accounting.budget import Budget
 from dpch.calibrate import NoisePlan, calibrate
 from dpch.engine import Engine, default_dsn
@@ -131,7 +131,7 @@ class Session:
     def _explanation(self, plan: QueryPlan, opts: QueryOptions) -> Explanation:
         noise = calibrate(plan, opts)
         try:
-            self.accountant.check(noise.cost, dataset=f"{self.engine.database}.{plan.relation.dataset}")
+            self.accountant.check(noise.cost, datasets=self.datasets(plan))
             admissible, reason = True, "within budget"
         except BudgetExceeded as exc:
             admissible, reason = False, exc.message
@@ -164,13 +164,15 @@ class Session:
         # The charge is durable before ClickHouse runs and before any noise is drawn.
         entry = self.accountant.charge(
             noise.cost,
-            dataset=f"{self.engine.database}.{plan.relation.dataset}",
+            datasets=self.datasets(plan),
             query_hash=plan.query.fingerprint,
             mechanism=opts.resolved_mechanism,
         )
-        data = self._exact(plan, emitted)
-        with self._noise_lock:
-            columns, rows, intervals = self.release_rows(plan, opts, noise, data, self._noise)
+        # From here on any failure may depend on the data: the tripwire (DESIGN.md rule 5).
+        with self.accountant.tripwire(entry):
+            data = self._exact(plan, emitted)
+            with self._noise_lock:
+                columns, rows, intervals = self.release_rows(plan, opts, noise, data, self._noise)
         return Release(
             columns=columns,
             rows=rows,
@@ -237,6 +239,11 @@ class Session:
         rows, intervals = build_rows(plan.outputs, keys, values, intervals_for)
         rows, intervals = _having_order_limit(plan, keys, values, rows, intervals)
         return plan.columns, rows, intervals
+
+    def datasets(self, plan: QueryPlan) -> tuple[str, ...]:
+        """The dataset scopes (``db.table``) ``plan`` is admitted by and charged to: each private
+        table it reads, once (DESIGN.md rule 8)."""
+        return qualified_datasets(self.engine.database, plan.relation.datasets)
 
     # -- budget and schema -----------------------------------------------------------------------
 

@@ -17,3 +17,18 @@ def make_table(session: dpch.Session, ddl_body: str, rows: list[tuple], columns:
         engine.insert(name, rows, columns)
     session.policy.reload()
     return name
+
+
+def inject_totality_gap(monkeypatch) -> None:
+    """Fault injection for the tripwire (DESIGN.md rule 5), the database staying real: every
+    emitted SQL run fails inside ClickHouse iff its first aggregate ``m0`` is non-zero, as if a
+    function that throws on some rows had slipped past the totality registry (issue 12's regex
+    oracle: ``match('x', if(<condition>, '(', 'x'))``). ``monkeypatch.undo()`` removes it."""
+    from dpch.engine import Engine
+
+    real = Engine.run_private
+
+    def run_private(self: Engine, sql: str) -> list[tuple]:
+        return real(self, f"SELECT * FROM ({sql}) AS r WHERE throwIf(r.m0 > 0) = 0")
+
+    monkeypatch.setattr(Engine, "run_private", run_private)

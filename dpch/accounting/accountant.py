@@ -22,26 +22,51 @@ Two ways to spend:
   Leaving the ``with`` block on an exception without settling charges the worst case (the
   computation may have touched data); a crash leaves the reservation counted at its worst case.
 
-A budget is per analyst, optionally also per dataset (``db.table``): both must admit.
+A budget is per analyst, optionally also per dataset (``db.table``): all must admit. A release
+counts in the scope of every private table it reads (``datasets``; a join names each table, a
+self-join one), so a join cannot spend past any of its tables' budgets (DESIGN.md rule 8).
+
+The tripwire (DESIGN.md rule 5): a release that fails after its charge may be an attack (an
+error that fires only on some rows is a noiseless oracle). :meth:`Accountant.tripwire` wraps
+everything that runs after the charge; on any failure it marks the release ``failed`` (still
+counted), durably locks the analyst (:mod:`.locks`) and raises
+:class:`~dpch.errors.QueryFailedAfterCharge`, one fixed sentence. While locked, every admission
+raises :class:`~dpch.errors.AnalystLocked`, until the data owner runs ``dpch budget unlock``.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from dpch.accounting.budget import Budget, BudgetSetting, BudgetStore
 from dpch.accounting.filters import DEFAULT_FILTER, PrivacyFilter, make_filter
 from dpch.accounting.ledger import Ledger, LedgerEntry
+from dpch.accounting.locks import AnalystLock, LockStore
 from dpch.cancel import checkpoint
 from dpch.engine import Engine
-from dpch.errors import BudgetExceeded, ConfigError, ReservationClosed
+from dpch.errors import (
+    AnalystLocked,
+    BudgetExceeded,
+    ConfigError,
+    ExecutionError,
+    QueryFailedAfterCharge,
+    ReservationClosed,
+)
 from dpch.mechanisms.cost import PrivacyCost
 
 FILTER_ENV = "DPCH_FILTER"
 _HINT = "ask for a smaller dp_epsilon, or ask the data owner for more budget"
+
+
+def qualified_datasets(database: str, tables: Iterable[str]) -> tuple[str, ...]:
+    """The dataset scopes (``db.table``) of a query's private tables, each once, in order."""
+    return tuple(dict.fromkeys(f"{database}.{t}" for t in tables))
 
 
 @dataclass(frozen=True)
@@ -64,8 +89,11 @@ class BudgetStatus:
     dataset: str = ""
     datasets: tuple[BudgetStatus, ...] = ()
     recent: tuple[LedgerEntry, ...] = ()
+    locked: AnalystLock | None = None
 
-    def as_dict(self) -> dict:
+    def as_dict(self, *, internal: bool = False) -> dict:
+        """Plain data (``--json``, the HTTP front). ``internal`` adds why the analyst is locked:
+        the data owner's view only, never sent to the analyst."""
         def cost(c: PrivacyCost) -> dict:
             d: dict[str, Any] = {"epsilon": c.epsilon, "delta": c.delta}
             if c.rho is not None:
@@ -88,6 +116,8 @@ class BudgetStatus:
             data["datasets"] = [d.as_dict() for d in self.datasets]
         if self.recent:
             data["recent"] = [entry_dict(e) for e in self.recent]
+        if self.locked is not None:
+            data["locked"] = self.locked.as_dict(internal=internal)
         return data
 
 
@@ -95,7 +125,7 @@ def entry_dict(entry: LedgerEntry) -> dict:
     """A ledger entry as plain data (for ``--json`` and the HTTP front)."""
     data: dict[str, Any] = {
         "release_id": entry.release_id, "time": entry.time.isoformat(), "dataset": entry.dataset,
-        "mechanism": entry.mechanism, "status": entry.status,
+        "datasets": list(entry.scopes), "mechanism": entry.mechanism, "status": entry.status,
         "epsilon": entry.cost.epsilon, "delta": entry.cost.delta,
     }
     if entry.cost.rho is not None:
@@ -106,10 +136,15 @@ def entry_dict(entry: LedgerEntry) -> dict:
 
 
 class _AnalystState:
-    def __init__(self, entries: list[LedgerEntry], settings: dict[str, BudgetSetting]) -> None:
+    def __init__(self, entries: list[LedgerEntry], settings: dict[str, BudgetSetting],
+                 locked: AnalystLock | None = None) -> None:
         self.lock = threading.Lock()
         self.entries: dict[str, LedgerEntry] = {e.release_id: e for e in entries}
         self.settings = settings
+        #: the analyst's lock, read from ``dpch_locks`` with the ledger and kept in step with this
+        #: process's trips and unlocks (this process is the single admission owner of the ledger,
+        #: DESIGN.md "One process per store"); a trip holds here even if its row could not be written
+        self.locked = locked
 
     def ledger_filter(self) -> str | None:
         """The filter the latest non-voided release was admitted under."""
@@ -119,7 +154,8 @@ class _AnalystState:
         return None
 
     def history(self, dataset: str | None = None) -> list[PrivacyCost]:
-        return [e.counted for e in self.entries.values() if dataset is None or e.dataset == dataset]
+        """Counted costs of the analyst's releases (of those that read ``dataset``, if given)."""
+        return [e.counted for e in self.entries.values() if dataset is None or dataset in e.scopes]
 
 
 _states: dict[tuple[str, str, str], _AnalystState] = {}
@@ -173,6 +209,13 @@ class Reservation:
     def __enter__(self) -> Reservation:
         return self
 
+    def trip(self, reason: str) -> LedgerEntry:
+        """Marks the release failed (counted at its worst case) and locks the analyst
+        (:meth:`Accountant.trip`); closes the reservation."""
+        self.entry = self._accountant.trip(self.entry, reason)
+        self.closed = True
+        return self.entry
+
     def __exit__(self, exc_type: object, *rest: object) -> None:
         if not self.closed:
             # failed or forgotten: the computation may have touched data, so charge the worst case
@@ -207,6 +250,7 @@ class Accountant:
             make_filter(self.filter_name, Budget(1.0, 1e-6), self.filter_options)
         self.budgets = BudgetStore(engine)
         self.ledger = Ledger(engine)
+        self.locks = LockStore(engine)
         self._key = (engine.token, engine.database, analyst)
 
     # -- state and filters --------------------------------------------------------------------
@@ -215,7 +259,8 @@ class Accountant:
         with _states_lock:
             state = _states.get(self._key)
             if state is None:
-                state = _AnalystState(self.ledger.entries(self.analyst), self.budgets.settings(self.analyst))
+                state = _AnalystState(self.ledger.entries(self.analyst), self.budgets.settings(self.analyst),
+                                      self.locks.get(self.analyst))
                 _states[self._key] = state
             return state
 
@@ -230,15 +275,22 @@ class Accountant:
             budget = top.budget if top is not None else self.default_budget
         return make_filter(name, budget, options)
 
-    def _scopes(self, state: _AnalystState, dataset: str) -> list[tuple[str, PrivacyFilter]]:
+    def _scopes(self, state: _AnalystState, datasets: tuple[str, ...]) -> list[tuple[str, PrivacyFilter]]:
         scopes = [("", self._filter(state))]
-        if dataset and dataset in state.settings:
-            scopes.append((dataset, self._filter(state, dataset)))
+        scopes += [(d, self._filter(state, d)) for d in datasets if d in state.settings]
         return scopes
 
-    def _admit(self, state: _AnalystState, request: PrivacyCost, dataset: str) -> PrivacyFilter:
-        """Raises BudgetExceeded unless every scope's filter admits ``request``; returns the analyst's."""
-        scopes = self._scopes(state, dataset)
+    def _current_lock(self, state: _AnalystState) -> AnalystLock | None:
+        # cached with the filter state: admission costs no extra read (an unlock written by another
+        # process is seen after forget_cached_state or a restart — the safe direction)
+        return state.locked
+
+    def _admit(self, state: _AnalystState, request: PrivacyCost, datasets: tuple[str, ...]) -> PrivacyFilter:
+        """Raises BudgetExceeded (AnalystLocked while locked) unless every scope's filter admits
+        ``request``; returns the analyst's filter."""
+        if self._current_lock(state) is not None:
+            raise AnalystLocked.of(self.analyst)
+        scopes = self._scopes(state, datasets)
         main = scopes[0][1]
         used = {e.filter for e in state.entries.values() if e.status != "voided" and e.filter}
         if used - {main.name}:
@@ -257,39 +309,46 @@ class Accountant:
 
     # -- spending -------------------------------------------------------------------------------
 
-    def check(self, cost: PrivacyCost, *, dataset: str = "") -> None:
-        """Raises :class:`BudgetExceeded` if ``cost`` would not be admitted now (spends nothing)."""
+    def check(self, cost: PrivacyCost, *, dataset: str = "", datasets: Iterable[str] = ()) -> None:
+        """Raises :class:`BudgetExceeded` if ``cost`` would not be admitted now (spends nothing).
+
+        ``datasets`` (and/or one ``dataset``): every private table the release reads, ``db.table``."""
         state = self._state()
         with state.lock:
-            self._admit(state, cost, dataset)
+            self._admit(state, cost, _names(dataset, datasets))
 
-    def charge(self, cost: PrivacyCost, *, dataset: str, query_hash: str, mechanism: str) -> LedgerEntry:
+    def charge(self, cost: PrivacyCost, *, dataset: str = "", datasets: Iterable[str] = (), query_hash: str,
+               mechanism: str) -> LedgerEntry:
         """Admits and durably charges a fixed-cost release (ONE ledger row), or raises
-        :class:`BudgetExceeded`. Decision and write happen under the analyst's lock."""
+        :class:`BudgetExceeded`. Decision and write happen under the analyst's lock. The
+        release counts in the analyst's scope and in each of ``datasets`` (and ``dataset``)."""
         if cost.ex_post:
             raise ConfigError("an ex-post cost is known only after the release",
                               hint="use Accountant.reserve(worst_cost) and settle the realized cost")
+        names = _names(dataset, datasets)
         state = self._state()
         with state.lock:
-            flt = self._admit(state, cost, dataset)
+            flt = self._admit(state, cost, names)
             checkpoint()  # the last moment a query can be cancelled for free (dpch.cancel)
-            entry = self.ledger.charge(analyst=self.analyst, dataset=dataset, query_hash=query_hash,
+            entry = self.ledger.charge(analyst=self.analyst, datasets=names, query_hash=query_hash,
                                        mechanism=mechanism, filter_name=flt.name, cost=cost)
             state.entries[entry.release_id] = entry
             return entry
 
-    def reserve(self, worst: PrivacyCost, *, dataset: str, query_hash: str, mechanism: str) -> Reservation:
+    def reserve(self, worst: PrivacyCost, *, dataset: str = "", datasets: Iterable[str] = (), query_hash: str,
+                mechanism: str) -> Reservation:
         """Admits a release on its worst case and durably writes a ``reserved`` row.
 
         ``worst`` is the mechanism's worst-case cost: an ex-post :class:`PrivacyCost` with
         ``worst_epsilon``/``worst_rho`` (e.g. ``BrownianMechanism.worst_cost``), or a fixed cost.
         Returns a :class:`Reservation` to settle with the realized cost.
         """
+        names = _names(dataset, datasets)
         state = self._state()
         with state.lock:
-            flt = self._admit(state, worst, dataset)
+            flt = self._admit(state, worst, names)
             checkpoint()
-            entry = self.ledger.reserve(analyst=self.analyst, dataset=dataset, query_hash=query_hash,
+            entry = self.ledger.reserve(analyst=self.analyst, datasets=names, query_hash=query_hash,
                                         mechanism=mechanism, filter_name=flt.name, worst=worst)
             state.entries[entry.release_id] = entry
         return Reservation(self, entry)
@@ -301,20 +360,70 @@ class Accountant:
             state.entries[entry.release_id] = final
             return final
 
+    # -- the tripwire (DESIGN.md rule 5) --------------------------------------------------------
+
+    @contextmanager
+    def tripwire(self, release: LedgerEntry | Reservation) -> Iterator[None]:
+        """Wraps everything that runs after ``release`` was charged (emitted SQL, noise).
+
+        Any exception trips: the release is marked failed, the analyst locked, and
+        :class:`QueryFailedAfterCharge` raised in its place, with no detail and no chained
+        cause (ClickHouse's text can quote data)."""
+        try:
+            yield
+        except Exception as exc:
+            reason = _failure_reason(exc)
+            try:
+                if isinstance(release, Reservation):
+                    release.trip(reason)
+                else:
+                    self.trip(release, reason)
+            except Exception:  # noqa: S110 — the store failed too: the in-process lock still holds
+                pass
+            raise QueryFailedAfterCharge() from None
+
+    def trip(self, entry: LedgerEntry, reason: str) -> LedgerEntry:
+        """Durably locks the analyst and marks ``entry`` failed (still counted); returns it.
+
+        ``reason`` is internal (e.g. ClickHouse's error code name): the data owner sees it in
+        ``dpch budget``, the analyst never does. The lock is written first: it is what stops
+        the next query, and it holds in this process even if the store cannot be written."""
+        state = self._state()
+        with state.lock:
+            state.locked = AnalystLock(self.analyst, entry.release_id, reason, datetime.now(UTC))
+            state.locked = self.locks.lock(self.analyst, release_id=entry.release_id, reason=reason)
+            final = self.ledger.fail(entry)
+            state.entries[entry.release_id] = final
+            return final
+
+    def lock_info(self) -> AnalystLock | None:
+        """Why and since when this analyst is locked, or None."""
+        return self._current_lock(self._state())
+
+    def unlock(self) -> bool:
+        """(Data owner) Clears this analyst's lock, durably; False if the analyst was not locked."""
+        state = self._state()
+        with state.lock:
+            was = self._current_lock(state) is not None or self.locks.get(self.analyst) is not None
+            if was:
+                self.locks.unlock(self.analyst)
+            state.locked = None
+            return was
+
     # -- visibility and administration ----------------------------------------------------------
 
     def status(self, *, recent: int = 5) -> BudgetStatus:
         state = self._state()
         with state.lock:
-            scopes = self._scopes(state, "")
-            scopes += [(d, self._filter(state, d)) for d in state.settings if d]
+            scopes = self._scopes(state, tuple(d for d in state.settings if d))
             statuses = [self._scope_status(state, scope, flt) for scope, flt in scopes]
             top = statuses[0]
             tail = tuple(list(state.entries.values())[-recent:]) if recent else ()
-            return BudgetStatus(**{**top.__dict__, "datasets": tuple(statuses[1:]), "recent": tail})
+            return BudgetStatus(**{**top.__dict__, "datasets": tuple(statuses[1:]), "recent": tail,
+                                   "locked": self._current_lock(state)})
 
     def _scope_status(self, state: _AnalystState, scope: str, flt: PrivacyFilter) -> BudgetStatus:
-        entries = [e for e in state.entries.values() if not scope or e.dataset == scope]
+        entries = [e for e in state.entries.values() if not scope or scope in e.scopes]
         settled = [e.counted for e in entries if e.status != "reserved"]
         pending = [e.worst for e in entries if e.status == "reserved"]
         reserved = PrivacyCost.zero()
@@ -345,3 +454,15 @@ class Accountant:
         state = self._state()
         with state.lock:
             return list(state.entries.values())[-limit:]
+
+
+def _names(dataset: str, datasets: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(([dataset] if dataset else []) + [d for d in datasets if d]))
+
+
+def _failure_reason(exc: Exception) -> str:
+    """What the data owner's lock record says: an engine error's code name, else the error class
+    (never a message, which could quote data)."""
+    if isinstance(exc, ExecutionError) and exc.reason:
+        return exc.reason
+    return type(exc).__name__

@@ -96,7 +96,7 @@ class BudgetStore:
             options: dict | None = None) -> None:
         self.engine.insert(
             BUDGETS_TABLE,
-            [[analyst, budget.epsilon, budget.delta, datetime.now(UTC), _whoami(), dataset, filter,
+            [[analyst, budget.epsilon, budget.delta, datetime.now(UTC), whoami(), dataset, filter,
               json.dumps(options) if options else ""]],
             ["analyst", "epsilon", "delta", "set_at", "set_by", "dataset", "filter", "filter_options"],
         )
@@ -109,7 +109,8 @@ class BudgetStore:
         return {r[0]: Budget(float(r[1]), float(r[2])) for r in rows}
 
 
-def _whoami() -> str:
+def whoami() -> str:
+    """The OS user running an admin action (recorded beside budgets and locks)."""
     try:
         return getpass.getuser()
     except Exception:  # no user database entry in some containers

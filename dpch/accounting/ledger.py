@@ -7,7 +7,14 @@ budget, never privacy (DESIGN.md rule 2). Protocol:
   its cost is known in advance);
 - a release whose cost is known only afterwards (ex post: noise reduction, Above Threshold)
   writes ``reserved`` at its worst case (seq 1) before it runs, then ``charged`` at the realized
-  cost or ``voided`` (seq 2) under the same ``release_id``.
+  cost or ``voided`` (seq 2) under the same ``release_id``;
+- a release that fails after its charge (the tripwire, DESIGN.md rule 5) gets a ``failed`` row
+  (seq 3, always the latest) that still counts what the release counted: its charge, or a
+  reservation's worst case. A failed release may have read data, so it is never refunded.
+
+A release's ``datasets`` are every private table it read (``db.table``; a join names each, a
+self-join one): each one's dataset budget admits and counts it (DESIGN.md rule 8). ``dataset``
+is their display form. Rows written before ``datasets`` existed count for ``[dataset]``.
 
 The filter state is a pure function of these rows: a release counts at its latest row, and a
 reservation never settled (the process died between reserve and charge) counts at its worst
@@ -24,6 +31,8 @@ from dpch.engine import Engine
 from dpch.mechanisms.cost import PrivacyCost
 
 LEDGER_TABLE = "dpch_ledger"
+#: the seq of a ``failed`` row: above ``charged``/``voided`` (2), so it is always the latest word
+FAILED_SEQ = 3
 
 
 @dataclass(frozen=True)
@@ -40,6 +49,14 @@ class LedgerEntry:
     cost: PrivacyCost
     worst: PrivacyCost
     filter: str = ""
+    datasets: tuple[str, ...] = ()
+
+    @property
+    def scopes(self) -> tuple[str, ...]:
+        """The dataset scopes this release counts in (``[dataset]`` for rows older than ``datasets``)."""
+        if self.datasets:
+            return self.datasets
+        return (self.dataset,) if self.dataset else ()
 
     @property
     def counted(self) -> PrivacyCost:
@@ -80,32 +97,33 @@ class Ledger:
             ") ENGINE = MergeTree ORDER BY (analyst, time, release_id, seq)"
             " COMMENT 'dpch: privacy ledger (append-only; never edit by hand)'"
         )
-        # ledgers created before ex-post releases were recorded
+        # ledgers created before ex-post releases, and before joins counted per dataset
         engine.command(
             f"ALTER TABLE {self.table} ADD COLUMN IF NOT EXISTS worst_rho Nullable(Float64),"
-            " ADD COLUMN IF NOT EXISTS ex_post Bool DEFAULT false"
+            " ADD COLUMN IF NOT EXISTS ex_post Bool DEFAULT false,"
+            " ADD COLUMN IF NOT EXISTS datasets Array(String) DEFAULT []"
         )
 
-    def _new(self, status: str, *, analyst: str, dataset: str, query_hash: str, mechanism: str,
+    def _new(self, status: str, *, analyst: str, datasets: tuple[str, ...], query_hash: str, mechanism: str,
              filter_name: str, cost: PrivacyCost) -> LedgerEntry:
         return LedgerEntry(
-            release_id=str(uuid.uuid4()), time=datetime.now(UTC), analyst=analyst, dataset=dataset,
+            release_id=str(uuid.uuid4()), time=datetime.now(UTC), analyst=analyst, dataset="+".join(datasets),
             query_hash=query_hash, mechanism=mechanism, status=status, cost=cost, worst=worst_of(cost),
-            filter=filter_name,
+            filter=filter_name, datasets=datasets,
         )
 
-    def charge(self, *, analyst: str, dataset: str, query_hash: str, mechanism: str,
+    def charge(self, *, analyst: str, datasets: tuple[str, ...], query_hash: str, mechanism: str,
                filter_name: str, cost: PrivacyCost) -> LedgerEntry:
         """Appends one durable ``charged`` row for a fixed-cost release (one INSERT) and returns it."""
-        entry = self._new("charged", analyst=analyst, dataset=dataset, query_hash=query_hash,
+        entry = self._new("charged", analyst=analyst, datasets=datasets, query_hash=query_hash,
                           mechanism=mechanism, filter_name=filter_name, cost=cost)
         self.engine.insert_row(LEDGER_TABLE, self._row(entry, 1))
         return entry
 
-    def reserve(self, *, analyst: str, dataset: str, query_hash: str, mechanism: str,
+    def reserve(self, *, analyst: str, datasets: tuple[str, ...], query_hash: str, mechanism: str,
                 filter_name: str, worst: PrivacyCost) -> LedgerEntry:
         """Appends one durable ``reserved`` row at the worst case (seq 1)."""
-        entry = self._new("reserved", analyst=analyst, dataset=dataset, query_hash=query_hash,
+        entry = self._new("reserved", analyst=analyst, datasets=datasets, query_hash=query_hash,
                           mechanism=mechanism, filter_name=filter_name, cost=worst)
         self.engine.insert_row(LEDGER_TABLE, self._row(entry, 1))
         return entry
@@ -123,6 +141,16 @@ class Ledger:
             entry = replace(reserved, status="charged", cost=cost, time=datetime.now(UTC))
         self.engine.insert_row(LEDGER_TABLE, self._row(entry, 2))
         return replace(entry, time=reserved.time)
+
+    def fail(self, entry: LedgerEntry) -> LedgerEntry:
+        """Appends the ``failed`` row (seq 3) of a release that failed after its charge.
+
+        It counts what the release counted (a reservation: its worst case): the release may
+        have read data before it failed, so failing refunds nothing.
+        """
+        failed = replace(entry, status="failed", cost=entry.counted, time=datetime.now(UTC))
+        self.engine.insert_row(LEDGER_TABLE, self._row(failed, FAILED_SEQ))
+        return replace(failed, time=entry.time)
 
     @staticmethod
     def _row(entry: LedgerEntry, seq: int) -> dict[str, tuple[str, object]]:
@@ -143,6 +171,7 @@ class Ledger:
             "worst_delta": ("Float64", entry.worst.delta),
             "worst_rho": ("Nullable(Float64)", entry.worst.rho),
             "ex_post": ("Bool", entry.cost.ex_post),
+            "datasets": ("Array(String)", list(entry.datasets)),
         }
 
     def entries(self, analyst: str) -> list[LedgerEntry]:
@@ -152,7 +181,7 @@ class Ledger:
             " argMax(query_hash, seq), argMax(mechanism, seq), argMax(status, seq),"
             " argMax(epsilon, seq), argMax(delta, seq), argMax(rho, seq),"
             " argMax(worst_epsilon, seq), argMax(worst_delta, seq), argMax(worst_rho, seq),"
-            " max(ex_post), argMax(filter, seq)"
+            " max(ex_post), argMax(filter, seq), argMax(datasets, seq)"
             f" FROM {self.table} WHERE analyst = {{a:String}}"
             " GROUP BY release_id ORDER BY min(time), release_id",
             {"a": analyst},
@@ -165,6 +194,6 @@ class Ledger:
                                worst_epsilon=r[10] if ex_post else None, worst_rho=r[12] if ex_post else None)
             result.append(LedgerEntry(
                 release_id=r[0], time=r[1], analyst=r[2], dataset=r[3], query_hash=r[4],
-                mechanism=r[5], status=r[6], cost=cost, worst=worst, filter=r[14],
+                mechanism=r[5], status=r[6], cost=cost, worst=worst, filter=r[14], datasets=tuple(r[15]),
             ))
         return result

@@ -143,7 +143,7 @@ class _Stored:
     afplan: AccuracyPlan
     path: _BrownianPath | None
     keys: list[tuple]
-    dataset: str
+    datasets: tuple[str, ...]
     report: AccuracyReport
     lock: threading.Lock
 
@@ -161,16 +161,16 @@ def _remember(session: Session, release_id: str, stored: _Stored) -> None:
             runs.popitem(last=False)
 
 
-def _admission(session: Session, dataset: str) -> tuple[Any, Any]:
+def _admission(session: Session, datasets: tuple[str, ...]) -> tuple[Any, Any]:
     def admits(cost: PrivacyCost) -> bool:
         try:
-            session.accountant.check(cost, dataset=dataset)
+            session.accountant.check(cost, datasets=datasets)
             return True
         except BudgetExceeded:
             return False
 
     def refuse(cost: PrivacyCost) -> None:
-        session.accountant.check(cost, dataset=dataset)
+        session.accountant.check(cost, datasets=datasets)
 
     return admits, refuse
 
@@ -178,9 +178,9 @@ def _admission(session: Session, dataset: str) -> tuple[Any, Any]:
 def answer(session: Session, plan: QueryPlan, opts: QueryOptions, started: float) -> Release:
     """Runs ``plan`` accuracy-first under ``opts`` (``dp_accuracy`` / ``dp_relative_error``)."""
     target = AccuracyTarget.from_options(opts)
-    dataset = f"{session.engine.database}.{plan.relation.dataset}"
+    datasets = session.datasets(plan)
     status = session.accountant.status(recent=0)
-    admits, refuse = _admission(session, dataset)
+    admits, refuse = _admission(session, datasets)
     uniform = target.stop_rule == "exact" or rules.data_dependent(plan, target)
     afplan = planner.plan_accuracy(
         plan, target, mechanism=opts.mechanism, delta=opts.delta, filter_name=status.filter,
@@ -189,9 +189,10 @@ def answer(session: Session, plan: QueryPlan, opts: QueryOptions, started: float
     emitted = emit_sql(plan, session.engine.database)
     session._probe(plan, emitted)
     # durable reservation at the worst case before ClickHouse runs and before any noise is drawn
-    reservation = session.accountant.reserve(afplan.worst_cost, dataset=dataset, query_hash=plan.query.fingerprint,
+    reservation = session.accountant.reserve(afplan.worst_cost, datasets=datasets, query_hash=plan.query.fingerprint,
                                              mechanism=afplan.mechanism)
-    with reservation:
+    # any failure from here on may depend on the data: the tripwire (DESIGN.md rule 5)
+    with reservation, session.accountant.tripwire(reservation):
         data = session._exact(plan, emitted)
         values = afplan.blocks.stack(data.measures)
         with session._noise_lock:
@@ -201,7 +202,7 @@ def answer(session: Session, plan: QueryPlan, opts: QueryOptions, started: float
         entry = reservation.settle(realized)
     report = _report(afplan, target, step, met, chk, realized, opts, refinements=0)
     stored = _Stored(plan, opts, afplan, path if afplan.kind == "brownian" and target.stop_rule == "released"
-                     else None, data.keys, dataset, report, threading.Lock())
+                     else None, data.keys, datasets, report, threading.Lock())
     _remember(session, entry.release_id, stored)
     if not met:
         raise AccuracyNotReached(entry.release_id, realized, report)
@@ -375,21 +376,21 @@ def refine(session: Session, release_id: str | None = None, *, accuracy: float |
         opts = replace(stored.opts, accuracy=accuracy, relative_error=relative_error,
                        max_epsilon=max_epsilon).validated()
         target = AccuracyTarget.from_options(opts)
-        admits, refuse = _admission(session, stored.dataset)
+        admits, refuse = _admission(session, stored.datasets)
         path = stored.path
         assert path.time is not None
         afplan = planner.plan_refinement(stored.afplan, path.time, target, admits=admits, refuse=refuse)
-        reservation = session.accountant.reserve(afplan.worst_cost, dataset=stored.dataset,
+        reservation = session.accountant.reserve(afplan.worst_cost, datasets=stored.datasets,
                                                  query_hash=stored.plan.query.fingerprint,
                                                  mechanism="brownian-refine")
-        with reservation:
+        with reservation, session.accountant.tripwire(reservation):
             with session._noise_lock:
                 run = _GridRun(afplan, path)
                 step, noisy, met, chk = _iterate(stored.plan, afplan, target, run, path.values)
             realized = afplan.cost_at(step) if met else afplan.worst_cost
             entry = reservation.settle(realized)
         report = _report(afplan, target, step, met, chk, realized, opts, refinements=old.refinements + 1)
-        new = _Stored(stored.plan, opts, afplan, path, stored.keys, stored.dataset, report, stored.lock)
+        new = _Stored(stored.plan, opts, afplan, path, stored.keys, stored.datasets, report, stored.lock)
         _remember(session, entry.release_id, new)
         if not met:
             raise AccuracyNotReached(entry.release_id, realized, report)

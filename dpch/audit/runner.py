@@ -148,9 +148,8 @@ class AuditRunner:
             raise QueryRejected(
                 "the audit covers accuracy-first queries whose stop does not depend on the data",
                 hint="audit an absolute dp_accuracy target on counts and sums")
-        dataset = f"{session.engine.database}.{plan.relation.dataset}"
         status = session.accountant.status(recent=0)
-        admits, refuse = _admission(session, dataset)
+        admits, refuse = _admission(session, session.datasets(plan))
         afplan = planner.plan_accuracy(
             plan, target, mechanism=opts.mechanism, delta=opts.delta, filter_name=status.filter,
             budget_delta=status.budget.delta, epsilon_hint=status.remaining.epsilon, admits=admits,

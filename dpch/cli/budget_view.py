@@ -6,10 +6,19 @@ import json
 
 from dpch.accounting.accountant import BudgetStatus
 from dpch.accounting.ledger import LedgerEntry
+from dpch.accounting.locks import AnalystLock
 
 
 def budget_json(status: BudgetStatus) -> str:
-    return json.dumps(status.as_dict(), indent=2, default=str)
+    # the lock's internal reason is there only if the status came from the store (the data owner)
+    return json.dumps(status.as_dict(internal=True), indent=2, default=str)
+
+
+def lock_text(lock: AnalystLock) -> str:
+    """One line: who is locked, since when, after which release, and why (if known here)."""
+    why = f" ({lock.reason})" if lock.reason else ""
+    return (f"{lock.analyst} since {lock.time:%Y-%m-%d %H:%M:%S}: release {lock.release_id} failed after its "
+            f"charge{why}; clear with `dpch budget unlock --analyst {lock.analyst}`")
 
 
 def _num(value: float | None) -> str:
@@ -40,6 +49,8 @@ def budget_text(status: BudgetStatus) -> str:
     pure-ε release still admitted), then the last releases."""
     lines = [f"analyst {status.analyst} — {status.releases} releases",
              f"filter {status.guarantee or status.filter}"]
+    if status.locked is not None:
+        lines.insert(1, f"LOCKED: {lock_text(status.locked)}")
     lines += _table(status)
     for ds in status.datasets:
         lines.append(f"dataset {ds.dataset} — {ds.releases} releases")

@@ -14,6 +14,8 @@ import click
 from dpch import __version__
 from dpch.accounting.accountant import Accountant
 from dpch.accounting.budget import Budget, BudgetStore
+from dpch.accounting.locks import LockStore
+from dpch.cli.budget_view import lock_text
 from dpch.cli.output import FORMATS, render
 from dpch.engine import DSN_ENV, Engine
 from dpch.errors import ConfigError, DpchError
@@ -185,9 +187,29 @@ def budget_set(obj: Context, target: str, epsilon: float, delta: float, dataset:
 @click.pass_obj
 @friendly_errors
 def budget_list(obj: Context) -> None:
-    """(Data owner) List the budgets that have been set."""
-    for analyst, b in BudgetStore(obj.session().engine).all().items():
-        click.echo(f"{analyst}: ε {b.epsilon:g}, δ {b.delta:g}")
+    """(Data owner) List the budgets that have been set, and the locked analysts."""
+    engine = obj.session().engine
+    locks = {lock.analyst: lock for lock in LockStore(engine).all()}
+    for analyst, b in BudgetStore(engine).all().items():
+        click.echo(f"{analyst}: ε {b.epsilon:g}, δ {b.delta:g}" + ("  LOCKED" if analyst in locks else ""))
+    for lock in locks.values():
+        click.echo(f"locked: {lock_text(lock)}")
+
+
+@budget.command("unlock")
+@click.option("--analyst", "target", required=True, help="The analyst to unlock.")
+@click.pass_obj
+@friendly_errors
+def budget_unlock(obj: Context, target: str) -> None:
+    """(Data owner) Clear the lock of an analyst whose query failed after its charge (the tripwire)."""
+    session = obj.session()
+    if not isinstance(session.accountant, Accountant):
+        raise ConfigError("only the data owner unlocks an analyst, on the store itself",
+                          hint="run `dpch budget unlock --analyst NAME` where the store is, not through a gateway")
+    if Accountant(session.engine, target).unlock():
+        click.echo(f"analyst {target} unlocked")
+    else:
+        click.echo(f"analyst {target} was not locked")
 
 
 @cli.group()

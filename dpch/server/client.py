@@ -21,12 +21,14 @@ import urllib3
 
 from dpch.accounting.accountant import BudgetStatus
 from dpch.errors import (
+    AnalystLocked,
     BudgetExceeded,
     ConfigError,
     DpchError,
     ExecutionError,
     ParseError,
     PolicyError,
+    QueryFailedAfterCharge,
     QueryRejected,
     StoreLocked,
 )
@@ -40,6 +42,7 @@ _HINT = re.compile(r"^(.*) \(hint: (.*)\)$", re.DOTALL)
 _CODE_ERRORS: dict[int, type[DpchError]] = {
     62: ParseError, 201: BudgetExceeded, 497: QueryRejected, 60: PolicyError, 36: ConfigError,
     202: StoreLocked, 1002: ExecutionError, 516: ConfigError, 81: ConfigError, 115: QueryRejected,
+    291: AnalystLocked, 1001: QueryFailedAfterCharge,
 }
 
 

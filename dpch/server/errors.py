@@ -10,12 +10,14 @@ from __future__ import annotations
 import re
 
 from dpch.errors import (
+    AnalystLocked,
     BudgetExceeded,
     ConfigError,
     DpchError,
     ExecutionError,
     ParseError,
     PolicyError,
+    QueryFailedAfterCharge,
     QueryRejected,
     StoreLocked,
 )
@@ -38,10 +40,12 @@ CODES = {
     201: ("QUOTA_EXCEEDED", 403),  # not 429: clients retry 429, and an exhausted budget stays so
     202: ("TOO_MANY_SIMULTANEOUS_QUERIES", 503),
     210: ("NETWORK_ERROR", 500),
+    291: ("DATABASE_ACCESS_DENIED", 403),  # an analyst locked by the tripwire (DESIGN.md rule 5)
     307: ("TOO_MANY_BYTES", 413),
     396: ("TOO_MANY_ROWS_OR_BYTES", 400),
     497: ("ACCESS_DENIED", 403),
     516: ("AUTHENTICATION_FAILED", 401),
+    1001: ("STD_EXCEPTION", 500),  # a release failed after its charge: one fixed message, nothing more
     1002: ("UNKNOWN_EXCEPTION", 500),
 }
 
@@ -88,6 +92,8 @@ def from_dpch(exc: DpchError) -> GatewayError:
     text = scrub(f"dpch: {exc}")
     if isinstance(exc, ParseError):
         return GatewayError(62, text)
+    if isinstance(exc, AnalystLocked):  # before BudgetExceeded, its base class
+        return GatewayError(291, text)
     if isinstance(exc, BudgetExceeded):
         return GatewayError(201, text)
     if isinstance(exc, PolicyError):
@@ -98,6 +104,8 @@ def from_dpch(exc: DpchError) -> GatewayError:
         return GatewayError(36, text)
     if isinstance(exc, StoreLocked):
         return GatewayError(202, text)
+    if isinstance(exc, QueryFailedAfterCharge):  # the fixed sentence, whatever failed
+        return GatewayError(1001, f"dpch: {QueryFailedAfterCharge.MESSAGE}")
     if isinstance(exc, ExecutionError):
         return GatewayError(1002, text)
     return GatewayError(1002, text)

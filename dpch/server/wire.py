@@ -13,6 +13,7 @@ from typing import Any
 from dpch.accounting.accountant import BudgetStatus
 from dpch.accounting.budget import Budget
 from dpch.accounting.ledger import LedgerEntry
+from dpch.accounting.locks import AnalystLock
 from dpch.mechanisms.cost import PrivacyCost
 from dpch.release import MeasureReport, Release
 
@@ -83,7 +84,13 @@ def budget_from_wire(data: dict[str, Any]) -> BudgetStatus:
         dataset=data.get("dataset", ""),
         datasets=tuple(budget_from_wire(d) for d in data.get("datasets", [])),
         recent=tuple(entry_from_wire(e, data["analyst"]) for e in data.get("recent", [])),
+        locked=_lock_from_wire(data["locked"], data["analyst"]) if data.get("locked") else None,
     )
+
+
+def _lock_from_wire(lock: dict[str, Any], analyst: str) -> AnalystLock:
+    """A lock as :meth:`AnalystLock.as_dict` wrote it (the gateway never sends the reason)."""
+    return AnalystLock(analyst, lock["release_id"], lock.get("reason", ""), datetime.fromisoformat(lock["time"]))
 
 
 def entry_from_wire(e: dict[str, Any], analyst: str) -> LedgerEntry:
@@ -92,7 +99,7 @@ def entry_from_wire(e: dict[str, Any], analyst: str) -> LedgerEntry:
     worst = PrivacyCost(e.get("worst_epsilon", e["epsilon"]), e["delta"])
     return LedgerEntry(release_id=e["release_id"], time=datetime.fromisoformat(e["time"]), analyst=analyst,
                        dataset=e["dataset"], query_hash="", mechanism=e["mechanism"], status=e["status"],
-                       cost=cost, worst=worst)
+                       cost=cost, worst=worst, datasets=tuple(e.get("datasets", ())))
 
 
 def release_from_wire(data: dict[str, Any]) -> tuple[Release, list[str]]:

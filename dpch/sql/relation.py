@@ -90,7 +90,13 @@ class Relation:
 
     @property
     def dataset(self) -> str:
-        return "+".join(t.table for t in self.tables if t.private)
+        return "+".join(self.datasets)
+
+    @property
+    def datasets(self) -> tuple[str, ...]:
+        """The private tables read, each once (a self-join reads one dataset): each one's dataset
+        budget admits and counts the release (DESIGN.md rule 8)."""
+        return tuple(dict.fromkeys(t.table for t in self.tables if t.private))
 
 
 class RelationBuilder:

@@ -1,0 +1,93 @@
+"""Analyst locks (the tripwire, DESIGN.md rule 5), stored beside the ledger (``dpch_locks``).
+
+A release that fails *after* its charge may be an attack: an error raised only when some row
+satisfies a condition the analyst chose is a noiseless one-bit oracle. So the first such failure
+locks the analyst, durably and for every process reading the store, until the data owner has
+looked at it (``dpch budget unlock``): an attacker learns at most one bit per owner intervention.
+
+The table is append-only; an analyst's latest row wins (``locked`` true or false). ``reason`` is
+internal (e.g. ClickHouse's error code name): the data owner sees it, the analyst never does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from dpch.accounting.budget import whoami
+from dpch.engine import Engine
+
+LOCKS_TABLE = "dpch_locks"
+
+
+@dataclass(frozen=True)
+class AnalystLock:
+    """Why and since when an analyst is locked."""
+
+    analyst: str
+    release_id: str
+    reason: str
+    time: datetime
+
+    def as_dict(self, *, internal: bool = False) -> dict[str, Any]:
+        """Plain data; ``reason`` only with ``internal`` (the data owner's view)."""
+        data: dict[str, Any] = {"release_id": self.release_id, "time": self.time.isoformat()}
+        if internal:
+            data["reason"] = self.reason
+        return data
+
+
+class LockStore:
+    """Reads and writes ``dpch_locks`` in the engine's database."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.table = engine.table(LOCKS_TABLE)
+        engine.command(
+            f"CREATE TABLE IF NOT EXISTS {self.table} ("
+            " analyst String, locked Bool, release_id String, reason String,"
+            " time DateTime64(6, 'UTC'), set_by String"
+            ") ENGINE = MergeTree ORDER BY (analyst, time)"
+            " COMMENT 'dpch: analysts locked by the tripwire (latest row wins)'"
+        )
+
+    def get(self, analyst: str) -> AnalystLock | None:
+        """The analyst's lock, or None if the analyst is not locked."""
+        found = self._read("WHERE analyst = {a:String}", {"a": analyst})
+        return found[0] if found else None
+
+    def all(self) -> list[AnalystLock]:
+        """Every locked analyst."""
+        return self._read("", None)
+
+    def _read(self, where: str, params: dict[str, Any] | None) -> list[AnalystLock]:
+        rows = self.engine.query_rows(
+            # ties in time: a lock wins over an unlock (fail closed)
+            "SELECT analyst, argMax(locked, (time, locked)), argMax(release_id, (time, locked)),"
+            f" argMax(reason, (time, locked)), max(time) FROM {self.table} {where}"
+            " GROUP BY analyst ORDER BY analyst",
+            params,
+        )
+        return [AnalystLock(r[0], r[2], r[3], r[4]) for r in rows if r[1]]
+
+    def lock(self, analyst: str, *, release_id: str, reason: str) -> AnalystLock:
+        """Durably locks ``analyst`` (one INSERT) and returns the lock."""
+        return self._write(analyst, True, release_id, reason)
+
+    def unlock(self, analyst: str) -> None:
+        """Durably clears the analyst's lock (the data owner's action)."""
+        self._write(analyst, False, "", "")
+
+    def _write(self, analyst: str, locked: bool, release_id: str, reason: str) -> AnalystLock:
+        now = datetime.now(UTC)
+        self.engine.insert_row(LOCKS_TABLE, {
+            "analyst": ("String", analyst),
+            "locked": ("Bool", locked),
+            "release_id": ("String", release_id),
+            "reason": ("String", reason),
+            "time": ("DateTime64(6, 'UTC')", now.strftime("%Y-%m-%d %H:%M:%S.%f")),
+            "set_by": ("String", whoami()),
+        })
+        return AnalystLock(analyst, release_id, reason, now)
+
