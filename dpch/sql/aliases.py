@@ -6,6 +6,10 @@ ON and inside other aggregates (``SELECT sum(spend) AS spend … HAVING spend > 
 the sum; ``SELECT age * 2 AS age … WHERE age > 50`` filters on ``age * 2``). Only the alias's
 own definition and a qualified name (``v.age``) read the column.
 
+Names are compared case-insensitively here, because dpch resolves a column name that way when no
+exact match exists: ``AGE`` could mean the column ``age`` to dpch and the alias ``AGE`` to
+ClickHouse, so it counts as shadowing too.
+
 dpch reads a bare GROUP BY item and a HAVING/ORDER BY reference outside an aggregate as the
 alias (:mod:`.analyze`), as ClickHouse does. Any other unqualified use of such a name is
 refused as ambiguous (:func:`check_shadowing`), so the query never gets a third meaning.
@@ -30,13 +34,13 @@ def shadowing_aliases(select: exp.Select, columns: Iterable[str]) -> dict[str, e
 
     ``t.x AS x`` is left out: there the alias and the column are the same value.
     """
-    names = set(columns)
+    names = {name.lower() for name in columns}
     result: dict[str, exp.Alias] = {}
     for item in select.expressions:
-        if isinstance(item, exp.Alias) and item.alias in names:
-            if isinstance(item.this, exp.Column) and item.this.name == item.alias:
+        if isinstance(item, exp.Alias) and item.alias.lower() in names:
+            if isinstance(item.this, exp.Column) and item.this.name.lower() == item.alias.lower():
                 continue
-            result[item.alias] = item
+            result[item.alias.lower()] = item
     return result
 
 
@@ -56,9 +60,9 @@ def check_shadowing(select: exp.Select, columns: Iterable[str]) -> None:
             if not _inside_aggregate(col, node):
                 as_alias.add(id(col))
     for col in _own_columns(select):
-        if col.table or col.name not in shadows or id(col) in as_alias:
+        alias = shadows.get(col.name.lower())
+        if col.table or alias is None or (id(col) in as_alias and col.name == alias.alias):
             continue
-        alias = shadows[col.name]
         if _within(col, alias):
             continue  # its own definition reads the column, in ClickHouse too
         raise QueryRejected(

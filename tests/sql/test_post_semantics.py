@@ -122,6 +122,7 @@ REFUSED = [
     ("SELECT intDiv(age, 10) AS age, count() FROM t WHERE age > 50 GROUP BY age", "both a column and the alias"),
     ("SELECT sex, round(avg(age), 1) AS age FROM t GROUP BY sex HAVING avg(age) > 40", "both a column"),
     ("SELECT count() FROM (SELECT age * 2 AS age FROM t WHERE age > 50)", "both a column and the alias"),
+    ("SELECT intDiv(age, 10) AS AGE, count() FROM t WHERE AGE > 5 GROUP BY AGE", "both a column and the alias"),
     ("SELECT sum(spend) AS spend, count() FROM t GROUP BY spend", "GROUP BY an aggregate"),
     ("SELECT device AS sex, count() FROM t GROUP BY device, sex", "GROUP BY device is listed twice"),
 ]
