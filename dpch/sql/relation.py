@@ -62,6 +62,10 @@ class SourceColumn:
     #: visible only through a qualifier: the public side of ``USING (col)``, whose unqualified
     #: name means the private side's column, as in ClickHouse
     qualified_only: bool = False
+    #: a column of a public table joined with LEFT (ANY/ANTI/ASOF): a private row without a match
+    #: reads the type's default here (ClickHouse's join_use_nulls = 0), so a GROUP BY on it has
+    #: one more group than the public table's values
+    unmatched_default: bool = False
 
     def ref(self, sql: str) -> ColumnRef:
         return ColumnRef(sql=sql, name=self.name, type=self.type, bounds=self.bounds, integer=self.integer,
@@ -274,9 +278,10 @@ class RelationBuilder:
         inner = self._alias()
         qualifiers = frozenset({inner, (alias or policy.table).lower()})
         using_names = {ident.name for ident in using or []}
+        unmatched = emitted in _KEEPS_UNMATCHED
         right_columns = [
             replace(_column(policy, c, f"{inner}.{quote(c.name)}", qualifiers), public=True,
-                    public_table=policy.table, qualified_only=c.name in using_names)
+                    public_table=policy.table, qualified_only=c.name in using_names, unmatched_default=unmatched)
             for c in policy.columns.values()
         ]
         merged = Relation(columns=left.columns + right_columns, from_sql="", unit_sql=left.unit_sql,
@@ -385,6 +390,9 @@ _PUBLIC_JOINS: dict[frozenset[str], str] = {
     frozenset({"INNER", "ASOF"}): "ASOF JOIN",
     frozenset({"LEFT", "ASOF"}): "LEFT ASOF JOIN",
 }
+
+#: emitted forms that keep a private row without a match (its public columns read their defaults)
+_KEEPS_UNMATCHED = frozenset({"LEFT ANY JOIN", "LEFT ANTI JOIN", "LEFT ASOF JOIN"})
 
 _LOOKUP_HINT = "write JOIN or LEFT JOIN: dpch joins a public table as a lookup, each private row meeting at most " \
                "one of its rows"

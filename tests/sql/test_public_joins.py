@@ -57,6 +57,10 @@ SAME_AS_CLICKHOUSE = [
     "SELECT count(), sum(d.t) FROM t LEFT ASOF JOIN dim AS d ON t.region = d.region AND t.t >= d.t",
     "SELECT region, count() FROM t JOIN dim AS d USING (region) GROUP BY region",
     "SELECT d.name, count() FROM t JOIN dim AS d ON t.region = d.region AND d.name != 'Beta' GROUP BY d.name",
+    # rows without a match form the group of the public column's default value ('' here), as in ClickHouse
+    "SELECT d.name, count(), sum(x) FROM t LEFT JOIN dim AS d ON t.region = d.region GROUP BY d.name",
+    "SELECT d.t, count() FROM t LEFT JOIN dim AS d ON t.region = d.region GROUP BY d.t",
+    "SELECT d.name, count() FROM t ANTI JOIN dim AS d ON t.region = d.region GROUP BY d.name",
     # private ⋈ private on the units, each side capped first (≤ k·k rows per unit)
     "SELECT count(), sum(a.x) FROM t AS a JOIN t AS b ON a.uid = b.uid",
     "SELECT count() FROM t AS a JOIN t AS b USING (uid)",
