@@ -376,22 +376,8 @@ def _having_order_limit(plan: QueryPlan, keys: list[tuple], values: dict[str, np
         env: dict[str, Any] = {f"k{i}": v for i, v in enumerate(key)}
         env.update({name: float(arr[g]) for name, arr in values.items()})
         envs.append(env)
-    order = list(range(len(rows)))
-    if plan.having is not None:
-        order = [g for g in order if outputs.evaluate(plan.having, envs[g]) is True]
-    for expr, descending in reversed(plan.order):
-        order.sort(key=lambda g, expr=expr: _sort_key(outputs.evaluate(expr, envs[g])), reverse=descending)
-    stop = None if plan.limit is None else plan.offset + plan.limit
-    order = order[plan.offset:stop]
+    order = outputs.arrange(plan.having, plan.order, plan.limit, plan.offset, envs)
     return [rows[g] for g in order], [intervals[g] for g in order]
-
-
-def _sort_key(value: Any) -> tuple:
-    if value is None:
-        return (1, 0, "")
-    if isinstance(value, int | float):
-        return (0, float(value), "")
-    return (0, 0.0, str(value))
 
 
 def _key(value: Any) -> str:

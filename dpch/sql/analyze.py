@@ -22,6 +22,7 @@ from dpch.errors import QueryRejected
 from dpch.policy.model import TablePolicy
 from dpch.sql import outputs
 from dpch.sql.aggregates import AggregateBuilder, Measure, Stat, is_aggregate
+from dpch.sql.aliases import check_shadowing
 from dpch.sql.bounds import ValueTranslator, condition_sql
 from dpch.sql.grouping import MAX_GROUPS, GroupKey, KeyBuilder, PublicDomain, check_domain_size
 from dpch.sql.parse import DIALECT, ParsedQuery
@@ -137,6 +138,7 @@ class _Analyzer:
         if select.find(exp.Window) is not None:
             raise QueryRejected("window functions (OVER) are not supported")
         self.relation = RelationBuilder(self.lookup, self.database).build(select)
+        check_shadowing(select, (c.name for c in self.relation.columns))
         conditions = list(self.relation.conditions)
         where = select.args.get("where")
         if where is not None:
@@ -229,8 +231,7 @@ class _Analyzer:
                     raise QueryRejected(f"GROUP BY {position} is out of range")
                 expr = self.select.expressions[position - 1].unalias()
             elif isinstance(expr, exp.Column) and not expr.table and expr.name in aliases:
-                if not any(c.name == expr.name for c in self.relation.columns):
-                    expr = aliases[expr.name]
+                expr = aliases[expr.name]  # the alias wins over a column of the same name, as in ClickHouse
             if is_aggregate(expr) or expr.find(exp.AggFunc) is not None:
                 raise QueryRejected("GROUP BY an aggregate is not possible")
             if any(_same(expr, other, self.relation) for other in result):
@@ -273,12 +274,12 @@ class _Analyzer:
                 return outputs.placeholder(self.builder.aggregate(node))
             if isinstance(node, exp.Select | exp.Subquery):
                 raise QueryRejected(f"{what}: subqueries are not supported")
+            if isinstance(node, exp.Column) and not node.table and node.name in by_alias:
+                return by_alias[node.name].copy()  # the alias wins over a column or key, as in ClickHouse
             index = self._key_index(node) if isinstance(node, exp.Column | exp.Func) else None
             if index is not None:
                 return outputs.placeholder(f"k{index}")
             if isinstance(node, exp.Column):
-                if not node.table and node.name in by_alias:
-                    return by_alias[node.name].copy()
                 source = self.relation.resolve(node)
                 raise QueryRejected(
                     f"column {source.name} is used but not aggregated or grouped by",
@@ -287,7 +288,9 @@ class _Analyzer:
 
         transformed = expr.copy().transform(visit)
         outputs.check(transformed, what)
-        return transformed
+        kinds = {f"k{i}": outputs.kind_of_type(k.type) for i, k in enumerate(self.keys)}
+        labels = {f"k{i}": k.label for i, k in enumerate(self.keys)}
+        return outputs.check_types(transformed, kinds, what, condition=what == "HAVING", labels=labels)
 
     def _order(self) -> tuple[tuple[exp.Expression, bool], ...]:
         order = self.select.args.get("order")

@@ -84,13 +84,15 @@ class KeyBuilder:
             raise QueryRejected(f"GROUP BY {source.name}: grouping by the privacy unit releases one group per person",
                                 hint="count distinct units instead: count(DISTINCT unit)")
         if source.public and source.values is not None:
-            values = ", ".join(literal(v) for v in source.values)
-            return GroupKey(label, sql, tuple(source.values), "declared values",
+            domain = _with_unmatched(source, tuple(source.values), label)
+            values = ", ".join(literal(v) for v in domain)
+            return GroupKey(label, sql, domain, "declared values",
                             inner_filter=f"{source.base_sql} IN ({values})", type=source.type)
         if source.public_table is not None:
             domain = self.public_domain(source.public_table, source.name)
             if not domain:
                 raise QueryRejected(f"GROUP BY {label}: the public table has no values in this column")
+            domain = _with_unmatched(source, tuple(domain), label)
             values = ", ".join(literal(v) for v in domain)
             return GroupKey(label, sql, tuple(domain), f"public table {source.public_table}",
                             inner_filter=f"{source.base_sql} IN ({values})", type=source.type)
@@ -133,6 +135,41 @@ class KeyBuilder:
         domain = _date_domain(unit, lo, hi, label)
         key_type = {"toYear": "UInt16", "toMonth": "UInt8"}.get(fn, "Date32" if "Date32" in clamp else "Date")
         return GroupKey(label, f"{fn}({clamp})", domain, "bounds", type=key_type)
+
+
+def _with_unmatched(source: SourceColumn, domain: tuple, label: str) -> tuple:
+    """A LEFT-joined public column's domain plus the value an unmatched row reads (its type's
+    default, public knowledge), so those rows form their group as in ClickHouse."""
+    if not source.unmatched_default:
+        return domain
+    default = _type_default(source.type)
+    if default is _NO_DEFAULT:
+        raise QueryRejected(f"GROUP BY {label}: rows of the LEFT JOIN without a match would form a group of "
+                            f"type {source.type} that dpch cannot list", hint="use JOIN, which keeps matched rows only")
+    return domain if default in domain else (*domain, default)
+
+
+_NO_DEFAULT = object()
+
+
+def _type_default(ch_type: str) -> object:
+    """ClickHouse's default value of a type (``defaultValueOfTypeName``), for the types dpch lists."""
+    if ch_type.replace("LowCardinality(", "").startswith("Nullable("):
+        return _NO_DEFAULT  # NULL: a key domain cannot select it (x IN (NULL) is never true)
+    base = base_type(ch_type)
+    if base == "Bool":
+        return False
+    if base.startswith(("Int", "UInt")):
+        return 0
+    if base.startswith(("Float", "Decimal")):
+        return 0.0
+    if base == "String":
+        return ""
+    if base == "Date":
+        return date(1970, 1, 1)
+    if base == "Date32":
+        return date(1900, 1, 1)
+    return _NO_DEFAULT
 
 
 def _date_domain(unit: str, lo: date, hi: date, label: str) -> tuple:

@@ -5,17 +5,28 @@ ORDER BY may combine aggregates with arithmetic, ``round``, ``abs``, ``least``/`
 ``sqrt``, comparisons and AND/OR/NOT; dpch evaluates them in Python on the noisy values.
 Each statistic's interval holds with probability 1 − β/s when an expression uses s of them
 (Bonferroni), so the expression's interval — by interval arithmetic — holds with 1 − β.
+
+They follow ClickHouse's rules, so an expression means what it would mean there:
+
+- truthiness (HAVING, AND/OR/NOT): a number is true when it is non-zero (NaN included), NULL
+  is false in HAVING and unknown inside AND/OR/NOT (three-valued logic);
+- types (:func:`check_types`, at analysis, before anything is charged): a String key compares
+  with strings only, a number with numbers, a date with dates; a string literal compared with a
+  number or a date is read as one (``count(*) > '5'``, ``month >= '2026-03-01'``) or refused if
+  it is not one; arithmetic takes numbers; a String or a date is not a condition.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from datetime import date, datetime
 from typing import Any
 
 from sqlglot import exp
 
 from dpch.errors import QueryRejected
+from dpch.policy.model import is_date_type, is_numeric_type
 
 Interval = tuple[float, float]
 
@@ -63,19 +74,20 @@ def evaluate(node: exp.Expression, env: Mapping[str, Any]) -> Any:
         v = evaluate(node.this, env)
         return None if v is None else -v
     if isinstance(node, exp.Not):
-        v = evaluate(node.this, env)
+        v = truth(evaluate(node.this, env))
         return None if v is None else not v
     if isinstance(node, exp.And | exp.Or):
-        a, b = evaluate(node.this, env), evaluate(node.expression, env)
-        if isinstance(node, exp.And):
-            return (a and b) if a is not None and b is not None else (False if a is False or b is False else None)
-        return (a or b) if a is not None and b is not None else (True if a is True or b is True else None)
+        a, b = truth(evaluate(node.this, env)), truth(evaluate(node.expression, env))
+        decisive = isinstance(node, exp.Or)  # the value that decides alone: True for OR, False for AND
+        if a is decisive or b is decisive:
+            return decisive
+        return None if a is None or b is None else not decisive
     if isinstance(node, exp.In):
         v = evaluate(node.this, env)
-        return None if v is None else any(v == evaluate(e, env) for e in node.expressions)
+        return None if v is None else any(_compare(exp.EQ, v, evaluate(e, env)) for e in node.expressions)
     if isinstance(node, exp.Between):
         v, lo, hi = (evaluate(node.this, env), evaluate(node.args["low"], env), evaluate(node.args["high"], env))
-        return None if None in (v, lo, hi) else lo <= v <= hi
+        return None if None in (v, lo, hi) else _compare(exp.LTE, lo, v) and _compare(exp.LTE, v, hi)
     if isinstance(node, exp.Is):
         return evaluate(node.this, env) is None
     if isinstance(node, exp.Binary):
@@ -111,15 +123,199 @@ def _binary(node: exp.Expression, a: Any, b: Any) -> Any:
         return a * b
     if isinstance(node, exp.Div):
         return a / b if b != 0 else (math.nan if a == 0 else math.copysign(math.inf, a) * math.copysign(1, b))
-    ops = {exp.EQ: lambda: a == b, exp.NEQ: lambda: a != b, exp.GT: lambda: a > b, exp.GTE: lambda: a >= b,
-           exp.LT: lambda: a < b, exp.LTE: lambda: a <= b}
-    for cls, op in ops.items():
+    for cls in _COMPARISONS:
         if isinstance(node, cls):
-            try:
-                return op()
-            except TypeError:
-                return str(a) < str(b) if cls is exp.LT else op()
+            return _compare(cls, a, b)
     raise QueryRejected(f"cannot evaluate {node.sql()}")
+
+
+_COMPARISONS = {
+    exp.EQ: lambda a, b: a == b, exp.NEQ: lambda a, b: a != b, exp.GT: lambda a, b: a > b,
+    exp.GTE: lambda a, b: a >= b, exp.LT: lambda a, b: a < b, exp.LTE: lambda a, b: a <= b,
+}
+
+
+def _compare(cls: type, a: Any, b: Any) -> bool:
+    """A comparison of two values :func:`check_types` accepted: same kinds, or a date with a
+    date string (ClickHouse reads the string as a date)."""
+    if isinstance(a, date) or isinstance(b, date):
+        a, b = _as_datetime(a), _as_datetime(b)
+    return _COMPARISONS[cls](a, b)
+
+
+def _as_datetime(value: Any) -> datetime:
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, date):
+        return datetime(value.year, value.month, value.day)
+    return _parse_date(str(value))
+
+
+def _parse_date(text: str) -> datetime:
+    return datetime.fromisoformat(text.strip())
+
+
+def truth(value: Any) -> bool | None:
+    """ClickHouse's truthiness of a value: None (NULL) stays unknown, a number is true when non-zero."""
+    if value is None:
+        return None
+    return bool(value)
+
+
+# -- types, checked at analysis (before the charge) ------------------------------------------------
+
+#: the kinds of value a post-processing expression can have
+NUMBER, STRING, DATE, NULL, TEXT_LITERAL = "number", "String", "date", "NULL", "string literal"
+
+
+def kind_of_type(ch_type: str) -> str:
+    """The kind (number, String or date) of a ClickHouse type, e.g. a GROUP BY key's."""
+    if is_numeric_type(ch_type):
+        return NUMBER
+    if is_date_type(ch_type):
+        return DATE
+    return STRING
+
+
+_ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Neg, exp.Round, exp.Abs, exp.Sqrt, exp.Floor, exp.Ceil)
+_LOGIC = (exp.And, exp.Or, exp.Not)
+
+
+def check_types(node: exp.Expression, kinds: Mapping[str, str], what: str, *,
+                condition: bool = False, labels: Mapping[str, str] | None = None) -> exp.Expression:
+    """Checks ``node`` (after :func:`check`) as ClickHouse would type it; returns it with each string
+    literal compared with a number replaced by that number. ``kinds`` maps a placeholder name
+    (``k0``, ``s1``) to its kind; statistics are numbers. ``condition``: ``node`` is a HAVING.
+    ``labels`` names placeholders in messages (a key's GROUP BY text)."""
+    node = node.copy()
+    names = dict(labels or {})
+
+    def describe(n: exp.Expression, k: str) -> str:
+        while isinstance(n, exp.Paren):
+            n = n.this
+        if isinstance(n, exp.Var):
+            label = names.get(n.name[len(PLACEHOLDER):])
+            return f"{label} (a {k})" if label else f"a {k} value"
+        return f"{n.sql()} (a {k})"
+
+    def kind(n: exp.Expression) -> str:
+        if isinstance(n, exp.Var):
+            return kinds.get(n.name[len(PLACEHOLDER):], NUMBER)
+        if isinstance(n, exp.Paren):
+            return kind(n.this)
+        if isinstance(n, exp.Literal):
+            return TEXT_LITERAL if n.is_string else NUMBER
+        if isinstance(n, exp.Null):
+            return NULL
+        if isinstance(n, exp.Boolean):
+            return NUMBER
+        if isinstance(n, _ARITHMETIC):
+            for arg in _operands(n):
+                if kind(arg) not in (NUMBER, NULL):
+                    raise QueryRejected(f"{what}: arithmetic on {describe(arg, kind(arg))}",
+                                        hint="arithmetic takes numbers (ClickHouse refuses it too)")
+            return NUMBER
+        if isinstance(n, exp.Least | exp.Greatest):
+            found = {kind(a) for a in _operands(n)} - {NULL}
+            if len(found - {TEXT_LITERAL}) > 1:
+                raise QueryRejected(f"{what}: {n.sql()} mixes {' and '.join(sorted(found))} values")
+            for arg in _operands(n):
+                _coerce(arg, found - {TEXT_LITERAL}, what)
+            return next(iter(found - {TEXT_LITERAL}), TEXT_LITERAL if found else NULL)
+        if isinstance(n, _LOGIC):
+            for arg in _operands(n):
+                _condition(arg)
+            return NUMBER
+        if isinstance(n, exp.Is):
+            kind(n.this)
+            return NUMBER
+        if isinstance(n, tuple(_COMPARISONS) + (exp.In, exp.Between)):
+            args = _operands(n)
+            found = {kind(a) for a in args} - {NULL}
+            strict = found - {TEXT_LITERAL}
+            if len(strict) > 1:
+                left, right = args[0], next(a for a in args[1:] if kind(a) in strict - {kind(args[0])})
+                raise QueryRejected(
+                    f"{what}: cannot compare {describe(left, kind(left))} with {describe(right, kind(right))}",
+                    hint="ClickHouse refuses it too; compare like with like: a String with a string ('f'), "
+                    "a date with a date ('2026-03-01'), a number with a number")
+            for arg in args:
+                _coerce(arg, strict, what)
+            return NUMBER
+        return NUMBER
+
+    def _condition(n: exp.Expression) -> None:
+        k = kind(n)
+        if k not in (NUMBER, NULL):
+            raise QueryRejected(f"{what}: {describe(n, k)} is not a condition",
+                                hint="compare it, e.g. sex = 'f' (ClickHouse refuses it as a filter too)")
+
+    if condition:
+        _condition(node)
+    else:
+        kind(node)
+    return node
+
+
+def _operands(n: exp.Expression) -> list[exp.Expression]:
+    if isinstance(n, exp.In):
+        return [n.this, *n.expressions]
+    if isinstance(n, exp.Between):
+        return [n.this, n.args["low"], n.args["high"]]
+    if isinstance(n, exp.Round):
+        return [a for a in (n.this, n.args.get("decimals")) if a is not None]
+    if isinstance(n, exp.Least | exp.Greatest):
+        return [n.this, *n.expressions]
+    return [a for a in (n.this, n.args.get("expression")) if isinstance(a, exp.Expression)]
+
+
+def _coerce(arg: exp.Expression, kinds: set[str], what: str) -> None:
+    """A string literal compared with a number or date becomes one (as ClickHouse converts it)."""
+    while isinstance(arg, exp.Paren):
+        arg = arg.this
+    if not (isinstance(arg, exp.Literal) and arg.is_string) or not kinds:
+        return
+    (target,) = kinds
+    text = arg.this
+    if target == NUMBER:
+        try:
+            value = float(text)
+        except ValueError:
+            raise QueryRejected(f"{what}: {arg.sql()} is compared with a number but is not one",
+                                hint="ClickHouse cannot convert it either; write a number") from None
+        arg.replace(exp.Literal.number(repr(value)))
+    elif target == DATE:
+        try:
+            _parse_date(text)
+        except ValueError:
+            raise QueryRejected(f"{what}: {arg.sql()} is compared with a date but is not one",
+                                hint="write a date as 'YYYY-MM-DD'") from None
+
+
+def arrange(having: exp.Expression | None, order: Sequence[tuple[exp.Expression, bool]], limit: int | None,
+            offset: int, envs: Sequence[Mapping[str, Any]]) -> list[int]:
+    """The groups HAVING keeps, in ORDER BY order, after LIMIT/OFFSET: indices into ``envs``
+    (each group's key and statistic values). HAVING keeps a group when its value is true
+    (non-zero, not NULL), as in ClickHouse; ORDER BY puts NULLs last."""
+    kept = list(range(len(envs)))
+    if having is not None:
+        kept = [g for g in kept if truth(evaluate(having, envs[g])) is True]
+    for expr, descending in reversed(order):
+        values = {g: evaluate(expr, envs[g]) for g in kept}
+        kept.sort(key=lambda g: _sort_key(values[g]), reverse=descending)
+        kept.sort(key=lambda g: values[g] is None)  # stable: NULLs last in both directions, as in ClickHouse
+    stop = None if limit is None else offset + limit
+    return kept[offset:stop]
+
+
+def _sort_key(value: Any) -> tuple:
+    if value is None:
+        return (0.0, "")
+    if isinstance(value, int | float):
+        return (float(value), "")
+    if isinstance(value, date):
+        return ((_as_datetime(value) - datetime(1, 1, 1)).total_seconds(), "")
+    return (0.0, str(value))
 
 
 def interval(node: exp.Expression, env: Mapping[str, Interval]) -> Interval:

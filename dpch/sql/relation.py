@@ -3,11 +3,20 @@
 What a query may read, and the sensitivity rule for each:
 
 - one private table: each unit contributes at most k rows (``LIMIT k BY unit``);
-- ``JOIN`` a public table (no personal data): emitted as ``ANY`` join, so each source row meets
-  at most one dimension row and the rows per unit stay ≤ k;
+- ``JOIN`` a public table (no personal data): a many-to-one *lookup*. Each private row meets at
+  most one row of the public table (its first match), so the rows per unit stay ≤ k even if the
+  public table repeats a key. ``JOIN``/``INNER JOIN`` keeps the private rows that have a match
+  (emitted as ``LEFT SEMI JOIN``; ClickHouse's ``INNER ANY JOIN`` would match each public row
+  at most once, one-to-one), ``LEFT JOIN`` keeps every private row (``LEFT ANY JOIN``). On a
+  public table whose join key is unique this is exactly what ClickHouse's ``JOIN`` computes.
+  Join forms the analyst writes are honoured when they already keep each private row at most
+  once (``LEFT ANY``, ``SEMI``, ``ANTI``, ``ASOF``) and refused otherwise (``ALL``, ``ANY
+  INNER``, ``RIGHT``, ``FULL``, ``CROSS``, …), never silently replaced; the ON clause must equate
+  an expression of the private side with one of the public table (not ``ON 1 = 1``);
 - ``JOIN`` a second private table **on the two privacy-unit columns**: each side is capped
   first (k1, k2 rows per unit), so the joined rows per unit are ≤ k1·k2; the tables' units
-  must be the same people (the ON clause asserts it);
+  must be the same people (the ON clause asserts it, and is that one equality only: an inner
+  join, written ``JOIN``, ``INNER JOIN`` or ``ALL JOIN``; other strictnesses are refused);
 - a subquery or CTE that filters and projects one private source (no aggregation, DISTINCT,
   LIMIT or GROUP BY): it keeps one row per source row, so it is inlined (its WHERE joins
   the outer one; its expressions become derived columns with bounds by interval arithmetic).
@@ -25,6 +34,7 @@ from sqlglot import exp
 from dpch.engine import quote_identifier
 from dpch.errors import DpchError, QueryRejected
 from dpch.policy.model import ColumnPolicy, TablePolicy, base_type, is_integer_type
+from dpch.sql.aliases import check_shadowing
 from dpch.sql.bounds import ColumnRef, Interval, ValueTranslator, condition_sql
 from dpch.sql.parse import DIALECT
 
@@ -49,6 +59,13 @@ class SourceColumn:
     is_unit: bool = False
     public_table: str | None = None
     date_bounds: tuple | None = None
+    #: visible only through a qualifier: the public side of ``USING (col)``, whose unqualified
+    #: name means the private side's column, as in ClickHouse
+    qualified_only: bool = False
+    #: a column of a public table joined with LEFT (ANY/ANTI/ASOF): a private row without a match
+    #: reads the type's default here (ClickHouse's join_use_nulls = 0), so a GROUP BY on it has
+    #: one more group than the public table's values
+    unmatched_default: bool = False
 
     def ref(self, sql: str) -> ColumnRef:
         return ColumnRef(sql=sql, name=self.name, type=self.type, bounds=self.bounds, integer=self.integer,
@@ -76,10 +93,11 @@ class Relation:
             raise QueryRejected("SELECT * releases rows; dpch releases only noisy aggregates",
                                 hint="e.g. SELECT count(*) FROM table")
         name, qualifier = col.name, (col.table or "").lower()
-        matches = [c for c in self.columns if c.name == name and (not qualifier or qualifier in c.qualifiers)]
+        visible = [c for c in self.columns
+                   if ((qualifier in c.qualifiers) if qualifier else not c.qualified_only)]
+        matches = [c for c in visible if c.name == name]
         if not matches:
-            matches = [c for c in self.columns if c.name.lower() == name.lower()
-                       and (not qualifier or qualifier in c.qualifiers)]
+            matches = [c for c in visible if c.name.lower() == name.lower()]
         if not matches:
             shown = f"{col.table}.{name}" if col.table else name
             known = sorted({c.name for c in self.columns})
@@ -210,6 +228,7 @@ class RelationBuilder:
                 f"{construct} inside a subquery or CTE is not supported",
                 hint="subqueries may filter and project rows only (one output row per source row)")
         inner = self.build(select, ctes)
+        check_shadowing(select, (c.name for c in inner.columns))
         if select.args.get("where") is not None:
             inner.conditions.append(condition_sql(select.args["where"].this, lambda c: _base_ref(inner, c)))
         qualifiers = frozenset({alias.lower()} if alias else set())
@@ -238,19 +257,20 @@ class RelationBuilder:
     # -- joins -------------------------------------------------------------------------------------
 
     def _join(self, left: Relation, join: exp.Join, ctes: dict[str, exp.Select]) -> Relation:
-        kind = (join.args.get("kind") or "").upper()
-        side = (join.args.get("side") or "").upper()
-        strictness = (join.args.get("strictness") or "").upper() if isinstance(join.args.get("strictness"), str) else ""
-        if kind in ("CROSS", "OUTER", "SEMI", "ANTI", "ARRAY") or side in ("RIGHT", "FULL") or join.args.get("global"):
-            construct = " ".join(p for p in (side, kind, "JOIN") if p)
-            raise QueryRejected(f"{construct} is not supported",
-                                hint="use [LEFT] JOIN with a public table, or JOIN two private tables on their units")
-        del strictness
+        for arg, value in join.args.items():
+            if arg not in _JOIN_ARGS and value not in (None, [], False, ""):
+                raise QueryRejected(f"this JOIN form ({join.sql(DIALECT).split(' ON ')[0]}) is not supported",
+                                    hint="use [LEFT] JOIN with a public table, or JOIN two private tables on "
+                                    "their units")
+        words = _join_words(join)
         target = join.this
         if not isinstance(target, exp.Table) or not isinstance(target.this, exp.Identifier) or target.args.get("db"):
             raise QueryRejected("joins are supported with tables of the database only (not subqueries)")
         if target.name in ctes:
             raise QueryRejected("joining a CTE is not supported", hint="join the table itself")
+        for word in _REFUSED_JOIN_ORDER:
+            if word in words:
+                raise QueryRejected(f"{_join_name(words)} is not supported", hint=_REFUSED_JOIN[word])
         policy = self.lookup(target.name)
         alias = target.alias or None
         on = join.args.get("on")
@@ -258,56 +278,73 @@ class RelationBuilder:
         if on is None and not using:
             raise QueryRejected("a JOIN needs an ON or USING condition")
         if policy.private:
-            return self._private_join(left, policy, alias, on, using, side)
+            return self._private_join(left, policy, alias, on, using, words)
         if not policy.public:
             raise QueryRejected(f"table {policy.table} has no privacy policy",
                                 hint="annotate it 'dp: public' (no personal data) or with a privacy unit")
+        emitted = _PUBLIC_JOINS.get(words)
+        if emitted is None:
+            reason = next((_REFUSED_JOIN[w] for w in ("ALL", "ANY", "OUTER") if w in words), _LOOKUP_HINT)
+            raise QueryRejected(f"{_join_name(words)} with a public table is not supported", hint=reason)
         inner = self._alias()
         qualifiers = frozenset({inner, (alias or policy.table).lower()})
+        using_names = {ident.name for ident in using or []}
+        unmatched = emitted in _KEEPS_UNMATCHED
         right_columns = [
             replace(_column(policy, c, f"{inner}.{quote(c.name)}", qualifiers), public=True,
-                    public_table=policy.table)
+                    public_table=policy.table, qualified_only=c.name in using_names, unmatched_default=unmatched)
             for c in policy.columns.values()
         ]
         merged = Relation(columns=left.columns + right_columns, from_sql="", unit_sql=left.unit_sql,
                           cap=left.cap, tables=left.tables + [policy], conditions=left.conditions,
                           needs_cap=left.needs_cap, order_sql=None,
                           max_groups_per_unit=left.max_groups_per_unit, unit_name=left.unit_name)
+        if on is not None:
+            _check_lookup_condition(merged, on, {c.base_sql for c in right_columns}, asof="ASOF" in words)
+        elif "ASOF" in words:
+            raise QueryRejected("ASOF JOIN ... USING is not supported", hint="write ASOF JOIN ... ON with the "
+                                "key equalities and one inequality")
         condition = self._join_condition(merged, on, using, left, right_columns)
-        # ANY: each source row meets at most one dimension row, so rows per unit do not grow
-        join_kind = "LEFT ANY JOIN" if side == "LEFT" else "INNER ANY JOIN"
         table = f"{quote(self.database)}.{quote(policy.table)}"
-        merged.from_sql = f"{left.from_sql} {join_kind} {table} AS {inner} ON {condition}"
+        merged.from_sql = f"{left.from_sql} {emitted} {table} AS {inner} ON {condition}"
         return merged
 
     def _private_join(self, left: Relation, policy: TablePolicy, alias: str | None, on: exp.Expression | None,
-                      using: list | None, side: str) -> Relation:
+                      using: list | None, words: frozenset[str]) -> Relation:
         if len([t for t in left.tables if t.private]) != 1 or not left.from_sql.count(" AS ") == 1:
             raise QueryRejected("only two private tables can be joined, directly (no subqueries)")
+        if "LEFT" in words:
+            raise QueryRejected("LEFT JOIN of two private tables is not supported", hint="use JOIN")
+        if not words <= {"INNER", "ALL"}:
+            # ANY INNER matches one-to-one, SEMI/ANTI/ASOF keep other rows than the k1·k2 the cap counts
+            raise QueryRejected(f"{_join_name(words)} of two private tables is not supported",
+                                hint="use JOIN (an inner join on the two privacy-unit columns)")
         right = self._table(policy, alias)
-        left_unit = next(c for c in left.columns if c.is_unit)
+        left_unit = next((c for c in left.columns if c.is_unit), None)
         right_unit = next(c for c in right.columns if c.is_unit)
+        if left_unit is None:
+            raise QueryRejected("two private tables can be joined only on their privacy-unit columns, and the "
+                                "subquery does not select its unit column", hint="select the unit column too")
         ok = False
         if isinstance(on, exp.EQ) and all(isinstance(s, exp.Column) for s in (on.this, on.expression)):
             merged_cols = left.columns + right.columns
             probe = Relation(columns=merged_cols, from_sql="", unit_sql="", cap=0, tables=[])
             ends = {probe.resolve(on.this).base_sql, probe.resolve(on.expression).base_sql}
             ok = ends == {left_unit.base_sql, right_unit.base_sql}
-        elif using and len(using) == 1 and left_unit.name == right_unit.name == using[0].name:
+        elif on is None and using and len(using) == 1 and left_unit.name == right_unit.name == using[0].name:
             ok = True
         if not ok:
             raise QueryRejected(
                 "two private tables can be joined only on their privacy-unit columns "
                 f"(ON {left_unit.name} = {right_unit.name})",
                 hint="a join on other keys could let one person's rows multiply without bound")
-        if side == "LEFT":
-            raise QueryRejected("LEFT JOIN of two private tables is not supported", hint="use JOIN")
         # cap each side first: rows per unit after the join ≤ k1·k2
         left_inner = left.from_sql.split(" AS ")[-1]
         right_inner = right.from_sql.split(" AS ")[-1]
         left_sub = self._capped(left, left_inner)
         right_sub = self._capped(right, right_inner)
-        columns = left.columns + right.columns
+        columns = left.columns + [replace(c, qualified_only=True) if using and c is right_unit else c
+                                  for c in right.columns]
         return Relation(
             columns=columns,
             from_sql=f"{left_sub} AS {left_inner} INNER JOIN {right_sub} AS {right_inner} "
@@ -342,6 +379,96 @@ class RelationBuilder:
                 raise QueryRejected(f"USING ({name}): the column must exist once on each side")
             parts.append(f"{lcol[0].base_sql} = {rcol[0].base_sql}")
         return " AND ".join(parts)
+
+
+#: the arguments of a JOIN node dpch understands (anything else, e.g. GLOBAL, is refused)
+_JOIN_ARGS = {"this", "on", "using", "side", "kind", "pivots"}
+
+#: how each join form the analyst may write with a public table is emitted. Every emitted form
+#: keeps each private row at most once (ClickHouse 26, checked in tests/sql/test_joins.py), so the
+#: rows per unit stay ≤ k whatever the public table holds; plain JOIN/LEFT JOIN become lookups.
+_PUBLIC_JOINS: dict[frozenset[str], str] = {
+    frozenset(): "LEFT SEMI JOIN",
+    frozenset({"INNER"}): "LEFT SEMI JOIN",
+    frozenset({"LEFT"}): "LEFT ANY JOIN",
+    frozenset({"LEFT", "OUTER"}): "LEFT ANY JOIN",
+    frozenset({"LEFT", "ANY"}): "LEFT ANY JOIN",
+    frozenset({"SEMI"}): "LEFT SEMI JOIN",
+    frozenset({"LEFT", "SEMI"}): "LEFT SEMI JOIN",
+    frozenset({"ANTI"}): "LEFT ANTI JOIN",
+    frozenset({"LEFT", "ANTI"}): "LEFT ANTI JOIN",
+    frozenset({"ASOF"}): "ASOF JOIN",
+    frozenset({"INNER", "ASOF"}): "ASOF JOIN",
+    frozenset({"LEFT", "ASOF"}): "LEFT ASOF JOIN",
+}
+
+#: emitted forms that keep a private row without a match (its public columns read their defaults)
+_KEEPS_UNMATCHED = frozenset({"LEFT ANY JOIN", "LEFT ANTI JOIN", "LEFT ASOF JOIN"})
+
+_LOOKUP_HINT = "write JOIN or LEFT JOIN: dpch joins a public table as a lookup, each private row meeting at most " \
+               "one of its rows"
+
+#: join forms refused for every table, by a word of the form (checked in this order), with the reason
+_REFUSED_JOIN: dict[str, str] = {
+    "RIGHT": "a right or full join adds rows that belong to no person; use [LEFT] JOIN",
+    "FULL": "a right or full join adds rows that belong to no person; use [LEFT] JOIN",
+    "CROSS": "a cross join repeats every row of one side for each row of the other; " + _LOOKUP_HINT,
+    "PASTE": "a paste join pairs rows by position; " + _LOOKUP_HINT,
+    "ARRAY": "ARRAY JOIN repeats a row once per array element",
+    "OUTER": "use LEFT JOIN",
+    "ALL": "ALL repeats a private row once per matching row of the other table; " + _LOOKUP_HINT,
+    "ANY": "ClickHouse's ANY INNER JOIN matches each row of the other table at most once (one-to-one), so one "
+           "person's rows could displace another's; " + _LOOKUP_HINT + " (or LEFT ANY JOIN)",
+}
+_REFUSED_JOIN_ORDER = ("RIGHT", "FULL", "CROSS", "PASTE", "ARRAY")
+
+
+def _join_words(join: exp.Join) -> frozenset[str]:
+    """The join's form as a set of words (sqlglot splits e.g. ``INNER ANY`` across side and kind)."""
+    return frozenset(str(join.args.get(arg) or "").upper() for arg in ("side", "kind")) - {""}
+
+
+def _join_name(words: frozenset[str]) -> str:
+    order = ("LEFT", "RIGHT", "FULL", "INNER", "OUTER", "CROSS", "ALL", "ANY", "SEMI", "ANTI", "ASOF", "PASTE",
+             "ARRAY")
+    return " ".join([w for w in order if w in words] + ["JOIN"])
+
+
+def _check_lookup_condition(merged: Relation, on: exp.Expression, right: set[str], *, asof: bool) -> None:
+    """The ON of a public join equates an expression of the private side with one of the public table.
+
+    Without such an equality (``ON 1 = 1``, only inequalities, OR at the top) a ClickHouse join
+    repeats each private row once per public row, which a lookup cannot honour: refused.
+    """
+    conjuncts: list[exp.Expression] = []
+    stack = [on]
+    while stack:
+        node = stack.pop()
+        while isinstance(node, exp.Paren):
+            node = node.this
+        if isinstance(node, exp.And):
+            stack.extend((node.this, node.expression))
+        else:
+            conjuncts.append(node)
+
+    def sides(node: exp.Expression) -> set[str]:
+        return {"public" if merged.resolve(c).base_sql in right else "private" for c in node.find_all(exp.Column)}
+
+    def across(node: exp.Expression) -> bool:
+        return {frozenset(sides(node.this)), frozenset(sides(node.expression))} == {frozenset({"public"}),
+                                                                                    frozenset({"private"})}
+
+    equalities = [c for c in conjuncts if isinstance(c, exp.EQ) and across(c)]
+    if not equalities:
+        raise QueryRejected(
+            "a JOIN with a public table needs an ON equality between a column of each table "
+            "(e.g. ON v.region = r.region)",
+            hint="without one every private row would meet every public row; " + _LOOKUP_HINT)
+    if asof:
+        inequalities = [c for c in conjuncts if isinstance(c, exp.GT | exp.GTE | exp.LT | exp.LTE) and across(c)]
+        if len(inequalities) != 1:
+            raise QueryRejected("ASOF JOIN needs key equalities and exactly one inequality between the tables in ON",
+                                hint="e.g. ON v.region = r.region AND v.visit_date >= r.valid_from")
 
 
 def _base_ref(relation: Relation, col: exp.Column) -> ColumnRef:

@@ -1,0 +1,137 @@
+"""HAVING, ORDER BY and select aliases mean what ClickHouse means, or are refused before the charge
+(issue 12, defect 6).
+
+- truthiness: a number is true when non-zero (``HAVING married`` on a UInt8 key kept no group,
+  because only Python ``True`` passed);
+- types: a String key compared with a number is refused (it raised a Python TypeError); a string
+  literal compared with a number or a date is read as one, as ClickHouse converts it;
+- a select alias reusing a column's name wins over the column in GROUP BY, HAVING and ORDER BY,
+  and is refused as ambiguous where dpch would otherwise read the column.
+
+Values are compared with ClickHouse asked directly on the same data (≤ k rows per unit, values
+within bounds, so cap and clamps change nothing).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from dpch import QueryRejected
+from tests.helpers import make_table
+from tests.soundness.exact_answers import exact_answer, mismatches, raw_sql
+
+COLUMNS = ("uid UInt32, sex String COMMENT 'dp: public, values=[\"f\", \"m\", \"x\"]', "
+           "device String COMMENT 'dp: public, values=[\"mobile\", \"desktop\"]', "
+           "married UInt8 COMMENT 'dp: bounds=[0, 1]', age UInt8 COMMENT 'dp: bounds=[18, 90]', "
+           "spend Float64 COMMENT 'dp: bounds=[0, 100]', "
+           "d Date COMMENT 'dp: bounds=[\"2026-01-01\", \"2026-12-31\"]'")
+ROWS = [
+    (1, "f", "mobile", 1, 30, 10.0, "2026-01-05"), (1, "f", "desktop", 1, 30, 20.0, "2026-02-05"),
+    (2, "m", "mobile", 0, 45, 5.5, "2026-03-10"), (3, "m", "mobile", 1, 60, 50.0, "2026-03-11"),
+    (3, "m", "desktop", 1, 60, 0.0, "2026-06-30"), (4, "x", "desktop", 0, 22, 99.0, "2026-07-01"),
+    (5, "f", "mobile", 0, 88, 1.0, "2026-12-31"), (6, "f", "desktop", 1, 35, 7.25, "2026-07-15"),
+]
+
+
+@pytest.fixture
+def session(connect):
+    from datetime import date
+
+    s = connect(analyst="post")
+    rows = [r[:6] + (date.fromisoformat(r[6]),) for r in ROWS]
+    make_table(s, COLUMNS, rows, ["uid", "sex", "device", "married", "age", "spend", "d"])
+    return s
+
+
+def raw(session, sql: str) -> list[tuple]:
+    return session.engine.query_rows(raw_sql(sql, session.engine.database, ("t",)))
+
+
+def ledger_rows(session) -> int:
+    return session.engine.query_rows(f"SELECT count() FROM {session.engine.table('dpch_ledger')}")[0][0]
+
+
+SAME_AS_CLICKHOUSE = [
+    # truthiness
+    "SELECT married, count() FROM t GROUP BY married HAVING married",
+    "SELECT married, count() FROM t GROUP BY married HAVING NOT married",
+    "SELECT married, count() FROM t GROUP BY married HAVING married AND count() > 0",
+    "SELECT married, count() FROM t GROUP BY married HAVING married OR count() > 3",
+    "SELECT sex, count() FROM t GROUP BY sex HAVING count() - 1",
+    "SELECT sex, count() FROM t GROUP BY sex HAVING sum(spend) / 0",
+    # comparisons as ClickHouse types them
+    "SELECT sex, count() FROM t GROUP BY sex HAVING sex > 'f'",
+    "SELECT sex, count() FROM t GROUP BY sex HAVING sex IN ('m', 'x')",
+    "SELECT sex, count() FROM t GROUP BY sex HAVING sex BETWEEN 'a' AND 'g'",
+    "SELECT sex, count() AS n FROM t GROUP BY sex HAVING n > '2'",
+    "SELECT married, count() FROM t GROUP BY married HAVING married = '1'",
+    "SELECT toStartOfMonth(d) AS month, count() FROM t GROUP BY month HAVING month >= '2026-06-01'",
+    "SELECT d, count() FROM t GROUP BY d HAVING d BETWEEN '2026-03-01' AND '2026-07-01'",
+    # aliases that reuse a column's name: the alias, as in ClickHouse
+    "SELECT sum(spend) AS spend, count() FROM t HAVING spend > 3",
+    "SELECT sum(spend) AS spend, count() FROM t HAVING spend > 1000",
+    "SELECT sex AS device, count() FROM t GROUP BY device",
+    "SELECT device AS sex, count() AS n FROM t GROUP BY sex HAVING sex = 'mobile'",
+    "SELECT sex, sum(spend) AS age FROM t GROUP BY sex ORDER BY age DESC LIMIT 2",
+    "SELECT sex, round(avg(age), 1) AS age FROM t GROUP BY sex HAVING age > 40",
+    "SELECT sex, avg(t.age) AS age FROM t GROUP BY sex HAVING avg(t.age) > 40",
+]
+
+
+@pytest.mark.parametrize("sql", SAME_AS_CLICKHOUSE)
+def test_post_processing_equals_clickhouse(session, sql):
+    answer = exact_answer(session, sql)
+    theirs = raw(session, sql)
+    problems = mismatches(answer.rows, theirs)
+    assert not problems, f"{sql}: {problems}"
+    if "ORDER BY" in sql:
+        assert [r[0] for r in answer.rows] == [r[0] for r in theirs], "same order"
+
+
+def test_having_a_uint8_key_keeps_its_true_groups(session):
+    """The regression itself: married = 1 holds 5 rows."""
+    assert exact_answer(session, "SELECT married, count() FROM t GROUP BY married HAVING married").rows == [(1, 5.0)]
+
+
+def test_order_by_puts_nulls_last_both_ways(session):
+    from sqlglot import exp
+
+    from dpch.sql import outputs
+
+    expr = outputs.placeholder("s0")
+    envs = [{"s0": 2.0}, {"s0": None}, {"s0": 5.0}]
+    assert outputs.arrange(None, [(expr, False)], None, 0, envs) == [0, 2, 1]
+    assert outputs.arrange(None, [(expr, True)], None, 0, envs) == [2, 0, 1]
+    assert outputs.arrange(exp.Null(), [], None, 0, envs) == [], "HAVING NULL keeps nothing"
+
+
+REFUSED = [
+    ("SELECT sex, count() FROM t GROUP BY sex HAVING sex > 2", "cannot compare sex (a String) with 2"),
+    ("SELECT sex, count() FROM t GROUP BY sex HAVING sex = 2", "cannot compare"),
+    ("SELECT sex, count() FROM t GROUP BY sex HAVING sex IN ('f', 1)", "cannot compare"),
+    ("SELECT sex, count() FROM t GROUP BY sex HAVING sex", "is not a condition"),
+    ("SELECT sex, count() FROM t GROUP BY sex HAVING sex AND count() > 1", "is not a condition"),
+    ("SELECT sex, count() + sex FROM t GROUP BY sex", "arithmetic on sex"),
+    ("SELECT sex, count() AS n FROM t GROUP BY sex HAVING n = 'abc'", "is not one"),
+    ("SELECT toStartOfMonth(d) AS month, count() FROM t GROUP BY month HAVING month > 5", "cannot compare"),
+    ("SELECT toStartOfMonth(d) AS month, count() FROM t GROUP BY month HAVING month > 'soon'", "not one"),
+    ("SELECT sex, count() FROM t GROUP BY sex ORDER BY sex + 1", "arithmetic on sex"),
+    # aliases reusing a column name where ClickHouse reads the alias and dpch would read the column
+    ("SELECT sum(spend) AS spend, avg(spend) FROM t", "both a column and the alias"),
+    ("SELECT sum(spend) AS spend FROM t WHERE spend > 3", "both a column and the alias"),
+    ("SELECT intDiv(age, 10) AS age, count() FROM t WHERE age > 50 GROUP BY age", "both a column and the alias"),
+    ("SELECT sex, round(avg(age), 1) AS age FROM t GROUP BY sex HAVING avg(age) > 40", "both a column"),
+    ("SELECT count() FROM (SELECT age * 2 AS age FROM t WHERE age > 50)", "both a column and the alias"),
+    ("SELECT intDiv(age, 10) AS AGE, count() FROM t WHERE AGE > 5 GROUP BY AGE", "both a column and the alias"),
+    ("SELECT sum(spend) AS spend, count() FROM t GROUP BY spend", "GROUP BY an aggregate"),
+    ("SELECT device AS sex, count() FROM t GROUP BY device, sex", "GROUP BY device is listed twice"),
+]
+
+
+@pytest.mark.parametrize(("sql", "reason"), REFUSED)
+def test_refused_before_the_charge(session, sql, reason):
+    before = ledger_rows(session)
+    with pytest.raises(QueryRejected) as info:
+        session.query(sql, epsilon=1.0)
+    assert reason in str(info.value), str(info.value)
+    assert ledger_rows(session) == before, "refused before anything is charged"
