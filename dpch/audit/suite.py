@@ -1,9 +1,12 @@
-"""The fixed audit suite: one query per kind of release, audited on the demo table.
+"""The fixed audit suite: one query per kind of release, audited on the fixture tables.
 
-``dpch audit --suite`` loads the demo ``visits`` table (:mod:`sql_fixtures.visits`) into a
-scratch database, audits every entry in fast mode, and fails if any entry's ε lower bound
-exceeds its claimed ε. Gaussian entries get 10× the trials: (ε, δ) Gaussian noise is only
-distinguishable far in its tails.
+``dpch audit --suite`` loads the fixture tables ``visits``, ``people`` and ``regions``
+(:mod:`sql_fixtures.tables`) into a scratch database, audits every entry in fast mode, and
+fails if any entry's ε lower bound exceeds its claimed ε. Gaussian entries get 10× the trials:
+(ε, δ) Gaussian noise is only distinguishable far in its tails. Covered: counts, sums, avg
+(Laplace and Gaussian), one quantile and three of one column, partition selection, a public
+lookup join and a private⋈private join on units, and an accuracy-first count. At the default
+20 000 trials the suite takes ≈ 26 s on a loaded 2-core machine.
 """
 
 from __future__ import annotations
@@ -36,6 +39,19 @@ SUITE: tuple[SuiteEntry, ...] = (
     SuiteEntry("group-by sum (Gaussian)", "SELECT device, sum(pages) FROM visits GROUP BY device",
                {"epsilon": 1.0, "delta": 1e-6}, 10),
     SuiteEntry("count (Gaussian)", "SELECT count(*) FROM visits", {"epsilon": 1.0, "delta": 1e-6}, 10),
+    # quantiles over few rows (≈ 400 capped rows of the over-80s): on the whole table each grid bin
+    # holds hundreds of rows, the exponential mechanism's pick is all but certain on both sides,
+    # and the audit learns nothing (ε_lb 0); sparse data is where its randomness can be seen
+    SuiteEntry("quantile", "SELECT quantile(0.5)(duration_min) FROM visits WHERE age >= 80", {"epsilon": 1.0}),
+    SuiteEntry("three quantiles",
+               "SELECT quantile(0.25)(duration_min), quantile(0.5)(duration_min), quantile(0.75)(duration_min) "
+               "FROM visits WHERE age >= 80", {"epsilon": 1.0}),
+    SuiteEntry("partition selection", "SELECT occupation, count(*) FROM people GROUP BY occupation",
+               {"epsilon": 1.0, "delta": 1e-5}),
+    SuiteEntry("public join", "SELECT r.climate, count(*) FROM visits v LEFT JOIN regions r ON v.region = r.region "
+               "GROUP BY r.climate", {"epsilon": 1.0}),
+    SuiteEntry("private join", "SELECT sum(v.spend) FROM visits v JOIN people p ON v.user_id = p.person_id "
+               "WHERE p.age > 50", {"epsilon": 1.0}),
 )
 
 #: accuracy-first queries join the suite when the session supports them (dp_accuracy)
@@ -75,14 +91,14 @@ def run_suite(
     runner_class: type[AuditRunner] = AuditRunner,
 ) -> list[SuiteOutcome]:
     """Audits every :data:`SUITE` entry on a fresh demo table in a scratch database of ``dsn``."""
-    from sql_fixtures import visits
+    from sql_fixtures import tables
 
     database = f"dpch_audit_suite_{uuid.uuid4().hex[:8]}"
     engine = Engine(dsn, database=database)
     session = Session(engine, analyst=AUDIT_ANALYST, default_budget=AUDIT_BUDGET, seed=seed)
     outcomes = []
     try:
-        visits.load(engine, "visits")
+        tables.load_all(engine)
         entries = list(SUITE)
         if accuracy_first_available():
             entries.append(ACCURACY_FIRST)
