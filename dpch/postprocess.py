@@ -125,17 +125,22 @@ def _critical_counts(c_lo: float, c_hi: float, s1: float, s2: float) -> list[flo
 def pick_quantiles(stat: Stat, histograms: list[dict[int, int]], noise: NoisePlan,
                    source: NoiseSource) -> np.ndarray:
     """The exponential mechanism over the grid: utility −|#{bins < j} − q·n| per candidate j."""
-    lo, step, points = stat.grid
+    lo, step, _ = stat.grid
     mech = noise.selectors[stat.name]
     values = np.empty(len(histograms))
     for g, hist in enumerate(histograms):
-        counts = np.zeros(points)
-        for index, count in hist.items():
-            counts[min(int(index), points - 1)] += count
-        below = np.concatenate([[0.0], np.cumsum(counts)[:-1]])
-        utilities = -np.abs(below - stat.quantile * counts.sum())
-        values[g] = lo + step * mech.select(utilities, source)
+        values[g] = lo + step * mech.select(grid_utilities(stat, hist), source)
     return values
+
+
+def grid_utilities(stat: Stat, hist: dict[int, int]) -> np.ndarray:
+    """The quantile's utility −|#{bins < j} − q·n| for every grid point j, from one group's histogram."""
+    points = stat.grid[2]
+    counts = np.zeros(points)
+    for index, count in hist.items():
+        counts[min(int(index), points - 1)] += count
+    below = np.concatenate([[0.0], np.cumsum(counts)[:-1]])
+    return -np.abs(below - stat.quantile * counts.sum())
 
 
 def rank_error(stat: Stat, noise: NoisePlan, confidence: float) -> float:

@@ -13,7 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from dpch.accounting.budget import Budget
-from dpch.audit.estimators import EpsilonBound, classifier_bound, combine, threshold_bound
+from dpch.audit.estimators import (
+    EpsilonBound,
+    classifier_bound,
+    combine,
+    likelihood_ratio_bound,
+    threshold_bound,
+)
 from dpch.audit.neighbours import Direction, NeighbourPair, build_neighbours
 from dpch.audit.runner import AuditRunner, AuditSamples
 from dpch.engine import Engine
@@ -67,11 +73,16 @@ def estimate(samples: AuditSamples, confidence: float = 0.95) -> tuple[EpsilonBo
     """(threshold bound, classifier bound, their maximum at ``confidence``)."""
     if not 0.5 <= confidence < 1:
         raise ConfigError(f"audit confidence must be in [0.5, 1), got {confidence!r}")
-    each = 1.0 - (1.0 - confidence) / 2.0
+    # discrete outputs add a third test (likelihood ratio over binned outcomes): union bound over m tests
+    m = 3 if samples.discrete else 2
+    each = 1.0 - (1.0 - confidence) / m
     delta = samples.claimed.delta
     t = threshold_bound(samples.d, samples.dprime, delta=delta, confidence=each, labels=samples.labels)
     c = classifier_bound(samples.d, samples.dprime, delta=delta, confidence=each)
-    return t, c, combine([t, c])
+    tests = [t, c]
+    if samples.discrete:
+        tests.append(likelihood_ratio_bound(samples.d, samples.dprime, delta=delta, confidence=each))
+    return t, c, combine(tests)
 
 
 def audit_query(

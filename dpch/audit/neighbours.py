@@ -12,6 +12,13 @@ name, DDL and ``dp:`` annotations, so the analyst's SQL runs unchanged on either
   sensitivity (the runner reports the realized shift); without it they move further.
 - ``remove``: D′ is D without the existing unit that has the most rows passing the WHERE.
 
+Joins (:func:`_join_neighbours`): every table the query reads is copied to both sides; the
+unit is added to (or removed from) *every private table* at once — adding one person means
+their rows in ``visits`` and their row in ``people`` — with a template taken from a joined row
+that passes the WHERE, so the unit's rows meet in the join. Public tables are the same on both
+sides. GROUP BY a private column (partition selection) needs nothing special: the unit's rows
+land in a key that exists, which moves its count of distinct units by one.
+
 Add/remove neighbours are symmetric (DESIGN.md, DPCH paper Def 1), so either direction audits
 the same guarantee. The scratch databases are dropped by :meth:`NeighbourPair.drop`.
 """
@@ -71,10 +78,8 @@ def build_neighbours(
     """
     if direction not in ("add", "remove"):
         raise QueryRejected(f"unknown neighbour direction {direction!r}", hint="use 'add' or 'remove'")
-    if len(plan.relation.tables) != 1 or plan.partition_selection:
-        raise QueryRejected(
-            "the audit builds neighbours for queries over one private table with declared or bounded keys",
-            hint="audit the query without joins; GROUP BY a private column (partition selection) is not audited")
+    if len(plan.relation.tables) > 1:
+        return _join_neighbours(engine, plan, direction, scratch, rows_factor)
     policy = plan.table
     unit = policy.privacy_unit
     assert unit is not None  # analyze() accepts private tables only
@@ -230,3 +235,133 @@ def _worst_case_row(
     finally:
         engine.command(f"DROP TABLE IF EXISTS {quote_identifier(stage_db)}.{quote_identifier(stage)}")
     return tuple(base), columns, True
+
+
+_ALIASED_COLUMN = re.compile(r"^(t\d+)\.`([^`]+)`$")
+
+
+def _join_neighbours(
+    engine: Engine, plan: QueryPlan, direction: Direction, scratch: str | None, rows_factor: int
+) -> NeighbourPair:
+    """D and D′ for a query over joined tables (public lookups and private⋈private on units).
+
+    The relation's FROM names table i as alias ``t{i}`` (in :attr:`Relation.tables` order); the
+    query's conditions are written over those aliases, so they run unchanged over the copies.
+    """
+    relation = plan.relation
+    scratch = scratch or f"dpch_audit_{uuid.uuid4().hex[:10]}"
+    pair_dbs = (f"{scratch}_d", f"{scratch}_dprime")
+    source_db = engine.database
+    private = [(i, t) for i, t in enumerate(relation.tables) if t.private]
+    condition = " AND ".join(f"({c})" for c in plan.conditions) or "1"
+
+    def from_in(db: str) -> str:
+        return relation.from_sql.replace(f"{quote_identifier(source_db)}.", f"{quote_identifier(db)}.")
+
+    def table_in(db: str, name: str) -> str:
+        return f"{quote_identifier(db)}.{quote_identifier(name)}"
+
+    try:
+        for db in pair_dbs:
+            engine.command(f"DROP DATABASE IF EXISTS {quote_identifier(db)}")
+            engine.command(f"CREATE DATABASE {quote_identifier(db)}")
+            for t in relation.tables:
+                ddl = engine.query_rows(f"SHOW CREATE TABLE {table_in(source_db, t.table)}")[0][0]
+                engine.command(re.sub(r"^CREATE TABLE \S+", f"CREATE TABLE {table_in(db, t.table)}", ddl, count=1))
+        for t in relation.tables:
+            engine.command(f"INSERT INTO {table_in(pair_dbs[0], t.table)} SELECT * FROM {table_in(source_db, t.table)}")
+        public = [t for t in relation.tables if not t.private]
+        for t in public:
+            engine.command(f"INSERT INTO {table_in(pair_dbs[1], t.table)} SELECT * FROM {table_in(source_db, t.table)}")
+        names = ", ".join(t.table for _, t in private)
+        if direction == "remove":
+            chosen = engine.query_rows(
+                f"SELECT {relation.unit_sql} AS u, count() AS n FROM {from_in(source_db)} WHERE {condition} "
+                f"GROUP BY u ORDER BY n DESC, u LIMIT 1")
+            if not chosen:
+                raise QueryRejected("no privacy unit has joined rows that pass the query's WHERE, so none can be "
+                                    "removed", hint="audit with direction 'add' instead")
+            victim, count = chosen[0]
+            for _, t in private:
+                engine.command(
+                    f"INSERT INTO {table_in(pair_dbs[1], t.table)} SELECT * FROM {table_in(source_db, t.table)} "
+                    f"WHERE {quote_identifier(t.privacy_unit)} != {literal(victim)}")
+            return NeighbourPair(plan.table.table, *pair_dbs, "remove", victim, int(count),
+                                 f"D′ = D minus unit {victim} from {names}, which has {count} joined rows passing "
+                                 "the query's filter")
+        for _, t in private:
+            engine.command(f"INSERT INTO {table_in(pair_dbs[1], t.table)} SELECT * FROM {table_in(source_db, t.table)}")
+        return _add_joined_unit(engine, plan, private, pair_dbs, from_in, condition, rows_factor, names)
+    except Exception:
+        for db in pair_dbs:
+            engine.command(f"DROP DATABASE IF EXISTS {quote_identifier(db)}")
+        raise
+
+
+def _add_joined_unit(engine: Engine, plan: QueryPlan, private: list, pair_dbs: tuple[str, str], from_in: Any,
+                     condition: str, rows_factor: int, names: str) -> NeighbourPair:
+    """Adds one new unit to every private table of D′: rows copied from a joined row passing the
+    WHERE, measured columns beyond their bounds where the WHERE still holds."""
+    relation = plan.relation
+    layout = [(i, t, [c.name for c in engine.columns(t.table)]) for i, t in private]
+    select = ", ".join(f"t{i}.{quote_identifier(c)}" for i, _, cols in layout for c in cols)
+    template = engine.query_rows(f"SELECT {select} FROM {from_in(engine.database)} WHERE {condition} LIMIT 1")
+    if not template:
+        raise QueryRejected("no joined row passes the query's filter: the added unit could not count",
+                            hint="audit a query whose filter some row of the data satisfies")
+    flat = list(template[0])
+    rows_of: dict[int, list] = {}
+    for i, _, cols in layout:
+        rows_of[i], flat = flat[:len(cols)], flat[len(cols):]
+    unit_types = {base_type(t.columns[t.privacy_unit].type) for _, t in private}
+    if unit_types <= set(_INT_RANGES):
+        top = max(engine.query_rows(f"SELECT max({quote_identifier(t.privacy_unit)}) FROM "
+                                    f"{quote_identifier(engine.database)}.{quote_identifier(t.table)}")[0][0]
+                  for _, t in private)
+        new_unit: Any = int(top) + 1
+    else:
+        new_unit = f"dpch-audit-{uuid.uuid4().hex[:8]}"
+    for i, t, cols in layout:
+        rows_of[i][cols.index(t.privacy_unit)] = new_unit
+    measured: list[tuple[int, str]] = []
+    kinds = {m.name: m.kind for m in plan.measures}
+    for inner, base in plan.inner_columns:
+        match = _ALIASED_COLUMN.match(base)
+        if not match or not any(k in ("sum", "histogram") and f"`{inner}`" in m.sql
+                                for m in plan.measures for k in [kinds[m.name]]):
+            continue
+        i = int(match.group(1)[1:])
+        if i in rows_of and relation.tables[i].columns.get(match.group(2)) is not None \
+                and relation.tables[i].columns[match.group(2)].bounds:
+            measured.append((i, match.group(2)))
+    variants = []
+    for level in range(2 if measured else 0):
+        variant = {i: list(r) for i, r in rows_of.items()}
+        for i, column in measured:
+            policy = relation.tables[i]
+            variant[i][_columns_of(layout, i).index(column)] = _extreme(policy.columns[column].type,
+                                                                         policy.columns[column].bounds)[level]
+        variants.append(variant)
+    variants.append(rows_of)
+    check = (f"SELECT count() FROM {from_in(pair_dbs[1])} WHERE {condition} "
+             f"AND {relation.unit_sql} = {literal(new_unit)}")
+    for attempt, variant in enumerate(variants):
+        counts = {}
+        for i, t, cols in layout:
+            counts[t.table] = 1 if t.unique_units else t.contribution_cap * max(1, rows_factor)
+            _insert(engine, pair_dbs[1], t.table, [tuple(variant[i])] * counts[t.table], cols)
+        if engine.query_rows(check)[0][0] or attempt == len(variants) - 1:
+            break
+        for _, t, _ in layout:
+            engine.command(f"DELETE FROM {quote_identifier(pair_dbs[1])}.{quote_identifier(t.table)} "
+                           f"WHERE {quote_identifier(t.privacy_unit)} = {literal(new_unit)}")
+    changed = [c for _, c in measured] if attempt < len(variants) - 1 else []
+    description = (f"D′ = D plus unit {new_unit} in {names} ("
+                   + ", ".join(f"{n} rows in {tab}" for tab, n in counts.items()) + ")"
+                   + (f", {', '.join(changed)} beyond the bounds" if changed else ""))
+    return NeighbourPair(plan.table.table, *pair_dbs, "add", new_unit, max(counts.values()), description)
+
+
+def _columns_of(layout: list, i: int) -> list[str]:
+    """The column names of private table ``i`` in ``layout``."""
+    return next(cols for j, _, cols in layout if j == i)

@@ -27,12 +27,13 @@ from typing import Any
 
 import numpy as np
 
-from dpch.calibrate import calibrate
+from dpch.calibrate import NoisePlan, calibrate
 from dpch.errors import QueryRejected
 from dpch.mechanisms.cost import PrivacyCost
 from dpch.mechanisms.gaussian import GaussianMechanism
 from dpch.mechanisms.laplace import LaplaceMechanism
 from dpch.mechanisms.sampling import NoiseSource
+from dpch.postprocess import GroupData, grid_utilities
 from dpch.sql.analyze import QueryPlan
 from dpch.sql.rewrite import emit_sql
 from dpch.sql.settings import QueryOptions
@@ -54,6 +55,9 @@ class AuditSamples:
     exact_d: dict[str, np.ndarray] = field(default_factory=dict)
     exact_dprime: dict[str, np.ndarray] = field(default_factory=dict)
     sensitivities: dict[str, float] = field(default_factory=dict)
+    #: some coordinates are discrete (quantile indices, released-or-not): estimators add a
+    #: likelihood-ratio test over binned outcomes
+    discrete: bool = False
 
     @property
     def trials(self) -> int:
@@ -77,8 +81,12 @@ class AuditRunner:
     # -- seams (tests override these to inject broken variants) --------------------------------
 
     def calibrate(self, plan: QueryPlan, opts: QueryOptions) -> dict[str, Mechanism]:
-        """The mechanisms the fast path samples: the session's own calibration."""
+        """The additive mechanisms the fast path samples: the session's own calibration."""
         return calibrate(plan, opts).additive
+
+    def noise_plan(self, plan: QueryPlan, opts: QueryOptions) -> NoisePlan:
+        """The whole noise plan (quantiles' exponential mechanisms, partition selection)."""
+        return calibrate(plan, opts)
 
     def emit(self, plan: QueryPlan, database: str) -> str:
         """The SQL the fast path runs on each side: the session's own rewrite."""
@@ -98,36 +106,68 @@ class AuditRunner:
             afplan, step = self._accuracy_plan(session, plan, opts)
             return afplan.cost_at(step), afplan.mechanism
         noise = calibrate(plan, opts)
-        if noise.selectors or noise.selection is not None:
-            raise QueryRejected(
-                "the fast audit path covers additive noise (count, sum, avg, var); quantiles and "
-                "partition selection are not audited yet", hint="audit the query's counts and sums")
         return noise.cost, opts.resolved_mechanism
 
     def run_fast(self, trials: int) -> AuditSamples:
-        """``trials`` releases per side, exact aggregates computed once, noise redrawn."""
+        """``trials`` releases per side, exact aggregates computed once, noise redrawn.
+
+        Observations per trial, for every group key seen on either side: each additive measure's
+        noisy value; each quantile's released grid index (discrete: the exponential mechanism's
+        output); and with partition selection, whether the key was released (a measure of an
+        unreleased key reads 0, a quantile −1). The quantiles of one query are observed jointly,
+        one coordinate each, so that the estimators can combine them.
+        """
         claimed, mechanism = self.claimed()
         if self.sessions[0].plan(self.sql, **self.options)[1].accuracy_first:
             return self._run_accuracy_first(trials, claimed, mechanism)
+        prepared = []
+        for session in self.sessions:
+            plan, opts = session.plan(self.sql, **self.options)
+            noise = self.noise_plan(plan, opts)
+            noise.additive = self.calibrate(plan, opts)
+            data = session._exact(plan, self.emit(plan, session.engine.database))
+            prepared.append((plan, noise, data))
+        keys = list(dict.fromkeys([*prepared[0][2].keys, *prepared[1][2].keys]))
         sides: list[np.ndarray] = []
         exact_sides: list[dict[str, np.ndarray]] = []
         labels: list[str] = []
         sensitivities: dict[str, float] = {}
-        for session in self.sessions:
-            plan, opts = session.plan(self.sql, **self.options)
-            mechanisms = self.calibrate(plan, opts)
-            exact = session._exact_measures(plan, self.emit(plan, session.engine.database))
-            columns = []
-            labels = []
-            for m in plan.measures:
-                batch = np.broadcast_to(exact[m.name], (trials, exact[m.name].size))
-                columns.append(mechanisms[m.name].release(np.array(batch), self._noise))
-                labels += [f"{m.name} {_group_label(g)}".rstrip() for g in plan.group_domain]
-                sensitivities[m.name] = m.sensitivity
-            sides.append(np.hstack(columns))
+        for plan, noise, data in prepared:
+            columns, labels, exact = self._observe(plan, noise, _aligned(data, keys), trials)
+            sides.append(np.column_stack(columns))
             exact_sides.append(exact)
+            sensitivities = {m.name: m.sensitivity for m in plan.measures if m.kind != "histogram"}
+        discrete = bool(prepared[0][1].selectors) or prepared[0][1].selection is not None
         return AuditSamples(sides[0], sides[1], labels, claimed, mechanism, "fast",
-                            exact_sides[0], exact_sides[1], sensitivities)
+                            exact_sides[0], exact_sides[1], sensitivities, discrete=discrete)
+
+    def _observe(self, plan: QueryPlan, noise: NoisePlan, data: GroupData,
+                 trials: int) -> tuple[list[np.ndarray], list[str], dict[str, np.ndarray]]:
+        """One side's (trials × coordinates) observations, their labels, and its exact measures."""
+        groups = [_group_label(k) for k in data.keys]
+        shape = (trials, len(data.keys))
+        columns: list[np.ndarray] = []
+        labels: list[str] = []
+        keep = np.ones(shape, dtype=bool)
+        if noise.selection is not None:
+            keep = noise.selection.select(np.broadcast_to(data.units, shape), self._noise)
+            keep &= data.present  # a key the SQL does not return is never released
+            columns += list(keep.T.astype(float))
+            labels += [f"released {g}" for g in groups]
+        for name, mech in noise.additive.items():
+            noisy = mech.release(np.array(np.broadcast_to(data.measures[name], shape)), self._noise)
+            columns += list(np.where(keep, noisy, 0.0).T)
+            labels += [f"{name} {g}".rstrip() for g in groups]
+        for stat in plan.stats.values():
+            if stat.kind != "quantile":
+                continue
+            mech = noise.selectors[stat.name]
+            for g, hist in enumerate(data.histograms[stat.measures[0]]):
+                index = mech.select_many(grid_utilities(stat, hist), trials, self._noise).astype(float)
+                columns.append(np.where(keep[:, g], index, -1.0))
+                labels.append(f"{stat.label} index {groups[g]}".rstrip())
+        exact = {name: data.measures[name] for name in noise.additive}
+        return columns, labels, exact
 
     # -- accuracy-first (noise reduction) ------------------------------------------------------
 
@@ -194,6 +234,30 @@ class AuditRunner:
                 rows.append(cells)
             sides.append(np.array(rows, dtype=float))
         return AuditSamples(sides[0], sides[1], labels, claimed, mechanism, "full")
+
+
+@dataclass
+class _AlignedData(GroupData):
+    #: whether this side's SQL returned the key at all
+    present: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+
+
+def _aligned(data: GroupData, keys: list[tuple]) -> _AlignedData:
+    """``data`` over ``keys`` (both sides' keys, in one order): absent keys have no rows."""
+    where = {k: i for i, k in enumerate(data.keys)}
+    idx = [where.get(k) for k in keys]
+    present = np.array([i is not None for i in idx], dtype=bool)
+
+    def pick(values: np.ndarray) -> np.ndarray:
+        return np.array([values[i] if i is not None else 0.0 for i in idx], dtype=float)
+
+    return _AlignedData(
+        keys=keys,
+        measures={name: pick(v) for name, v in data.measures.items()},
+        histograms={name: [h[i] if i is not None else {} for i in idx] for name, h in data.histograms.items()},
+        units=pick(data.units),
+        present=present,
+    )
 
 
 def _group_label(group: tuple[Any, ...]) -> str:

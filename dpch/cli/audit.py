@@ -40,7 +40,9 @@ def friendly_errors(func: Callable[..., Any]) -> Callable[..., Any]:
               help="D′ = D plus a worst-case unit, or D minus its largest unit.")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False),
               help="Write a report with histograms and the threshold curve (.html, or .png with matplotlib).")
-@click.option("--suite", is_flag=True, help="Audit the fixed query suite on the demo table; exit 1 on a violation.")
+@click.option("--suite", is_flag=True,
+              help="Audit the fixed query suite (counts, sums, quantiles, partition selection, joins) "
+                   "on the fixture tables; exit 1 on a violation.")
 @click.option("--seed", type=int, hidden=True, help="Fixed noise seed (tests only; needs DPCH_ALLOW_FIXED_SEED=1).")
 @click.pass_obj
 @friendly_errors

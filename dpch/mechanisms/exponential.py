@@ -43,11 +43,24 @@ class ExponentialMechanism:
         factor = 1.0 if self.monotonic else 2.0
         return factor * self.sensitivity / self.epsilon * (math.log(m) - math.log(1 - confidence))
 
+    def logits(self, utilities: np.ndarray) -> np.ndarray:
+        """ε·u/(2Δ) (ε·u/Δ when monotone): candidate i is selected with probability ∝ e^{logit_i}."""
+        factor = 1.0 if self.monotonic else 2.0
+        return self.epsilon * np.asarray(utilities, dtype=float) / (factor * self.sensitivity)
+
     def select(self, utilities: np.ndarray, source: NoiseSource) -> int:
         u = np.asarray(utilities, dtype=float)
-        factor = 1.0 if self.monotonic else 2.0
-        keys = self.epsilon * u / (factor * self.sensitivity) + source.generator.gumbel(size=u.shape)
+        keys = self.logits(u) + source.generator.gumbel(size=u.shape)
         return int(np.argmax(keys))
+
+    def select_many(self, utilities: np.ndarray, size: int, source: NoiseSource) -> np.ndarray:
+        """``size`` independent selections over the same utilities (for audits): the Gumbel-max
+        pick's exact distribution, softmax of :meth:`logits`, drawn by inverse CDF."""
+        logits = self.logits(utilities)
+        p = np.exp(logits - logits.max())
+        cdf = np.cumsum(p / p.sum())
+        draws = np.searchsorted(cdf, source.generator.random(size) * cdf[-1], side="right")
+        return np.minimum(draws, logits.size - 1)
 
 
 def quantile_utilities(values: np.ndarray, q: float, candidates: np.ndarray) -> np.ndarray:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 from dpch.audit.runner import AuditRunner
+from dpch.mechanisms.exponential import ExponentialMechanism
 from dpch.mechanisms.gaussian import GaussianMechanism
 from dpch.mechanisms.laplace import LaplaceMechanism
 
@@ -34,14 +35,18 @@ class GaussianSigmaForTwiceEpsilon(AuditRunner):
                 for name, m in super().calibrate(plan, opts).items()}
 
 
+#: a quoted identifier in emitted SQL (rendered by sqlglot: "c0"; older renderings: `c0`)
+_IDENT = r"""(?:"[^"]+"|`[^`]+`)"""
+
+
 class NoClamping(AuditRunner):
     """The emitted SQL sums raw values: least(greatest(x, lo), hi) → x."""
 
     def emit(self, plan, database):
         sql = super().emit(plan, database)
-        unclamped = re.sub(r"least\(greatest\(ifNotFinite\(toFloat64\((`[^`]+`)\), [^)]+\), [^)]+\), [^)]+\)",
+        unclamped = re.sub(rf"least\(greatest\(ifNotFinite\(toFloat64\(({_IDENT})\), [^)]+\), [^)]+\), [^)]+\)",
                            r"\1", sql)
-        unclamped = re.sub(r"least\(greatest\((`[^`]+`), [^)]+\), [^)]+\)", r"\1", unclamped)
+        unclamped = re.sub(rf"least\(greatest\(({_IDENT}), [^)]+\), [^)]+\)", r"\1", unclamped)
         assert unclamped != sql, "the query has no clamp to remove"
         return unclamped
 
@@ -51,9 +56,20 @@ class NoContributionCap(AuditRunner):
 
     def emit(self, plan, database):
         sql = super().emit(plan, database)
-        uncapped = re.sub(r" LIMIT \d+ BY `[^`]+`", "", sql)
+        uncapped = re.sub(rf" LIMIT \d+ BY {_IDENT}", "", sql)
         assert uncapped != sql, "the query has no contribution cap to remove"
         return uncapped
+
+
+class QuantilesAtFullEpsilon(AuditRunner):
+    """Every quantile's exponential mechanism runs at the query's whole ε instead of its share:
+    the bug of issue 12 (defect 3), where several quantiles of one column were charged as one."""
+
+    def noise_plan(self, plan, opts):
+        noise = super().noise_plan(plan, opts)
+        noise.selectors = {name: ExponentialMechanism(opts.epsilon, m.sensitivity, m.monotonic)
+                           for name, m in noise.selectors.items()}
+        return noise
 
 
 class AccuracyFirstLessNoise(AuditRunner):

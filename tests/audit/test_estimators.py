@@ -16,6 +16,7 @@ from dpch.audit.estimators import (
     clopper_pearson_upper,
     combine,
     epsilon_from_rates,
+    likelihood_ratio_bound,
     threshold_bound,
 )
 
@@ -59,3 +60,20 @@ def test_grouped_shift_is_found_by_the_linear_discriminant_or_its_coordinate():
     x1[:, 2] += 2.0  # a 2-DP shift in one group
     b = threshold_bound(x0, x1, labels=["a", "b", "c", "d"])
     assert b.statistic in ("c", "linear discriminant") and 1.0 < b.epsilon_lb <= 2.0, b
+
+
+def test_likelihood_ratio_bound_on_discrete_outputs():
+    """Randomized response at ε = 1 on each of 3 independent coordinates (ε 3 jointly): the
+    summed likelihood ratio finds the joint loss, which no single coordinate shows. 100 000 draws
+    per side: the Clopper–Pearson slack at the best test's rates is < 0.25 in ε, so ε_lb > 2.5
+    holds unless the test is wrong; identical distributions give ε_lb ≤ 0.1 (a 95% bound)."""
+    rng = np.random.default_rng(5)
+    p = math.e / (1 + math.e)
+    n = 100_000
+    d = (rng.random((n, 3)) < p).astype(float)
+    dprime = (rng.random((n, 3)) < 1 - p).astype(float)
+    joint = likelihood_ratio_bound(d, dprime, confidence=0.95)
+    assert 2.5 < joint.epsilon_lb <= 3.0, joint
+    assert threshold_bound(d[:, :1], dprime[:, :1], confidence=0.95).epsilon_lb <= 1.0  # one coordinate
+    same = likelihood_ratio_bound(d, (rng.random((n, 3)) < p).astype(float), confidence=0.95)
+    assert same.epsilon_lb <= 0.1, same
