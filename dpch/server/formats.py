@@ -16,6 +16,7 @@ from typing import Any
 from sqlglot import exp
 
 from dpch.engine import Engine, quote_identifier, quote_string
+from dpch.sql.parse import DIALECT
 
 #: canonical name of each accepted format (ClickHouse format names are case-sensitive)
 _CANONICAL = {
@@ -116,7 +117,7 @@ def select_rows(columns: Sequence[str], types: Sequence[str], rows: Sequence[Seq
                 settings: dict[str, str]) -> str:
     """``SELECT * FROM format(JSONEachRow, ...) SETTINGS ...`` over ``rows``, rendered once."""
     query = exp.select("*").from_(rows_source(columns, types, rows))
-    return with_settings(query, {"input_format_parallel_parsing": "0", **settings}).sql(dialect="clickhouse")
+    return with_settings(query, {"input_format_parallel_parsing": "0", **settings}).sql(dialect=DIALECT)
 
 
 def serialize(engine: Engine, fmt: str, columns: Sequence[str], types: Sequence[str],

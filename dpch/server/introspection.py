@@ -23,6 +23,7 @@ from sqlglot.errors import SqlglotError
 
 from dpch.server.errors import GatewayError
 from dpch.server.formats import rows_source, with_settings
+from dpch.sql.parse import DIALECT
 
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 
@@ -155,7 +156,7 @@ def translate_statement(sql: str, catalog: Catalog) -> exp.Select | None:
 
 def _template(sql: str) -> exp.Select:
     """One of the constant queries above (dpch's own text, no client input), as a tree."""
-    tree = sqlglot.parse_one(sql, read="clickhouse")
+    tree = sqlglot.parse_one(sql, read=DIALECT)
     assert isinstance(tree, exp.Select)
     return tree
 
@@ -167,7 +168,7 @@ def _equals(column: str, value: str) -> exp.Expression:
 def _like(column: str, negated: str | None, operator: str, pattern: str) -> exp.Expression:
     """``column [NOT] LIKE|ILIKE 'pattern'``; ``pattern`` is the client's quoted literal."""
     try:
-        literal = sqlglot.parse_one(pattern, read="clickhouse")
+        literal = sqlglot.parse_one(pattern, read=DIALECT)
     except SqlglotError:
         literal = None
     if not (isinstance(literal, exp.Literal) and literal.is_string):
@@ -193,7 +194,7 @@ def introspect(sql: str, catalog: Catalog) -> Introspection | None:
                                "this metadata statement is not supported")
     if tree is None:
         try:
-            tree = sqlglot.parse_one(sql, read="clickhouse")
+            tree = sqlglot.parse_one(sql, read=DIALECT)
         except SqlglotError:
             return None  # the DP path reports the syntax error in dpch's words
     if not isinstance(tree, exp.Select | exp.Union):
@@ -226,7 +227,7 @@ def introspect(sql: str, catalog: Catalog) -> Introspection | None:
 
 def render(found: Introspection, settings: dict[str, str]) -> str:
     """The introspection query with ``settings`` (limits, output settings), rendered once."""
-    return with_settings(found.tree.copy(), settings).sql(dialect="clickhouse")
+    return with_settings(found.tree.copy(), settings).sql(dialect=DIALECT)
 
 
 def _system_name(table: exp.Table) -> str | None:
@@ -306,7 +307,7 @@ def _allowlisted(node: exp.Expression) -> str | None:
     if isinstance(node, _STRUCTURE_OK):
         return None
     what = next((name for kind, name in _CONSTRUCT_NAMES.items() if isinstance(node, kind)), None)
-    snippet = node.sql(dialect="clickhouse")[:60]
+    snippet = node.sql(dialect=DIALECT)[:60]
     return (f"{what or repr(snippet)} is not allowed in a metadata query "
             "(dpch answers simple SELECTs over system tables)")
 
@@ -325,7 +326,7 @@ def _function_name(node: exp.Expression) -> str:
     """A function's name as the client wrote it in ClickHouse SQL (``uniq``, not sqlglot's name)."""
     if isinstance(node, exp.Anonymous):
         return str(node.this)
-    rendered = node.sql(dialect="clickhouse")
+    rendered = node.sql(dialect=DIALECT)
     return rendered.split("(", 1)[0].strip() or "this function"
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from dpch.errors import QueryRejected
+from dpch.sql.parse import DIALECT
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,7 @@ def display_name(node: exp.Expression) -> str:
     if isinstance(node, exp.Anonymous):
         return f"{node.this}()"
     if isinstance(node, exp.Func):
-        head = node.sql(dialect="clickhouse").split("(", 1)[0].strip()
+        head = node.sql(dialect=DIALECT).split("(", 1)[0].strip()
         if head and " " not in head:
             return f"{head}()"
     words = {exp.Mod: "the % operator", exp.Window: "window functions (OVER)", exp.Cast: "CAST",

@@ -14,12 +14,34 @@ from typing import Any
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.clickhouse import ClickHouse
 from sqlglot.errors import ParseError as SqlglotParseError
 from sqlglot.errors import TokenError
 
 from dpch.errors import ParseError, QueryRejected
 
-DIALECT = "clickhouse"
+
+class DpchClickHouse(ClickHouse):
+    """ClickHouse as sqlglot reads it, rendered back *as written* where sqlglot's ClickHouse generator
+    would change the meaning. sqlglot parses ``toStartOfYear(d)`` into a generic truncation and renders
+    ``dateTrunc('YEAR', d)``, which returns Date, not Date32: every date before 1970 becomes 1970-01-01.
+    Emitted SQL is rendered from trees (DESIGN.md rule 4), so such a rename would change answers."""
+
+    class Generator(ClickHouse.Generator):  # type: ignore[misc]
+        TRANSFORMS = {
+            **ClickHouse.Generator.TRANSFORMS,
+            exp.TimestampTrunc: lambda gen, e: _to_start_of(gen, e),
+        }
+
+
+def _to_start_of(gen: Any, node: exp.TimestampTrunc) -> str:
+    unit = node.args.get("unit")
+    name = {"WEEK": "toMonday"}.get(unit.name.upper(), f"toStartOf{unit.name.capitalize()}") if unit else "toDate"
+    return f"{name}({gen.sql(node, 'this')})"
+
+
+#: the dialect dpch reads analysts' SQL in and renders emitted SQL with
+DIALECT = DpchClickHouse
 
 _INTO_OUTFILE = re.compile(r"\bINTO\s+OUTFILE\b", re.IGNORECASE)
 _EXPLAIN_DP = re.compile(r"^\s*EXPLAIN\s+DP\s+", re.IGNORECASE)

@@ -66,7 +66,9 @@ def _assemble(plan: QueryPlan) -> str:
         )
     if plan.keys:
         sql += " GROUP BY " + ", ".join(f"k{i}" for i in range(len(plan.keys)))
-    return sql
+    # a LEFT join's unmatched rows carry the column type's default, which the key domain counts on:
+    # pinned, so a server profile with join_use_nulls = 1 cannot silently drop that group
+    return sql + " SETTINGS join_use_nulls = 0"
 
 
 def emit_tree(plan: QueryPlan) -> exp.Query:

@@ -275,8 +275,7 @@ def test_no_error_body_names_internals(serve):
 #: are the lead's to fix there; strict xfail, so the fix shows up here as a pass to unmark
 DP_PATH_QUERIES = [
     pytest.param("SELECT uniq(region) FROM visits", id="uniq-named-approx_distinct"),
-    pytest.param("SELECT region, count(*) AS n FROM visits GROUP BY region HAVING region > 2", id="having-typeerror",
-                 marks=pytest.mark.xfail(strict=True, reason="HAVING on a String key raises TypeError (500)")),
+    pytest.param("SELECT region, count(*) AS n FROM visits GROUP BY region HAVING region > 2", id="having-typeerror"),
     pytest.param("SELECT count(*) FROM visits SETTINGS dp_epsilon = 1e-320", id="tiny-epsilon",
                  marks=pytest.mark.xfail(strict=True, reason="calibration raises ValueError (500)")),
     pytest.param("SELECT count(*) FROM visits WHERE age > 'x'", id="type-mismatch"),
