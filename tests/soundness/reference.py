@@ -48,6 +48,9 @@ def _key(query: Query, r: dict[str, Any]) -> tuple:
 
 
 def _num(v: Any) -> float | int:
+    """A measure as dpch reads it: NULL (an aggregate over no non-NULL value) is 0."""
+    if v is None:
+        return 0
     return float(v) if isinstance(v, Decimal) else v
 
 
