@@ -22,6 +22,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import date
 from decimal import Decimal
 from typing import Any
 
@@ -42,11 +43,11 @@ BOUNDED: dict[str, tuple[str, tuple[float, float]]] = {
     "n": ("Nullable(Int32)", (0, 100)),
 }
 INTEGER_COLUMNS = {"i8", "u64", "i64", "n"}
-NAMES = ["uid", "g", *BOUNDED, "s"]
+NAMES = ["uid", "g", *BOUNDED, "s", "dt"]
 COLUMNS_SQL = (
     "uid Nullable(Int64), g String COMMENT 'dp: public, values=[\"a\", \"b\", \"c\"]', "
     + ", ".join(f"{c} {t} COMMENT 'dp: bounds=[{lo}, {hi}]'" for c, (t, (lo, hi)) in BOUNDED.items())
-    + ", s String"
+    + ", s String, dt Date"
 )
 TABLE_COMMENT = f"dp: privacy_unit=uid, max_rows_per_unit={CAP}, max_groups_per_unit={GROUPS_PER_UNIT}"
 
@@ -84,6 +85,10 @@ HUGE_DECIMAL = Decimal("99999999999999999999999999999999.999999")  # Decimal(38,
 STRINGS = ["", "a", "ab", "(", "[", "\\", "a\\b", "%", "_", "a%b", "x_y", ".*", "?", "$", "^", "'", "é", "abc"]
 
 
+DATES = st.sampled_from([date(1970, 1, 1), date(2149, 6, 6), date(2020, 1, 5), date(2020, 2, 29)]) \
+    | st.dates(date(1970, 1, 1), date(2149, 6, 6))
+
+
 def _int(col: str, extreme: bool) -> st.SearchStrategy:
     lo, hi = INT_RANGES[col]
     blo, bhi = BOUNDED[col][1]
@@ -115,7 +120,7 @@ def row_values(extreme: bool, key_strategy: st.SearchStrategy | None = None) -> 
         keys,
         _int("i8", extreme), _int("u64", extreme), _int("i64", extreme),
         _float(extreme), nullable(_float(extreme)), _decimal(extreme),
-        nullable(_int("n", extreme)), st.sampled_from(STRINGS),
+        nullable(_int("n", extreme)), st.sampled_from(STRINGS), DATES,
     )
 
 
@@ -183,13 +188,6 @@ def arith(a: E, op: str, b: E) -> E:
     return E(f"({a} {op} {b})", ev, a.join or b.join)
 
 
-def _unary(name: str, fn: Callable[[Any], Any]) -> Callable[[E], E]:
-    def build(a: E) -> E:
-        lifted = _nullary(fn)
-        return E(f"{name}({a})", (lambda r: lifted(a.ev(r))) if a.ev else None, a.join)
-    return build
-
-
 def _if(c: E, a: E, b: E) -> E:
     ev = (lambda r: a.ev(r) if c.ev(r) else b.ev(r)) if _both(c, a, b) else None
     return E(f"if({c}, {a}, {b})", ev, a.join or b.join or c.join)
@@ -209,6 +207,40 @@ def _round_half_even(v: float) -> float:
     return float(round(v)) if isinstance(v, float) else v
 
 
+def _wrap(template: str, fn: Callable[[Any], Any], skip_null: Callable[[Any], Any] | None = None):
+    """``template`` (with ``{}`` for the argument) applied to an expression; NULL in, NULL out —
+    except ``skip_null``: an inner least/greatest that ClickHouse evaluates skipping NULL."""
+    def build(a: E) -> E:
+        def ev(r):
+            v = a.ev(r)
+            if skip_null is not None:
+                v = 5 if v is None else skip_null(v)
+            return None if v is None else fn(v)
+        return E(template.format(a), ev if a.ev else None, a.join)
+    return build
+
+
+#: one-argument wrappers inside aggregates: SQL template and its value (NULL propagates)
+WRAPPERS = [
+    ("abs({})", abs),
+    ("round({})", _round_half_even),
+    ("floor({})", lambda v: math.floor(v) if isinstance(v, float) else v),
+    ("ceil({})", lambda v: math.ceil(v) if isinstance(v, float) else v),
+    ("sign({})", lambda v: (v > 0) - (v < 0)),
+    ("sqrt(abs({}))", lambda v: math.sqrt(abs(v))),
+    ("log(abs({}) + 1)", lambda v: math.log(abs(v) + 1)),
+    # log2/log10 are refused inside aggregates today ("function log() is not supported"): they stay
+    # in conditions, where they are accepted, and out of here so the budget goes to accepted queries
+    ("pow({}, 2)", lambda v: v * v),
+    ("({} / 4)", lambda v: v / 4),
+]
+
+
+def _multi_if(c: E, a: E, b: E) -> E:
+    ev = (lambda r: a.ev(r) if c.ev(r) else b.ev(r)) if _both(c, a, b) else None
+    return E(f"multiIf({c}, {a}, {b})", ev, a.join or b.join or c.join)
+
+
 def value_expressions(conditions: st.SearchStrategy, join: bool = False) -> st.SearchStrategy:
     leaves = value_leaves
     if join:
@@ -217,19 +249,14 @@ def value_expressions(conditions: st.SearchStrategy, join: bool = False) -> st.S
     def extend(children):
         return st.one_of(
             st.builds(arith, children, st.sampled_from(["+", "-", "*"]), children),
-            children.map(_unary("abs", abs)),
-            children.map(_unary("round", _round_half_even)),
-            children.map(lambda a: E(f"sqrt(abs({a}))", (lambda r: _nullary(lambda v: math.sqrt(abs(v)))(a.ev(r)))
-                                     if a.ev else None, a.join)),
-            children.map(lambda a: E(f"log(abs({a}) + 1)", (lambda r: _nullary(lambda v: math.log(abs(v) + 1))(a.ev(r)))
-                                     if a.ev else None, a.join)),
-            children.map(lambda a: E(f"pow({a}, 2)", (lambda r: _nullary(lambda v: v * v)(a.ev(r))) if a.ev else None,
-                                     a.join)),
-            children.map(lambda a: E(f"({a} / 4)", (lambda r: _nullary(lambda v: v / 4)(a.ev(r))) if a.ev else None,
-                                     a.join)),
+            *(children.map(_wrap(template, fn)) for template, fn in WRAPPERS),
             st.builds(_extreme, st.sampled_from(["least", "greatest"]), children, st.sampled_from([0, 7, -2.5])),
+            children.map(_wrap("exp(least({}, 5))", math.exp, skip_null=lambda v: min(v, 5))),
+            children.map(lambda a: E(f"ifNull({a}, 1)", (lambda r: 1 if a.ev(r) is None else a.ev(r))
+                                     if a.ev else None, a.join)),
             st.builds(_if, conditions, children, children),
             st.builds(_case, conditions, children, children),
+            st.builds(_multi_if, conditions, children, children),
         )
 
     return st.recursive(leaves, extend, max_leaves=4)
@@ -317,6 +344,36 @@ simple_conditions = st.one_of(
         E("sqrt(abs(f)) > 1", lambda r: math.sqrt(abs(r["f"])) > 1),
         E("toInt64OrNull(s) IS NULL", lambda r: not re.fullmatch(r"[+-]?\d+", r["s"])),
         E("concat(s, 'x') = 'ax'", lambda r: r["s"] + "x" == "ax"),
+        E("ceil(f) = 1", lambda r: math.ceil(r["f"]) == 1),
+        E("floor(f) = -1", lambda r: math.floor(r["f"]) == -1),
+        E("exp(least(f, 5)) > 2", lambda r: math.exp(min(r["f"], 5)) > 2),
+        E("has(['a', '(', ''], s)", lambda r: r["s"] in ("a", "(", "")),
+        E("ifNull(y, 0) > 3", lambda r: (r["y"] if r["y"] is not None else 0) > 3),
+        E("ln(abs(f) + 1) > 1", lambda r: math.log(abs(r["f"]) + 1) > 1),
+        E("log2(abs(f) + 1) > 1", lambda r: math.log2(abs(r["f"]) + 1) > 1),
+        E("log10(abs(f) + 1) > 0.5", lambda r: math.log10(abs(r["f"]) + 1) > 0.5),
+        E("multiIf(f > 0, 1, f < 0, -1, 0) = 1", lambda r: r["f"] > 0),
+        E("positionCaseInsensitive(s, 'A') > 0", lambda r: "a" in r["s"].lower()),
+        E("power(f, 2) > 4", lambda r: r["f"] ** 2 > 4),
+        E("sign(i64) = -1", lambda r: r["i64"] < 0),
+        E("substring(s, 1, 1) = 'a'", lambda r: r["s"].encode()[:1] == b"a"),
+        E("toFloat64OrNull(s) IS NOT NULL", None),
+        E("toString(i8) = '5'", lambda r: str(r["i8"]) == "5"),
+        E("trim(s) = ''", lambda r: r["s"].strip(" ") == ""),
+        E("upper(s) = 'AB'", lambda r: r["s"].upper() == "AB"),
+        E("lengthUTF8(s) > 1", lambda r: len(r["s"]) > 1),
+        E("toYear(dt) = 2020", lambda r: r["dt"].year == 2020),
+        E("year(dt) > 2100", lambda r: r["dt"].year > 2100),
+        E("toMonth(dt) > 6", lambda r: r["dt"].month > 6),
+        E("month(dt) = 2", lambda r: r["dt"].month == 2),
+        E("toDayOfMonth(dt) = 29", lambda r: r["dt"].day == 29),
+        E("day(dt) < 3", lambda r: r["dt"].day < 3),
+        E("toDayOfWeek(dt) = 7", lambda r: r["dt"].isoweekday() == 7),
+        E("toStartOfWeek(dt) = '2020-01-05'", None),
+        E("dateTrunc('month', dt) = '2020-02-01'", None),
+        E("toDateOrNull(s) IS NULL", None),
+        E("toHour(dt) = 0", None),
+        E("isNotNull(y)", lambda r: r["y"] is not None),
     ]),
     st.builds(_like, st.sampled_from(LIKE_PATTERNS), st.booleans()),
     st.builds(_match, st.sampled_from(REGEXES)),
