@@ -207,7 +207,7 @@ def _round_half_even(v: float) -> float:
     return float(round(v)) if isinstance(v, float) else v
 
 
-def _wrap(template: str, fn: Callable[[Any], Any], skip_null: Callable[[Any], Any] | None = None):
+def wrap(template: str, fn: Callable[[Any], Any], skip_null: Callable[[Any], Any] | None = None):
     """``template`` (with ``{}`` for the argument) applied to an expression; NULL in, NULL out —
     except ``skip_null``: an inner least/greatest that ClickHouse evaluates skipping NULL."""
     def build(a: E) -> E:
@@ -249,9 +249,9 @@ def value_expressions(conditions: st.SearchStrategy, join: bool = False) -> st.S
     def extend(children):
         return st.one_of(
             st.builds(arith, children, st.sampled_from(["+", "-", "*"]), children),
-            *(children.map(_wrap(template, fn)) for template, fn in WRAPPERS),
+            *(children.map(wrap(template, fn)) for template, fn in WRAPPERS),
             st.builds(_extreme, st.sampled_from(["least", "greatest"]), children, st.sampled_from([0, 7, -2.5])),
-            children.map(_wrap("exp(least({}, 5))", math.exp, skip_null=lambda v: min(v, 5))),
+            children.map(wrap("exp(least({}, 5))", math.exp, skip_null=lambda v: min(v, 5))),
             children.map(lambda a: E(f"ifNull({a}, 1)", (lambda r: 1 if a.ev(r) is None else a.ev(r))
                                      if a.ev else None, a.join)),
             st.builds(_if, conditions, children, children),
@@ -340,6 +340,7 @@ simple_conditions = st.one_of(
         E("lower(s) = 'ab'", lambda r: r["s"].lower() == "ab"),
         E("coalesce(n, 0) > 10", lambda r: (r["n"] if r["n"] is not None else 0) > 10),
         E("least(i8, 0) < -5", lambda r: min(r["i8"], 0) < -5),
+        E("greatest(i8, 0) > 5", lambda r: max(r["i8"], 0) > 5),
         E("round(f) = 2", lambda r: round(r["f"]) == 2),
         E("sqrt(abs(f)) > 1", lambda r: math.sqrt(abs(r["f"])) > 1),
         E("toInt64OrNull(s) IS NULL", lambda r: not re.fullmatch(r"[+-]?\d+", r["s"])),
