@@ -56,8 +56,8 @@ class Recorder:
     """Every mechanism run that drew noise during one query."""
 
     runs: list[tuple[str, float, float]] = field(default_factory=list)
-    selects: int = 0
-    expected_selects: int = 0
+    selects: int = 0  # every exponential-mechanism draw
+    expected_selects: int = 0  # the draws made inside a quantile statistic's selection
 
     def composed(self) -> tuple[float, float]:
         return math.fsum(r[1] for r in self.runs), math.fsum(r[2] for r in self.runs)
@@ -88,9 +88,11 @@ def recorder(monkeypatch) -> Recorder:
     monkeypatch.setattr(LaplacePartitionSelection, "select", selection)
 
     original_select = ExponentialMechanism.select
+    drawn: list[ExponentialMechanism] = []
 
     def select(self, utilities, source):
         rec.selects += 1
+        drawn.append(self)
         return original_select(self, utilities, source)
 
     monkeypatch.setattr(ExponentialMechanism, "select", select)
@@ -98,10 +100,13 @@ def recorder(monkeypatch) -> Recorder:
     original_pick = session_module.pick_quantiles
 
     def pick(stat, histograms, noise, source):
-        mech = noise.selectors[stat.measures[0]]
-        rec.runs.append((f"exponential({stat.label})", mech.cost.epsilon, mech.cost.delta))
-        rec.expected_selects += len(histograms)
-        return original_pick(stat, histograms, noise, source)
+        # one statistic over all its groups is one run: count each mechanism it drew from once
+        start = len(drawn)
+        result = original_pick(stat, histograms, noise, source)
+        rec.expected_selects += len(drawn) - start
+        for mech in {id(m): m for m in drawn[start:]}.values():
+            rec.runs.append((f"exponential({stat.label})", mech.cost.epsilon, mech.cost.delta))
+        return result
 
     monkeypatch.setattr(session_module, "pick_quantiles", pick)
     return rec
