@@ -11,6 +11,7 @@ import itertools
 import os
 
 import pytest
+from hypothesis import settings
 
 os.environ["DPCH_ALLOW_FIXED_SEED"] = "1"  # tests use fixed noise seeds; production refuses them
 
@@ -19,6 +20,12 @@ from dpch.engine import Engine  # noqa: E402
 from sql_fixtures import tables  # noqa: E402
 
 _counter = itertools.count()
+
+# Hypothesis runs derandomized (a fixed seed per test), so no verdict depends on the run — in
+# particular whether a mutant is caught (TESTING.md). HYPOTHESIS_PROFILE=dev explores randomly.
+settings.register_profile("ci", derandomize=True, database=None)
+settings.register_profile("dev", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(scope="session")
