@@ -34,7 +34,7 @@ from dpch.sql import outputs
 from dpch.sql.analyze import MAX_GROUPS, QueryPlan, analyze
 from dpch.sql.parse import parse_query
 from dpch.sql.relation import quote
-from dpch.sql.rewrite import emit_probe_sql, emit_sql
+from dpch.sql.rewrite import emit_probe_sqls, emit_sql
 from dpch.sql.settings import QueryOptions, given_options, option_overrides
 
 
@@ -298,7 +298,8 @@ class Session:
         """Type-checks the query on a synthetic row before the charge (cached per emitted SQL)."""
         if emitted in self._probed:
             return
-        self.engine.probe(emit_probe_sql(plan, self.engine.database))
+        for probe in emit_probe_sqls(plan, self.engine.database):
+            self.engine.probe(probe)
         if len(self._probed) > 1024:
             self._probed.clear()
         self._probed.add(emitted)

@@ -136,6 +136,13 @@ def clamp_sql(sql: str, interval: Interval) -> str:
     return f"least(greatest({sql}, {num(interval.lo)}), {num(interval.hi)})"
 
 
+def keep_null(value_sql: str, clamped_sql: str) -> str:
+    """``clamped_sql``, but NULL where ``value_sql`` is NULL: ClickHouse's least/greatest skip a NULL
+    argument, so a bare clamp would turn every NULL into the lower bound (summed, and counted by avg)
+    instead of leaving it out as sum and avg do."""
+    return f"if(isNull({value_sql}), NULL, {clamped_sql})"
+
+
 def clamp_float_sql(sql: str, interval: Interval) -> str:
     """Float64 ``sql`` clamped to ``interval``; bounds as Float64 literals (least(Float64, UInt64) is a
     type error in ClickHouse for integers of 2^32 and more)."""
@@ -207,7 +214,8 @@ class ValueTranslator:
             # clamped in the column's own type (exact; an integer is never NaN), then widened so that
             # sums accumulate in Int128 and cannot wrap (DESIGN.md rule 6)
             ref = self.resolve(node)
-            return ValueExpr(f"toInt128({clamp_sql(ref.sql, interval)})", interval, value.integer, nullable)
+            sql = f"toInt128({clamp_sql(ref.sql, interval)})"
+            return ValueExpr(keep_null(ref.sql, sql) if nullable else sql, interval, value.integer, nullable)
         fallback = float(min(max(0.0, interval.lo), interval.hi))
         inner = value.sql
         if isinstance(node, exp.Column):  # clamp once: NaN/inf first, then the bounds
@@ -215,7 +223,7 @@ class ValueTranslator:
         sql = clamp_float_sql(f"ifNotFinite(toFloat64({inner}), {fallback!r})", interval)
         if exact_integer:
             sql = f"toInt128({sql})"
-        return ValueExpr(sql, interval, value.integer, nullable)
+        return ValueExpr(keep_null(inner, sql) if nullable else sql, interval, value.integer, nullable)
 
     def nullable(self, node: exp.Expression) -> bool:
         """Whether ``node`` can evaluate to NULL on some row."""
@@ -242,7 +250,10 @@ class ValueTranslator:
                 )
             # inside an expression every column is computed in Float64: integer arithmetic wraps
             # silently and Decimal arithmetic raises, both on values a row chooses (rules 5 and 6)
-            return ValueExpr(clamp_float_sql(f"toFloat64({ref.sql})", ref.bounds), ref.bounds, ref.integer)
+            sql = clamp_float_sql(f"toFloat64({ref.sql})", ref.bounds)
+            if "Nullable(" in ref.type:
+                sql = keep_null(ref.sql, sql)
+            return ValueExpr(sql, ref.bounds, ref.integer)
         if isinstance(node, exp.Literal):
             if node.is_string:
                 raise QueryRejected(f"{context}: a string literal is not a number")
@@ -326,7 +337,13 @@ class ValueTranslator:
             a = self._value(node.this, context)
             return ValueExpr(f"sqrt({a.sql})", Interval(math.sqrt(max(0.0, a.interval.lo)),
                                                           math.sqrt(max(0.0, a.interval.hi))), False)
-        if name in ("ln", "log", "log2", "log10") and not (isinstance(node, exp.Log) and node.expression is not None):
+        if isinstance(node, exp.Log) and node.expression is not None:
+            # sqlglot reads log2(x) / log10(x) as Log(base, x); any other two-argument log is refused
+            base = node.this
+            if not (isinstance(base, exp.Literal) and base.this in ("2", "10")):
+                raise QueryRejected(f"{context}: write log(x), ln(x), log2(x) or log10(x)")
+            name, node = f"log{base.this}", exp.Ln(this=node.expression)
+        if name in ("ln", "log", "log2", "log10"):
             a = self._value(node.this, context)
             if a.interval.lo <= 0:
                 raise QueryRejected(f"{context}: {name}() needs a positive argument; its bounds start at "

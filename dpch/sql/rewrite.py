@@ -27,7 +27,7 @@ from dpch.sql.parse import DIALECT
 from dpch.sql.relation import quote
 from dpch.sql.rewrite_literals import literal
 
-__all__ = ["emit_probe_sql", "emit_sql", "emit_tree", "literal", "quote", "render"]
+__all__ = ["emit_probe_sql", "emit_probe_sqls", "emit_sql", "emit_tree", "literal", "quote", "render"]
 
 SELECTION_MEASURE = "units"
 
@@ -91,16 +91,22 @@ def emit_sql(plan: QueryPlan, database: str) -> str:
     return render(emit_tree(plan))
 
 
-def emit_probe_sql(plan: QueryPlan, database: str) -> str:
-    """The plan's SQL over one synthetic row of non-NULL defaults per table, reading no data.
+def emit_probe_sqls(plan: QueryPlan, database: str) -> tuple[str, str]:
+    """The probes of ``plan``: its emitted tree over one synthetic row of non-NULL defaults per table,
+    reading no data, run before the charge so that a query that cannot run is rejected for free and
+    the outcome cannot depend on the data (an empty input or EXPLAIN skips functions over Nullable
+    columns, so the probe executes rather than explains).
 
-    Running it makes ClickHouse type-check and execute every expression of the query (an empty
-    input or EXPLAIN skips functions over Nullable columns), so a query that cannot run is
-    rejected before anything is charged, and the outcome cannot depend on the data. It is the
-    emitted tree with each table node replaced by a one-row subquery (a tree rewrite: a string
-    literal that happens to spell a table's name is left alone).
+    Each is a tree rewrite of the emitted query — table nodes become one-row subqueries; a string
+    literal that happens to spell a table's name is left alone — with short-circuit evaluation off,
+    so every branch of if/multiIf/AND/OR runs on the row:
+
+    1. *filtered*: the query as it will run, so conditions and join keys execute on the row;
+    2. *unfiltered*: WHERE clauses dropped and joins made LEFT, so the row reaches every key and
+       aggregate even when a key domain or a join would filter it out (a type error that appears only
+       when a real row reaches an aggregate would otherwise fail after the charge, and only when
+       some row matched: a membership oracle the neighbour fuzzer found).
     """
-    tree = emit_tree(plan)
     synthetic = {table.table: _synthetic_row(table) for table in plan.relation.tables}
 
     def swap(node: exp.Expression) -> exp.Expression:
@@ -109,7 +115,32 @@ def emit_probe_sql(plan: QueryPlan, database: str) -> str:
             return exp.Subquery(this=synthetic[node.name].copy(), alias=node.args.get("alias"))
         return node
 
-    return render(tree.transform(swap))
+    filtered = emit_tree(plan).transform(swap)
+    unfiltered = filtered.copy().transform(_unfiltered)
+    return render(_eager(filtered)), render(_eager(unfiltered))
+
+
+def emit_probe_sql(plan: QueryPlan, database: str) -> str:
+    """The filtered probe (see :func:`emit_probe_sqls`)."""
+    return emit_probe_sqls(plan, database)[0]
+
+
+def _unfiltered(node: exp.Expression) -> exp.Expression:
+    if isinstance(node, exp.Select) and node.args.get("where") is not None:
+        node.set("where", None)
+    if isinstance(node, exp.Join):
+        node.set("side", "LEFT")
+        node.set("kind", "ASOF" if (node.args.get("kind") or "").upper() == "ASOF" else "ANY")
+    return node
+
+
+def _eager(tree: exp.Expression) -> exp.Expression:
+    """``tree`` with short-circuit evaluation off: every branch runs on the probe's row."""
+    settings = list(tree.args.get("settings") or [])
+    settings.append(exp.EQ(this=exp.column("short_circuit_function_evaluation"),
+                           expression=exp.Literal.string("disable")))
+    tree.set("settings", settings)
+    return tree
 
 
 def _synthetic_row(table) -> exp.Select:
