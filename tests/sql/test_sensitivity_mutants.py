@@ -1,0 +1,128 @@
+"""Sensitivity cases that surviving mutants showed were never exercised (issue 12, mutation score).
+
+Every expected value is either the sensitivity formula of :mod:`dpch.sql.aggregates` (sum:
+k·max(|lo|, |hi|); a join of two private tables: rows per unit ≤ k1·k2) or measured on real
+chdb: the exact (pre-noise) aggregate of a table and of its neighbour with one worst-case unit
+added. Survivors this kills: ``abs(lo)`` → ``lo`` in ``Interval.magnitude``; a private⋈private
+join read without its per-side caps, or capped at k1/k2 instead of k1·k2; the ``USING`` branch
+of the private-join guard.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from dpch.errors import QueryRejected
+from dpch.sql.rewrite import emit_sql
+from tests.helpers import make_table
+
+K1, K2 = 2, 3
+#: rows per unit far above both caps, so an uncapped read is visible
+MANY = 6
+
+
+def _exact(session, sql: str) -> dict[str, tuple[float, float]]:
+    """{measure: (declared ℓ1 sensitivity, exact value)} of a one-group query, computed by chdb."""
+    plan, _ = session.plan(sql)
+    values = session._exact_measures(plan, emit_sql(plan, session.engine.database))
+    return {m.name: (m.sensitivity, float(values[m.name][0])) for m in plan.measures}
+
+
+def _moves(session, template: str, neighbour_rows: dict[str, list[tuple]], names: dict[str, list[str]]):
+    """(declared sensitivity, |change|) per measure when ``neighbour_rows`` are added to the tables."""
+    before = _exact(session, template)
+    for table, rows in neighbour_rows.items():
+        session.engine.insert(table, rows, names[table])
+    after = _exact(session, template)
+    return {name: (sens, abs(after[name][1] - value)) for name, (sens, value) in before.items()}
+
+
+# ------------------------------------------------------------------ sums with |lo| > |hi|
+
+SKEWED = "uid UInt64, x Float64 COMMENT 'dp: bounds=[-10, 5]', n Int32 COMMENT 'dp: bounds=[-7, 2]'"
+SKEWED_NAMES = ["uid", "x", "n"]
+
+
+@pytest.fixture
+def skewed(connect):
+    session = connect(analyst="mutants")
+    rows = [(u, float(u % 7) - 4.0, (u % 5) - 3) for u in range(1, 21)]
+    make_table(session, SKEWED, rows, SKEWED_NAMES, name="s", comment=f"dp: privacy_unit=uid, max_rows_per_unit={K1}")
+    return session
+
+
+def test_sum_sensitivity_uses_the_larger_magnitude_when_it_is_the_lower_bound(skewed):
+    """bounds [−10, 5]: Δ1 = k·max(|−10|, |5|) = 2·10, and a unit of rows at −∞ (clamped to −10) reaches it."""
+    moved = _moves(skewed, "SELECT sum(x), sum(n) FROM s",
+                   {"s": [(999, -1e12, -(2**31))] * MANY}, {"s": SKEWED_NAMES})
+    (sens_x, move_x), (sens_n, move_n) = moved["m0"], moved["m1"]
+    assert sens_x == K1 * max(abs(-10), abs(5))
+    assert sens_n == K1 * max(abs(-7), abs(2))
+    # tight: the clamped worst-case unit moves each sum by exactly its sensitivity
+    assert move_x == pytest.approx(sens_x, abs=1e-9)
+    assert move_n == pytest.approx(sens_n, abs=1e-9)
+
+
+def test_sum_of_a_negated_skewed_value_uses_the_magnitude_too(skewed):
+    """−x lies in [−5, 10]; abs(x) in [0, 10]: the translated intervals keep the magnitude 10."""
+    moved = _moves(skewed, "SELECT sum(-x), sum(abs(x)) FROM s",
+                   {"s": [(998, -1e12, 0)] * MANY}, {"s": SKEWED_NAMES})
+    for sens, move in moved.values():
+        assert sens == K1 * 10
+        assert move == pytest.approx(sens, abs=1e-9)
+
+
+# ------------------------------------------------------------------ private ⋈ private joins
+
+LEFT = "uid UInt64, x Float64 COMMENT 'dp: bounds=[-1, 4]'"
+RIGHT = "uid UInt64, y Float64 COMMENT 'dp: bounds=[0, 2]'"
+NAMES = {"a": ["uid", "x"], "b": ["uid", "y"]}
+
+
+@pytest.fixture
+def joined(connect):
+    session = connect(analyst="mutants")
+    make_table(session, LEFT, [(u, float(u % 4), ) for u in range(1, 16) for _ in range(u % 3 + 1)], NAMES["a"],
+               name="a", comment=f"dp: privacy_unit=uid, max_rows_per_unit={K1}")
+    make_table(session, RIGHT, [(u, float(u % 2)) for u in range(5, 25) for _ in range(u % 4 + 1)], NAMES["b"],
+               name="b", comment=f"dp: privacy_unit=uid, max_rows_per_unit={K2}")
+    return session
+
+
+def _worst_unit() -> dict[str, list[tuple]]:
+    """One new unit with MANY rows on each side, at the bounds' largest magnitudes."""
+    return {"a": [(777, 1e9)] * MANY, "b": [(777, 1e9)] * MANY}
+
+
+@pytest.mark.parametrize("join", [
+    "a JOIN b ON a.uid = b.uid", "a JOIN b USING (uid)", "a AS p JOIN b AS q ON q.uid = p.uid",
+])
+def test_private_join_rows_per_unit_are_k1_times_k2(joined, join):
+    """Each side is capped before the join, so one unit contributes at most k1·k2 joined rows;
+    a unit with MANY > k rows on both sides moves count() by exactly k1·k2 and sum(x) by k1·k2·4."""
+    moved = _moves(joined, f"SELECT count(*), sum(x), sum(y) FROM {join}", _worst_unit(), NAMES)
+    (sens_c, move_c), (sens_x, move_x), (sens_y, move_y) = moved["m0"], moved["m1"], moved["m2"]
+    assert sens_c == K1 * K2
+    assert sens_x == K1 * K2 * 4
+    assert sens_y == K1 * K2 * 2
+    assert move_c == K1 * K2  # an uncapped read would move it by MANY² = 36
+    assert move_x == pytest.approx(sens_x)
+    assert move_y == pytest.approx(sens_y)
+
+
+def test_private_join_using_gives_the_same_exact_values_as_on(joined):
+    on = _exact(joined, "SELECT count(*), sum(x) FROM a JOIN b ON a.uid = b.uid")
+    using = _exact(joined, "SELECT count(*), sum(x) FROM a JOIN b USING (uid)")
+    assert on == using
+    assert on["m0"][1] > 0  # negative control: the tables do share units
+
+
+@pytest.mark.parametrize("join", [
+    "a JOIN b USING (x)",             # not the unit column (and not on both sides)
+    "a JOIN b USING (uid, x)",        # more than the unit
+    "a JOIN b ON a.uid = b.y",        # one side is not a unit
+    "a JOIN b ON a.x = b.y",
+])
+def test_private_join_on_anything_but_the_units_is_refused(joined, join):
+    with pytest.raises(QueryRejected):
+        joined.plan(f"SELECT count(*) FROM {join}")
