@@ -72,3 +72,30 @@ def test_ex_ante_reads_the_worst_case_and_keeps_fixed_costs():
     assert ex_ante(fixed) is fixed
     # an ex-post cost without a stated worst case counts at what it says
     assert ex_ante(PrivacyCost(0.4, 0.0, ex_post=True)).epsilon == 0.4
+
+
+def test_mixed_filter_spends_the_sum_of_its_two_sides():
+    """000 Thm 3 (concurrent composition): the mixed guarantee is the zCDP side's plus the ex-post side's."""
+    from dpch.accounting.filters import MixedFilter
+
+    flt = MixedFilter(BUDGET, split=0.5)
+    fixed, post = [PrivacyCost(0.3), PrivacyCost(0.2)], [_ex_post(0.4, 0.9)]
+    both = flt.spent(fixed + post)
+    alone_fixed, alone_post = flt.spent(fixed), flt.spent(post)
+    assert alone_fixed.epsilon > 0 and alone_post.epsilon == pytest.approx(0.4)  # ex-post: realized (Lemma 5.2)
+    assert both.epsilon == pytest.approx(alone_fixed.epsilon + alone_post.epsilon)
+
+
+def test_ledger_entries_show_the_worst_case_of_reservations_and_ex_post_charges_only():
+    from datetime import UTC, datetime
+
+    from dpch.accounting.accountant import entry_dict
+    from dpch.accounting.ledger import LedgerEntry
+
+    def entry(status: str, cost: PrivacyCost, worst: PrivacyCost) -> dict:
+        return entry_dict(LedgerEntry("r", datetime(2026, 1, 1, tzinfo=UTC), "ana", "d.t", "h", "m", status,
+                                      cost, worst))
+
+    assert "worst_epsilon" not in entry("charged", PrivacyCost(0.1), PrivacyCost(0.1))
+    assert entry("reserved", PrivacyCost(0.0), PrivacyCost(0.7))["worst_epsilon"] == 0.7
+    assert entry("charged", _ex_post(0.2, 0.6), PrivacyCost(0.6))["worst_epsilon"] == 0.6

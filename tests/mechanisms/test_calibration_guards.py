@@ -149,3 +149,41 @@ def test_vector_gaussian_at_dimension_2_uses_the_zcdp_calibration(integer):
                 for a in (1 + i / 200 for i in range(1, 20_000)))
     assert brute <= delta * (1 + 1e-3)
     assert GaussianMechanism(eps, delta, sens, integer=integer, dimension=1).sigma == scalar.sigma
+
+
+# ------------------------------------------------------------------ discrete distributions: exact tails
+
+
+@pytest.mark.parametrize("scale", [0.3, 1.0, 2.5, 17.0, 400.0])
+@pytest.mark.parametrize("confidence", [0.5, 0.9, 0.95, 0.999])
+def test_discrete_laplace_half_width_is_the_smallest_k(scale, confidence):
+    """P(|Z| > k) = 2p^{k+1}/(1+p), p = e^{−1/b} (written out here): the half-width is the least k with tail ≤ β."""
+    from dpch.mechanisms.discrete import discrete_laplace_half_width
+
+    p, beta = math.exp(-1 / scale), 1 - confidence
+
+    def tail(k: int) -> float:
+        return 1.0 if k < 0 else 2 * p ** (k + 1) / (1 + p)
+
+    k = discrete_laplace_half_width(scale, confidence)
+    assert tail(k) <= beta < tail(k - 1)
+
+
+def test_discrete_gaussian_delta_of_a_zero_shift_is_zero():
+    from dpch.mechanisms.discrete import discrete_gaussian_delta
+
+    assert discrete_gaussian_delta(1.0, 2.0, 0) == 0.0
+    assert discrete_gaussian_delta(1.0, 2.0, 1) > 0.0  # control
+
+
+@pytest.mark.parametrize("k", [0, 1500, 6000, 9000])
+def test_discrete_gaussian_tail_above_the_exact_limit_brackets_the_continuous_tail(k):
+    """Above EXACT_SIGMA_LIMIT the tail is bounded by integrals: P(|Y| > k) ≤ 2Φ̄(k/σ), and it is
+    at least 2Φ̄((k+1)/σ)/(1 + 3e^{−2π²σ²}) (CKS; the slack is 1 in floating point at σ = 3000)."""
+    from scipy.special import ndtr
+
+    from dpch.mechanisms.discrete import EXACT_SIGMA_LIMIT, discrete_gaussian_tail
+
+    sigma = 1.5 * EXACT_SIGMA_LIMIT
+    tail = discrete_gaussian_tail(sigma, k)
+    assert min(1.0, 2 * float(ndtr(-(k + 1) / sigma))) <= tail <= min(1.0, 2 * float(ndtr(-k / sigma))) + 1e-15
