@@ -79,11 +79,14 @@ def test_mixed_filter_spends_the_sum_of_its_two_sides():
     from dpch.accounting.filters import MixedFilter
 
     flt = MixedFilter(BUDGET, split=0.5)
-    fixed, post = [PrivacyCost(0.3), PrivacyCost(0.2)], [_ex_post(0.4, 0.9)]
+    post = [PrivacyCost(0.4, 2e-8, ex_post=True, worst_epsilon=0.9)]
+    fixed = [PrivacyCost(0.3, 1e-7), PrivacyCost(0.2)]
     both = flt.spent(fixed + post)
     alone_fixed, alone_post = flt.spent(fixed), flt.spent(post)
     assert alone_fixed.epsilon > 0 and alone_post.epsilon == pytest.approx(0.4)  # ex-post: realized (Lemma 5.2)
+    assert alone_fixed.delta > 0 and alone_post.delta == pytest.approx(2e-8)
     assert both.epsilon == pytest.approx(alone_fixed.epsilon + alone_post.epsilon)
+    assert both.delta == pytest.approx(alone_fixed.delta + alone_post.delta)
 
 
 def test_ledger_entries_show_the_worst_case_of_reservations_and_ex_post_charges_only():

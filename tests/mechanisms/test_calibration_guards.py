@@ -132,6 +132,8 @@ def test_laplace_scale_is_sensitivity_over_epsilon():
 
 def test_zero_sensitivity_needs_no_noise_and_is_never_refused():
     assert GaussianMechanism(1e-300, 1e-6, 0.0).sigma == 0.0
+    assert GaussianMechanism(1.0, 1e-6, 0.0).cost.rho == 0.0
+    assert GaussianMechanism(1.0, 1e-6, 0.0).half_width() == 0.0
     assert LaplaceMechanism(1e-300, 0.0).half_width() == 0.0
 
 
@@ -187,3 +189,43 @@ def test_discrete_gaussian_tail_above_the_exact_limit_brackets_the_continuous_ta
     sigma = 1.5 * EXACT_SIGMA_LIMIT
     tail = discrete_gaussian_tail(sigma, k)
     assert min(1.0, 2 * float(ndtr(-(k + 1) / sigma))) <= tail <= min(1.0, 2 * float(ndtr(-k / sigma))) + 1e-15
+
+
+@pytest.mark.parametrize(("eps", "delta", "sens"), [(1.0, 1e-6, 1.0), (0.1, 1e-9, 37.5), (3.0, 1e-3, 0.01)])
+def test_real_gaussian_half_width_covers_the_noise_actually_sampled(eps, delta, sens):
+    """The grid release draws N_Z(0, σ_grid²) in units of the grid width λ and rounds by ≤ λ/2:
+    the reported half-width must cover σ_grid·λ·Φ⁻¹(1 − β/2) + λ/2 for what the grid really uses."""
+    from scipy.special import ndtri
+
+    from dpch.mechanisms.grid import GaussianGrid
+
+    mech = GaussianMechanism(eps, delta, sens)
+    grid = GaussianGrid.for_release(sens, eps, delta, mech.sigma, 1)
+    for confidence in (0.9, 0.95, 0.999):
+        z = float(ndtri(1 - (1 - confidence) / 2))
+        needed = math.sqrt(float(grid.sigma2)) * grid.width * z + grid.width / 2
+        assert mech.half_width(confidence) >= needed
+
+
+@pytest.mark.parametrize(("eps", "sens"), [(1.0, 1.0), (0.1, 37.5), (3.0, 0.01)])
+def test_real_laplace_half_width_covers_the_noise_actually_sampled(eps, sens):
+    """The grid release draws a discrete Laplace of scale t (grid units, exact tail
+    P(|Z| > k) = 2p^{k+1}/(1+p)) times the width λ, after rounding by ≤ λ/2."""
+    from dpch.mechanisms.grid import LaplaceGrid
+
+    mech = LaplaceMechanism(eps, sens)
+    grid = LaplaceGrid.for_release(sens, eps, 1)
+    p = math.exp(-1 / float(grid.scale))
+    for confidence in (0.9, 0.95, 0.999):
+        beta = 1 - confidence
+        k = math.ceil(float(grid.scale) * math.log(2 / (beta * (1 + p))) - 1)  # least k with tail ≤ β, ± 1
+        while 2 * p ** k / (1 + p) <= beta:
+            k -= 1
+        needed = k * grid.width + grid.width / 2
+        assert mech.half_width(confidence) >= needed
+
+
+def test_for_half_width_defaults_to_one_coordinate():
+    assert GaussianMechanism.for_half_width(10.0, 0.95, 1e-6, 2.0).dimension == 1
+    mech = LaplaceMechanism.for_half_width(10.0, 0.95, 2.0)
+    assert mech.half_width(0.95) <= 10.0
