@@ -126,3 +126,10 @@ def test_private_join_using_gives_the_same_exact_values_as_on(joined):
 def test_private_join_on_anything_but_the_units_is_refused(joined, join):
     with pytest.raises(QueryRejected):
         joined.plan(f"SELECT count(*) FROM {join}")
+
+
+@pytest.mark.parametrize("sql", ["SELECT sumIf(x) FROM s", "SELECT avgIf(x, x > 0, n > 0) FROM s",
+                                 "SELECT varPop(x, n) FROM s"])
+def test_aggregates_with_the_wrong_number_of_arguments_are_refused_clearly(skewed, sql):
+    with pytest.raises(QueryRejected, match=r"takes \d argument"):
+        skewed.plan(sql)
