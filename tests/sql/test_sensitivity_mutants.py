@@ -133,3 +133,15 @@ def test_private_join_on_anything_but_the_units_is_refused(joined, join):
 def test_aggregates_with_the_wrong_number_of_arguments_are_refused_clearly(skewed, sql):
     with pytest.raises(QueryRejected, match=r"takes \d argument"):
         skewed.plan(sql)
+
+
+def test_centred_sums_of_avg_and_variance_use_the_half_width(skewed):
+    """aggregates.py table: avg → Σ(e − mid) with Δ = k·r; var → count k, Σ(e − mid) k·r,
+    Σ(e − mid)² k·r², r = (hi − lo)/2 = 7.5 for bounds [−10, 5]; a unit of rows at −10 reaches each."""
+    r = (5 - (-10)) / 2
+    moved = _moves(skewed, "SELECT avg(x), varPop(x) FROM s",
+                   {"s": [(997, -1e12, 0)] * MANY}, {"s": SKEWED_NAMES})
+    sens = sorted(s for s, _ in moved.values())
+    assert sens == sorted([K1 * r, K1, K1 * r * r])  # Σ(e − mid) and count are shared by avg and var
+    for s, move in moved.values():
+        assert move == pytest.approx(s, rel=1e-9)
