@@ -10,8 +10,11 @@ of the private-join guard.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
+from dpch.accounting.budget import Budget
 from dpch.errors import QueryRejected
 from dpch.sql.rewrite import emit_sql
 from tests.helpers import make_table
@@ -45,7 +48,7 @@ SKEWED_NAMES = ["uid", "x", "n"]
 
 @pytest.fixture
 def skewed(connect):
-    session = connect(analyst="mutants")
+    session = connect(analyst="mutants", default_budget=Budget(100.0, 1e-6))
     rows = [(u, float(u % 7) - 4.0, (u % 5) - 3) for u in range(1, 21)]
     make_table(session, SKEWED, rows, SKEWED_NAMES, name="s", comment=f"dp: privacy_unit=uid, max_rows_per_unit={K1}")
     return session
@@ -145,3 +148,44 @@ def test_centred_sums_of_avg_and_variance_use_the_half_width(skewed):
     assert sens == sorted([K1 * r, K1, K1 * r * r])  # Σ(e − mid) and count are shared by avg and var
     for s, move in moved.values():
         assert move == pytest.approx(s, rel=1e-9)
+
+
+def test_if_takes_the_union_of_its_branches_bounds(skewed):
+    """if(c, n, x): value in [−7, 2] ∪ [−10, 5] = [−10, 5], Δ = k·10; a unit whose rows take
+    the x branch at −10 reaches it."""
+    moved = _moves(skewed, "SELECT sum(if(n > 0, n, x)) FROM s",
+                   {"s": [(996, -1e12, -5)] * MANY}, {"s": SKEWED_NAMES})
+    ((sens, move),) = moved.values()
+    assert sens == K1 * 10
+    assert move == pytest.approx(sens)
+
+
+def test_a_comparison_is_a_0_1_value(skewed):
+    """x > 0 lies in [0, 1]: sum → Δ = k, avg → Σ(e − ½) with Δ = k·½ (aggregates.py table)."""
+    plan, _ = skewed.plan("SELECT sum(x > 0), avg(x > 0) FROM s")
+    sens = sorted(m.sensitivity for m in plan.measures)
+    assert sens == sorted([K1 * 1.0, K1 * 0.5, K1])  # sum, centred sum, count
+    moved = _moves(skewed, "SELECT sum(x > 0) FROM s", {"s": [(995, 4.0, 0)] * MANY}, {"s": SKEWED_NAMES})
+    assert moved["m0"] == (K1, K1)
+
+
+def test_non_finite_values_count_as_zero_when_zero_is_within_the_bounds(skewed):
+    moved = _moves(skewed, "SELECT sum(x) FROM s", {"s": [(994, math.nan, 0), (994, math.inf, 0)]},
+                   {"s": SKEWED_NAMES})
+    assert moved["m0"][1] == 0.0
+
+
+@pytest.mark.parametrize("level", ["0", "1", "0.0", "1.0"])
+def test_quantile_levels_0_and_1_are_accepted(skewed, level):
+    skewed.plan(f"SELECT quantile({level})(x) FROM s")
+
+
+def test_quantile_of_an_integer_column_is_released_on_its_integer_grid(skewed):
+    """n in [−7, 2] has 10 integer candidates (step 1); at a large ε the exponential mechanism
+    returns the true median of the 20 units' values (computed here) with overwhelming probability."""
+    values = sorted((u % 5) - 3 for u in range(1, 21))
+    median = values[len(values) // 2 - 1]  # ClickHouse's quantile(0.5) on an even count: the lower middle
+    release = skewed.query("SELECT quantile(0.5)(n) FROM s", epsilon=30.0)
+    got = release.rows[0][0]
+    assert float(got).is_integer() and -7 <= got <= 2
+    assert abs(got - median) <= 1
