@@ -189,3 +189,20 @@ def test_quantile_of_an_integer_column_is_released_on_its_integer_grid(skewed):
     got = release.rows[0][0]
     assert float(got).is_integer() and -7 <= got <= 2
     assert abs(got - median) <= 1
+
+
+@pytest.mark.parametrize(("expr", "magnitude"), [
+    ("CASE WHEN n > 0 THEN n ELSE x END", 10),   # [−7, 2] ∪ [−10, 5]
+    ("CASE WHEN n > 0 THEN n END", 7),           # a missing ELSE is 0: [−7, 2] ∪ [0, 0]
+])
+def test_case_takes_the_union_of_its_branches_bounds(skewed, expr, magnitude):
+    plan, _ = skewed.plan(f"SELECT sum({expr}) FROM s")
+    assert [m.sensitivity for m in plan.measures] == [K1 * magnitude]
+
+
+def test_abs_of_an_interval_around_zero_starts_at_zero(skewed):
+    """abs(x) for x in [−10, 5] lies in [0, 10]: avg's centred sum has Δ = k·(10 − 0)/2."""
+    plan, _ = skewed.plan("SELECT avg(abs(x)) FROM s")
+    assert sorted(m.sensitivity for m in plan.measures) == sorted([K1, K1 * 5.0])
+    plan, _ = skewed.plan("SELECT avg(abs(x + 20)) FROM s")  # [10, 25]: no zero, abs is the identity
+    assert sorted(m.sensitivity for m in plan.measures) == sorted([K1, K1 * 7.5])
