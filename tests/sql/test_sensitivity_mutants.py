@@ -206,3 +206,5 @@ def test_abs_of_an_interval_around_zero_starts_at_zero(skewed):
     assert sorted(m.sensitivity for m in plan.measures) == sorted([K1, K1 * 5.0])
     plan, _ = skewed.plan("SELECT avg(abs(x + 20)) FROM s")  # [10, 25]: no zero, abs is the identity
     assert sorted(m.sensitivity for m in plan.measures) == sorted([K1, K1 * 7.5])
+    plan, _ = skewed.plan("SELECT avg(abs(x - 20)) FROM s")  # [−30, −15] → [15, 30]
+    assert sorted(m.sensitivity for m in plan.measures) == sorted([K1, K1 * 7.5])
