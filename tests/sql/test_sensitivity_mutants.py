@@ -208,3 +208,13 @@ def test_abs_of_an_interval_around_zero_starts_at_zero(skewed):
     assert sorted(m.sensitivity for m in plan.measures) == sorted([K1, K1 * 7.5])
     plan, _ = skewed.plan("SELECT avg(abs(x - 20)) FROM s")  # [−30, −15] → [15, 30]
     assert sorted(m.sensitivity for m in plan.measures) == sorted([K1, K1 * 7.5])
+
+
+def test_round_to_tens_widens_the_bounds_to_the_grid(skewed):
+    """round(n, −1) for n in [−7, 2] lies in [−10, 10] (floor/ceil of the bounds on a step of 10):
+    Δ = k·10, reached by a unit at −7 (rounded to −10)."""
+    moved = _moves(skewed, "SELECT sum(round(n, -1)), sum(round(x, 1)) FROM s",
+                   {"s": [(993, -1e12, -(2**31))] * MANY}, {"s": SKEWED_NAMES})
+    (sens_n, move_n), (sens_x, move_x) = moved["m0"], moved["m1"]
+    assert sens_n == K1 * 10 and move_n == pytest.approx(sens_n)
+    assert sens_x == pytest.approx(K1 * 10) and move_x == pytest.approx(sens_x)
