@@ -218,3 +218,14 @@ def test_round_to_tens_widens_the_bounds_to_the_grid(skewed):
     (sens_n, move_n), (sens_x, move_x) = moved["m0"], moved["m1"]
     assert sens_n == K1 * 10 and move_n == pytest.approx(sens_n)
     assert sens_x == pytest.approx(K1 * 10) and move_x == pytest.approx(sens_x)
+
+
+@pytest.mark.parametrize(("fn", "reference"), [("log", math.log), ("ln", math.log)])
+def test_logarithms_map_the_bounds_and_run_the_same_function(skewed, fn, reference):
+    """fn(x + 11) for x in [−10, 5] lies in [fn(1), fn(16)] = [0, fn(16)]: Δ = k·fn(16), and a unit
+    at x = 5 moves the exact sum by exactly that (so ClickHouse ran the same logarithm)."""
+    moved = _moves(skewed, f"SELECT sum({fn}(x + 11)) FROM s", {"s": [(992, 1e12, 0)] * MANY},
+                   {"s": SKEWED_NAMES})
+    ((sens, move),) = moved.values()
+    assert sens == pytest.approx(K1 * reference(16))
+    assert move == pytest.approx(sens, rel=1e-12)
