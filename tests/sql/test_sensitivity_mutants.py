@@ -266,3 +266,22 @@ def test_coalesce_of_a_null_takes_the_default(cased):
                    {"c": ["uid", "v", "V", "y"]})
     ((sens, move),) = moved.values()
     assert move == pytest.approx(sens)
+
+
+@pytest.mark.parametrize(("join", "match"), [
+    ("a JOIN (SELECT uid FROM b) AS q ON a.uid = q.uid", "tables of the database only"),
+    ("a JOIN b", "ON or USING"),
+    ("a JOIN plain ON a.uid = plain.uid", "no privacy policy"),
+])
+def test_joins_the_guard_refuses(joined, join, match):
+    make_table(joined, "uid UInt64", [(1,)], ["uid"], name="plain", comment="")
+    with pytest.raises(QueryRejected, match=match):
+        joined.plan(f"SELECT count(*) FROM {join}")
+
+
+def test_pow_0_and_round_to_decimals_keep_their_types(skewed):
+    plan, _ = skewed.plan("SELECT sum(pow(x, 0)), sum(round(x, 1)), sum(round(x)) FROM s")
+    assert [m.sensitivity for m in plan.measures] == [K1 * 1.0, K1 * 10.0, K1 * 10.0]
+    assert [m.integer for m in plan.measures] == [False, False, True]  # round(x, 1) of a Float64 is not whole
+    plan, _ = skewed.plan("SELECT sum(round(n, 1)) FROM s")
+    assert [m.integer for m in plan.measures] == [True]
