@@ -394,6 +394,27 @@ def report(outcomes: list[Outcome]) -> str:
     return "\n".join(rows) + "\n"
 
 
+def _context(mutant: Mutant, sources: dict[str, str]) -> str:
+    """The mutated source line, stripped: identifies a mutant across edits that move lines."""
+    return sources[mutant.module].splitlines()[mutant.line - 1].strip()
+
+
+def _matching(past: list[dict], everything: list[Mutant], sources: dict[str, str]) -> list[Mutant]:
+    """The mutants of a past report: same key, or (after edits moved lines) the same change on the same line text."""
+    by_key = {m.key: m for m in everything}
+    by_context: dict[tuple[str, str, str], list[Mutant]] = defaultdict(list)
+    for m in everything:
+        by_context[(m.module, m.description, _context(m, sources))].append(m)
+    chosen: dict[str, Mutant] = {}
+    for o in past:
+        found = [by_key[o["key"]]] if o["key"] in by_key else by_context.get(
+            (o["module"], o["description"], o.get("context", "")), [])
+        if not found:
+            print(f"gone (the code changed): {o['module']}:{o['line']} {o['description']}", flush=True)
+        chosen.update((m.key, m) for m in found)
+    return sorted(chosen.values(), key=lambda m: (m.module, m.line, m.col, m.description))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     mode = parser.add_mutually_exclusive_group()
@@ -401,7 +422,8 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--full", action="store_true", help="every mutant")
     mode.add_argument("--rerun", type=Path, help="only the survivors listed in a past JSON report")
     parser.add_argument("--seed", type=int, default=1, help="seed of the sample (default 1)")
-    parser.add_argument("--module", action="append", help="restrict to these modules (repeatable)")
+    parser.add_argument("--module", action="append",
+                        help="keep only these modules of the chosen mutants (repeatable; same sample)")
     parser.add_argument("--jobs", type=int, default=1, help="mutants run in parallel (default 1)")
     parser.add_argument("--timeout-factor", type=float, default=3.0,
                         help="a mutant times out after this many times its tests' unmutated run time")
@@ -410,18 +432,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="only count and list the mutants")
     args = parser.parse_args(argv)
 
-    modules = args.module or list(TESTS)
-    for module in modules:
+    for module in args.module or []:
         if module not in TESTS:
             parser.error(f"{module} has no test mapping; known: {', '.join(TESTS)}")
     sources = {module: (ROOT / module).read_text() for module in TESTS}
-    everything = [m for module in modules for m in mutants_of(module, sources[module])]
+    everything = [m for module in TESTS for m in mutants_of(module, sources[module])]
     if args.rerun:
         past = json.loads(args.rerun.read_text())
-        wanted = {o["key"] for o in past["outcomes"] if o["status"] in ("survived", "error")}
-        chosen = [m for m in everything if m.key in wanted]
+        wanted = [o for o in past["outcomes"] if o["status"] in ("survived", "error")]
+        chosen = _matching(wanted, everything, sources)
     else:
         chosen = choose(everything, None if args.full else (args.sample or 200), args.seed)
+    if args.module:  # after sampling: the same sample as without --module, restricted
+        chosen = [m for m in chosen if m.module in args.module]
     if args.list:
         for m in chosen:
             print(f"{m.module}:{m.line}  {m.description}")
@@ -432,8 +455,9 @@ def main(argv: list[str] | None = None) -> int:
     text = report(outcomes)
     args.report.write_text(text)
     args.report.with_suffix(".json").write_text(json.dumps(
-        {"outcomes": [dict(asdict(o.mutant), key=o.mutant.key, status=o.status, seconds=round(o.seconds, 1))
-                      for o in outcomes]}, ensure_ascii=False, indent=1))
+        {"outcomes": [dict(asdict(o.mutant), key=o.mutant.key, context=_context(o.mutant, sources),
+                           status=o.status, seconds=round(o.seconds, 1)) for o in outcomes]},
+        ensure_ascii=False, indent=1))
     print(text)
     print(f"report written to {args.report}")
     return 0
