@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dpch.mechanisms import calibration
+from dpch.errors import QueryRejected
+from dpch.mechanisms import calibration, representable
 from dpch.mechanisms.cost import PrivacyCost
 from dpch.mechanisms.discrete import discrete_gaussian_half_width, discrete_gaussian_sigma
 from dpch.mechanisms.exact import rational_at_least
@@ -54,14 +55,23 @@ class GaussianMechanism:
     name = "gaussian"
 
     def __post_init__(self) -> None:
-        sigma = 0.0
-        if self.sensitivity > 0:
-            sigma = calibration.analytic_gaussian_sigma(self.epsilon, self.delta, self.sensitivity)
-            if self.integer:
-                sigma = max(sigma, discrete_gaussian_sigma(self.epsilon, self.delta, self.sensitivity))
-            if self.dimension > 1:
-                sigma = max(sigma, sigma_for_zcdp(self.epsilon, self.delta, self.sensitivity))
+        # refuse what cannot be calibrated or sampled now, before the charge (DESIGN.md rule 6)
+        sigma = representable.gaussian_sigma(self._calibrated_sigma, self.epsilon, self.delta)
+        representable.check_gaussian(self.epsilon, self.delta, self.sensitivity, sigma, self.integer,
+                                     self.dimension)
         object.__setattr__(self, "sigma", sigma)
+
+    def _calibrated_sigma(self) -> float:
+        if self.sensitivity <= 0:
+            return 0.0
+        sigma = calibration.analytic_gaussian_sigma(self.epsilon, self.delta, self.sensitivity)
+        if self.integer:
+            sigma = max(sigma, discrete_gaussian_sigma(self.epsilon, self.delta, self.sensitivity))
+        if self.dimension > 1:
+            sigma = max(sigma, sigma_for_zcdp(self.epsilon, self.delta, self.sensitivity))
+        if self.integer:
+            sigma = representable.integer_sigma(sigma, self.epsilon, self.delta, self.sensitivity)
+        return sigma
 
     @property
     def cost(self) -> PrivacyCost:
@@ -91,11 +101,21 @@ class GaussianMechanism:
         """Accuracy-first inverse: the smallest ε (to 1e-9 relative) at ``delta`` whose
         :meth:`half_width` (for what is actually sampled) is within ±half_width."""
         lo, hi = 1e-6, 1.0
-        while cls(hi, delta, sensitivity, integer, dimension).half_width(confidence) > half_width:
+
+        def fits(eps: float) -> bool:
+            # an ε too small to sample counts as too wide: the search ends on a representable ε
+            try:
+                return cls(eps, delta, sensitivity, integer, dimension).half_width(confidence) <= half_width
+            except QueryRejected:
+                return False
+
+        for _ in range(40):  # 4^40: far past any budget; a failure is then refused by the build below
+            if fits(hi):
+                break
             lo, hi = hi, hi * 4.0
         for _ in range(64):
             mid = math.sqrt(lo * hi)
-            if cls(mid, delta, sensitivity, integer, dimension).half_width(confidence) <= half_width:
+            if fits(mid):
                 hi = mid
             else:
                 lo = mid

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpch.mechanisms import calibration
+from dpch.errors import QueryRejected
+from dpch.mechanisms import calibration, representable
 from dpch.mechanisms.cost import PrivacyCost
 from dpch.mechanisms.discrete import discrete_laplace_half_width
 from dpch.mechanisms.exact import rational_at_least
@@ -35,7 +36,13 @@ class LaplaceMechanism:
     sensitivity: float
     #: the query's exact values are integers: sample the discrete Laplace exactly
     integer: bool = False
+    #: coordinates released together (groups); the grid of a real-valued release depends on it
+    dimension: int = 1
     name = "laplace"
+
+    def __post_init__(self) -> None:
+        # refuse what cannot be sampled now, before the charge, not when noise is drawn
+        representable.check_laplace(self.epsilon, self.sensitivity, self.integer, self.dimension)
 
     @property
     def scale(self) -> float:
@@ -70,7 +77,7 @@ class LaplaceMechanism:
         lo, hi = sensitivity / scale * 0.5, sensitivity / scale * 2.0
         for _ in range(60):
             mid = math.sqrt(lo * hi)
-            if cls(mid, sensitivity, integer).half_width(confidence) <= half_width:
+            if _fits(lambda eps=mid: cls(eps, sensitivity, integer), half_width, confidence):
                 hi = mid
             else:
                 lo = mid
@@ -86,3 +93,15 @@ class LaplaceMechanism:
             noise = source.discrete_laplace(self.scale, values.shape)
             return q + noise.astype(float)
         return laplace_on_grid(values, self.sensitivity, self.epsilon, source.generator)
+
+
+def _fits(build, half_width: float, confidence: float) -> bool:
+    """Whether the mechanism ``build()`` makes is representable and within ±half_width.
+
+    An ε too small to sample is treated like one whose interval is too wide: the bisection
+    then settles on the smallest representable ε (or the final build refuses clearly).
+    """
+    try:
+        return build().half_width(confidence) <= half_width
+    except QueryRejected:
+        return False
