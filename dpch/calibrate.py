@@ -24,7 +24,7 @@ from dpch.mechanisms.gaussian import GaussianMechanism
 from dpch.mechanisms.laplace import LaplaceMechanism
 from dpch.mechanisms.partition_selection import LaplacePartitionSelection
 from dpch.sql.aggregates import Stat
-from dpch.sql.analyze import QueryPlan
+from dpch.sql.analyze import MAX_GROUPS, QueryPlan
 from dpch.sql.settings import QueryOptions
 
 Additive = LaplaceMechanism | GaussianMechanism
@@ -83,7 +83,11 @@ def calibrate(plan: QueryPlan, opts: QueryOptions) -> NoisePlan:
             noise.additive[m.name] = GaussianMechanism(eps, delta, m.l2_sensitivity, integer=m.integer,
                                                        dimension=dimension)
         else:
-            noise.additive[m.name] = LaplaceMechanism(eps, m.sensitivity, integer=m.integer)
+            # the representability check (dpch.mechanisms.representable) needs every coordinate that
+            # will be released: the declared groups, or at most MAX_GROUPS keys under partition selection
+            noise.additive[m.name] = LaplaceMechanism(eps, m.sensitivity, integer=m.integer,
+                                                      dimension=len(plan.group_domain) if plan.group_domain
+                                                      is not None else MAX_GROUPS)
     measures = {m.name: m for m in plan.measures}
     for stat in quantiles:
         # one mechanism per quantile: each draws its own noise, so each takes its own share. Within

@@ -317,9 +317,17 @@ class ValueTranslator:
             lo = 0.0 if a.interval.contains_zero() else min(abs(a.interval.lo), abs(a.interval.hi))
             return ValueExpr(f"abs({a.sql})", Interval(lo, a.interval.magnitude), a.integer)
         if name in ("least", "greatest"):
-            values = [self._value(a, context) for a in (args or [node.this, *node.expressions])]
-            pick = min if name == "least" else max
-            interval = Interval(pick(v.interval.lo for v in values), pick(v.interval.hi for v in values))
+            nodes = args or [node.this, *node.expressions]
+            values = [self._value(a, context) for a in nodes]
+            sure = [v for v, a in zip(values, nodes, strict=True) if not self.nullable(a)]
+            # ClickHouse's least/greatest skip NULL arguments: with some arguments NULL the result is
+            # the pick among the others, so only never-NULL arguments can tighten the far end
+            if name == "least":
+                hi = min(v.interval.hi for v in sure) if sure else max(v.interval.hi for v in values)
+                interval = Interval(min(v.interval.lo for v in values), hi)
+            else:
+                lo = max(v.interval.lo for v in sure) if sure else min(v.interval.lo for v in values)
+                interval = Interval(lo, max(v.interval.hi for v in values))
             return ValueExpr(f"{name}({', '.join(v.sql for v in values)})", interval, all(v.integer for v in values))
         if name in ("round", "floor", "ceil"):
             a = self._value(node.this, context)

@@ -259,8 +259,6 @@ def test_coalesce_takes_the_union_of_its_arguments_bounds(cased, fn):
     assert [m.sensitivity for m in plan.measures] == [K1 * 10]
 
 
-@pytest.mark.xfail(strict=True, reason="bounds.py: a NULL y becomes the NaN fallback 0 before coalesce sees it, "
-                   "so coalesce(y, -10) never takes -10 (sound, but the wrong value)")
 def test_coalesce_of_a_null_takes_the_default(cased):
     moved = _moves(cased, "SELECT sum(coalesce(y, -10)) FROM c", {"c": [(991, 0.0, 0.0, None)] * MANY},
                    {"c": ["uid", "v", "V", "y"]})
