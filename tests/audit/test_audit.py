@@ -243,8 +243,6 @@ def test_private_join_with_halved_sensitivity_is_caught(session):
     assert result.violation, summary(result)
 
 
-@pytest.mark.xfail(reason="issue 12 defect 6: a public INNER join is emitted as INNER ANY JOIN (one-to-one), so the "
-                          "added unit's rows do not count", strict=False)
 def test_public_inner_join_neighbour_moves_the_count_by_the_cap(session):
     result = audit_query(session, "SELECT count(*) FROM visits v JOIN regions r ON v.region = r.region "
                          "WHERE r.climate = 'cold'", trials=200, seed=83, epsilon=1.0)

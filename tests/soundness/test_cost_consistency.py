@@ -45,7 +45,6 @@ EXTRA = [
 
 #: cases known to be under-charged on today's code (issue 12 defect 3): each quantile statistic
 #: runs its own exponential mechanism at the full share, but identical histograms are charged once
-KNOWN_UNDERCHARGED = "several quantiles of one column share one charged histogram (issue 12 defect 3)"
 
 #: relative tolerance of the float sums (the ε shares are ε/parts, summed back)
 REL_TOL = 1e-12
@@ -124,16 +123,7 @@ def _cases():
     cases = [pytest.param(c["sql"], id=c["sql"][:70]) for c in CORPUS["accepted"]]
     for sql in EXTRA:
         cases.append(pytest.param(sql, id="extra: " + sql[:62]))
-    return [_mark_known(c) for c in cases]
-
-
-def _mark_known(case):
-    sql = case.values[0].lower()
-    # several quantile/median calls over the same argument: one histogram, several mechanisms
-    if sql.count("quantile(") + sql.count("median(") >= 2 and "median(age), median(income)" not in sql:
-        return pytest.param(*case.values, id=case.id,
-                            marks=pytest.mark.xfail(strict=False, reason=KNOWN_UNDERCHARGED))
-    return case
+    return cases
 
 
 def _ledger_cost(session: dpch.Session, release_id: str):

@@ -41,7 +41,7 @@ from pathlib import Path
 
 import pytest
 import sqlglot
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 from sqlglot import exp
 
@@ -364,23 +364,36 @@ def report(violations: list[Violation], data: dict[str, list[tuple]]) -> None:
 # -- the fuzzer -------------------------------------------------------------------------------
 
 
-@settings(max_examples=max(1, math.ceil(EXAMPLES / QUERIES_PER_TABLE)), deadline=None, derandomize=True,
-          database=None, suppress_health_check=list(HealthCheck))
-@given(
-    table=tables(),
-    extreme=extreme_unit(10**6),
-    null_base=st.lists(row_values(False), max_size=CAP + 1),
-    null_person=extreme_unit(None),
-    batch=st.lists(queries(), min_size=QUERIES_PER_TABLE, max_size=QUERIES_PER_TABLE),
-)
-def test_neighbour_fuzzer(env, table, extreme, null_base, null_person, batch):
-    data = _variants(table, extreme, null_base, null_person)
-    _load(env, data)
-    violations = []
-    for query in batch:
-        STATS["generated"] += 1
-        violations += check_query(env, query, data)
-    report(violations, data)
+#: the run is split in shards with their own fixed seeds, so that `pytest -n 2` (the CI command)
+#: runs the halves on both cores; each shard is deterministic (a fixed seed, no example database)
+SHARDS = 2
+
+
+def _fuzzer(shard: int):
+    @seed(20261123 + shard)
+    @settings(max_examples=max(1, math.ceil(EXAMPLES / QUERIES_PER_TABLE / SHARDS)), deadline=None,
+              derandomize=False, database=None, suppress_health_check=list(HealthCheck))
+    @given(
+        table=tables(),
+        extreme=extreme_unit(10**6),
+        null_base=st.lists(row_values(False), max_size=CAP + 1),
+        null_person=extreme_unit(None),
+        batch=st.lists(queries(), min_size=QUERIES_PER_TABLE, max_size=QUERIES_PER_TABLE),
+    )
+    def fuzz(env, table, extreme, null_base, null_person, batch):
+        data = _variants(table, extreme, null_base, null_person)
+        _load(env, data)
+        violations = []
+        for query in batch:
+            STATS["generated"] += 1
+            violations += check_query(env, query, data)
+        report(violations, data)
+
+    return fuzz
+
+
+test_neighbour_fuzzer_shard0 = _fuzzer(0)
+test_neighbour_fuzzer_shard1 = _fuzzer(1)
 
 
 def teardown_module() -> None:
