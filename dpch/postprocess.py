@@ -156,9 +156,7 @@ def build_rows(outputs_: Sequence, keys: list[tuple], values: dict[str, np.ndarr
     for out in outputs_:
         stat_ivs = None if out.is_key else intervals_for(out)
         for g, key in enumerate(keys):
-            env: dict[str, Any] = {f"k{i}": v for i, v in enumerate(key)}
-            env.update({name: float(arr[g]) for name, arr in values.items()})
-            value = outputs.evaluate(out.expr, env)
+            value = outputs.evaluate(out.expr, group_env(key, values, g))
             rows[g].append(value)
             if out.is_key or stat_ivs is None:
                 ivs[g].append(None)
@@ -168,3 +166,17 @@ def build_rows(outputs_: Sequence, keys: list[tuple], values: dict[str, np.ndarr
             lo, hi = outputs.interval(out.expr, ienv)
             ivs[g].append((float(lo), float(hi)))
     return [tuple(r) for r in rows], ivs
+
+
+def group_env(key: tuple, values: dict[str, np.ndarray], g: int) -> dict[str, Any]:
+    """What a post-processing expression sees for group ``g``: its keys (k0…) and statistics (s0…)."""
+    env: dict[str, Any] = {f"k{i}": v for i, v in enumerate(key)}
+    env.update({name: float(arr[g]) for name, arr in values.items()})
+    return env
+
+
+def post_order(plan: Any, keys: list[tuple], values: dict[str, np.ndarray]) -> list[int]:
+    """The groups HAVING keeps, in ORDER BY order, after LIMIT/OFFSET, computed on ``values``
+    (released values: post-processing)."""
+    envs = [group_env(key, values, g) for g, key in enumerate(keys)]
+    return outputs.arrange(plan.having, plan.order, plan.limit, plan.offset, envs)

@@ -28,9 +28,16 @@ from dpch.mechanisms.gaussian import GaussianMechanism
 from dpch.mechanisms.sampling import NoiseSource
 from dpch.policy.model import TablePolicy
 from dpch.policy.resolve import Policy
-from dpch.postprocess import GroupData, build_rows, pick_quantiles, rank_error, stat_intervals, stat_values
+from dpch.postprocess import (
+    GroupData,
+    build_rows,
+    pick_quantiles,
+    post_order,
+    rank_error,
+    stat_intervals,
+    stat_values,
+)
 from dpch.release import MeasureReport, Release
-from dpch.sql import outputs
 from dpch.sql.analyze import MAX_GROUPS, QueryPlan, analyze
 from dpch.sql.parse import parse_query
 from dpch.sql.relation import quote
@@ -372,12 +379,7 @@ class Session:
 def _having_order_limit(plan: QueryPlan, keys: list[tuple], values: dict[str, np.ndarray],
                         rows: list[tuple], intervals: list[list]) -> tuple[list[tuple], list[list]]:
     """HAVING, ORDER BY and LIMIT/OFFSET on the noisy values (post-processing)."""
-    envs = []
-    for g, key in enumerate(keys):
-        env: dict[str, Any] = {f"k{i}": v for i, v in enumerate(key)}
-        env.update({name: float(arr[g]) for name, arr in values.items()})
-        envs.append(env)
-    order = outputs.arrange(plan.having, plan.order, plan.limit, plan.offset, envs)
+    order = post_order(plan, keys, values)
     return [rows[g] for g in order], [intervals[g] for g in order]
 
 

@@ -22,8 +22,7 @@ from typing import Any
 import numpy as np
 
 import dpch
-from dpch.postprocess import GroupData, build_rows, stat_values
-from dpch.sql import outputs
+from dpch.postprocess import GroupData, build_rows, post_order, stat_values
 from dpch.sql.aggregates import Stat
 from dpch.sql.analyze import QueryPlan
 from dpch.sql.rewrite import emit_sql
@@ -80,12 +79,7 @@ def exact_answer(session: dpch.Session, sql: str) -> ExactAnswer:
     keys = [data.keys[g] for g in nonempty]
     values = {name: exact_statistic(stat, data)[nonempty] for name, stat in plan.stats.items()}
     rows, _ = build_rows(plan.outputs, keys, values, lambda out: None)
-    envs = []
-    for g, key in enumerate(keys):
-        env: dict[str, Any] = {f"k{i}": v for i, v in enumerate(key)}
-        env.update({name: float(arr[g]) for name, arr in values.items()})
-        envs.append(env)
-    order = outputs.arrange(plan.having, plan.order, plan.limit, plan.offset, envs)
+    order = post_order(plan, keys, values)
     return ExactAnswer(plan.columns, [rows[g] for g in order], plan, data, nonempty)
 
 
