@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+import sqlglot
 from sqlglot import exp
 
 from dpch.errors import MissingBoundsError, QueryRejected
@@ -178,7 +179,7 @@ def condition_sql(node: exp.Expression, resolve: Resolver) -> str:
     holder = exp.Paren(this=node.copy())  # a parent, so that a bare column can be replaced too
     for col in list(holder.find_all(exp.Column)):
         ref = resolve(col)
-        col.replace(_raw(read_sql(ref.sql, ref.type)))
+        col.replace(_tree(read_sql(ref.sql, ref.type)))
     return holder.this.sql(dialect=DIALECT)
 
 
@@ -191,9 +192,10 @@ def _is_decimal(type_: str) -> bool:
     return "Decimal" in type_
 
 
-def _raw(sql: str) -> exp.Expression:
-    """Wraps already-quoted SQL so sqlglot emits it verbatim."""
-    return exp.Var(this=sql)
+def _tree(sql: str) -> exp.Expression:
+    """A column reference dpch built (quoted identifiers, maybe wrapped in toFloat64) as a tree node,
+    so the condition stays one tree (no raw text spliced into it)."""
+    return sqlglot.parse_one(sql, read=DIALECT)
 
 
 class ValueTranslator:

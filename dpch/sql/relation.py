@@ -86,6 +86,11 @@ class Relation:
     order_sql: str | None = None
     max_groups_per_unit: int | None = None
     unit_name: str = ""
+    #: one base table read directly: its qualified name and inner alias (None once joined), so a
+    #: private join can wrap it in its capped subquery without taking SQL text apart
+    source: tuple[str, str] | None = None
+    #: the stored order of that table, as unqualified quoted columns (for the capped subquery)
+    order_columns: tuple[str, ...] = ()
 
     def resolve(self, col: exp.Column) -> SourceColumn:
         """Finds a column by name and optional qualifier; ambiguous or unknown names are errors."""
@@ -198,8 +203,10 @@ class RelationBuilder:
         columns = [_column(policy, c, f"{inner}.{quote(c.name)}", qualifiers) for c in policy.columns.values()]
         unit_sql = f"{inner}.{quote(policy.privacy_unit or '')}"
         order = None
+        order_columns: tuple[str, ...] = ()
         if policy.unit_ordered and not policy.unique_units:
-            order = ", ".join(f"{inner}.{quote(c)}" for c in policy.sorting_key)
+            order_columns = tuple(quote(c) for c in policy.sorting_key)
+            order = ", ".join(f"{inner}.{c}" for c in order_columns)
         # NULL units: rows whose unit is NULL belong to no known person. Capped together they would
         # act as one "person" whose k kept rows an added NULL-unit row could replace (moving a sum by
         # 2·k·max|v| against a sensitivity of k·max|v|), so they are excluded from every private query
@@ -207,6 +214,8 @@ class RelationBuilder:
         return Relation(
             columns=columns,
             from_sql=f"{quote(self.database)}.{quote(policy.table)} AS {inner}",
+            source=(f"{quote(self.database)}.{quote(policy.table)}", inner),
+            order_columns=order_columns,
             unit_sql=unit_sql,
             cap=policy.contribution_cap,
             tables=[policy],
@@ -311,7 +320,7 @@ class RelationBuilder:
 
     def _private_join(self, left: Relation, policy: TablePolicy, alias: str | None, on: exp.Expression | None,
                       using: list | None, words: frozenset[str]) -> Relation:
-        if len([t for t in left.tables if t.private]) != 1 or not left.from_sql.count(" AS ") == 1:
+        if len([t for t in left.tables if t.private]) != 1 or left.source is None:
             raise QueryRejected("only two private tables can be joined, directly (no subqueries)")
         if "LEFT" in words:
             raise QueryRejected("LEFT JOIN of two private tables is not supported", hint="use JOIN")
@@ -339,10 +348,9 @@ class RelationBuilder:
                 f"(ON {left_unit.name} = {right_unit.name})",
                 hint="a join on other keys could let one person's rows multiply without bound")
         # cap each side first: rows per unit after the join ≤ k1·k2
-        left_inner = left.from_sql.split(" AS ")[-1]
-        right_inner = right.from_sql.split(" AS ")[-1]
-        left_sub = self._capped(left, left_inner)
-        right_sub = self._capped(right, right_inner)
+        assert left.source is not None and right.source is not None
+        left_inner, right_inner = left.source[1], right.source[1]
+        left_sub, right_sub = self._capped(left), self._capped(right)
         columns = left.columns + [replace(c, qualified_only=True) if using and c is right_unit else c
                                   for c in right.columns]
         return Relation(
@@ -358,12 +366,14 @@ class RelationBuilder:
             unit_name=left.unit_name,
         )
 
-    def _capped(self, relation: Relation, inner: str) -> str:
-        table = relation.from_sql.split(" AS ")[0]
-        unit = relation.unit_sql.split(".", 1)[1]
+    def _capped(self, relation: Relation) -> str:
+        """The relation's one table with each unit cut to its k rows (in stored order, else by unit)."""
+        assert relation.source is not None
+        table = relation.source[0]
+        unit = quote(relation.unit_name)
         if not relation.needs_cap:
             return f"(SELECT * FROM {table})"
-        order = relation.order_sql.replace(f"{inner}.", "") if relation.order_sql else unit
+        order = ", ".join(relation.order_columns) if relation.order_columns else unit
         return f"(SELECT * FROM {table} ORDER BY {order} LIMIT {relation.cap} BY {unit})"
 
     def _join_condition(self, merged: Relation, on: exp.Expression | None, using: list | None,
