@@ -15,6 +15,7 @@ a condition only selects rows and cannot raise a sum above k·max|bound|.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -195,6 +196,11 @@ def _is_decimal(type_: str) -> bool:
 def _tree(sql: str) -> exp.Expression:
     """A column reference dpch built (quoted identifiers, maybe wrapped in toFloat64) as a tree node,
     so the condition stays one tree (no raw text spliced into it)."""
+    return _parsed_reference(sql).copy()
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed_reference(sql: str) -> exp.Expression:
     return sqlglot.parse_one(sql, read=DIALECT)
 
 
