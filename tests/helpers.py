@@ -5,6 +5,11 @@ from __future__ import annotations
 import dpch
 
 
+def ledger_rows(session: dpch.Session) -> int:
+    """Rows in the session's ledger (a refused query must leave it unchanged)."""
+    return session.engine.query_rows(f"SELECT count() FROM {session.engine.table('dpch_ledger')}")[0][0]
+
+
 def make_table(session: dpch.Session, ddl_body: str, rows: list[tuple], columns: list[str],
                name: str = "t", comment: str = "dp: privacy_unit=uid, max_rows_per_unit=3") -> str:
     """Creates ``name`` in the session's database with the given columns, comment and rows."""

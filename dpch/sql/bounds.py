@@ -259,7 +259,7 @@ class ValueTranslator:
             # inside an expression every column is computed in Float64: integer arithmetic wraps
             # silently and Decimal arithmetic raises, both on values a row chooses (rules 5 and 6)
             sql = clamp_float_sql(f"toFloat64({ref.sql})", ref.bounds)
-            if "Nullable(" in ref.type:
+            if self.nullable(node):
                 sql = keep_null(ref.sql, sql)
             return ValueExpr(sql, ref.bounds, ref.integer)
         if isinstance(node, exp.Literal):

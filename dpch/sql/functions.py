@@ -8,7 +8,7 @@ unless it is listed here, and each entry says what makes it total:
 
 - ``constant``: arguments that must be literals, because ClickHouse compiles them and fails on a
   bad one (regex and LIKE patterns, rounding places, week modes, date units). A literal argument
-  is the same on every row, so a bad one fails the probe (:func:`dpch.sql.rewrite.emit_probe_sql`)
+  is the same on every row, so a bad one fails the probe (:func:`dpch.sql.rewrite.emit_probe_sqls`)
   before anything is charged, whatever the data;
 - Decimal operands: Decimal division by zero raises and Decimal overflow raises or wraps, so every
   Decimal column is read as Float64 (:func:`read_as`), where ``/`` by 0 gives ±inf/NaN and nothing

@@ -30,7 +30,7 @@ class DpchClickHouse(ClickHouse):
     class Generator(ClickHouse.Generator):  # type: ignore[misc]
         TRANSFORMS = {
             **ClickHouse.Generator.TRANSFORMS,
-            exp.TimestampTrunc: lambda gen, e: _to_start_of(gen, e),
+            exp.TimestampTrunc: lambda gen, node: _to_start_of(gen, node),
         }
 
 

@@ -83,7 +83,6 @@ class Relation:
     tables: list[TablePolicy]
     conditions: list[str] = field(default_factory=list)
     needs_cap: bool = True
-    order_sql: str | None = None
     max_groups_per_unit: int | None = None
     unit_name: str = ""
     #: one base table read directly: its qualified name and inner alias (None once joined), so a
@@ -91,6 +90,13 @@ class Relation:
     source: tuple[str, str] | None = None
     #: the stored order of that table, as unqualified quoted columns (for the capped subquery)
     order_columns: tuple[str, ...] = ()
+
+    @property
+    def order_sql(self) -> str | None:
+        """The stored order as the relation's rows read it (None once joined, or when unordered)."""
+        if self.source is None or not self.order_columns:
+            return None
+        return ", ".join(f"{self.source[1]}.{c}" for c in self.order_columns)
 
     def resolve(self, col: exp.Column) -> SourceColumn:
         """Finds a column by name and optional qualifier; ambiguous or unknown names are errors."""
@@ -202,11 +208,9 @@ class RelationBuilder:
         qualifiers = frozenset({inner, (alias or policy.table).lower()})  # an alias hides the table name
         columns = [_column(policy, c, f"{inner}.{quote(c.name)}", qualifiers) for c in policy.columns.values()]
         unit_sql = f"{inner}.{quote(policy.privacy_unit or '')}"
-        order = None
         order_columns: tuple[str, ...] = ()
         if policy.unit_ordered and not policy.unique_units:
             order_columns = tuple(quote(c) for c in policy.sorting_key)
-            order = ", ".join(f"{inner}.{c}" for c in order_columns)
         # NULL units: rows whose unit is NULL belong to no known person. Capped together they would
         # act as one "person" whose k kept rows an added NULL-unit row could replace (moving a sum by
         # 2·k·max|v| against a sensitivity of k·max|v|), so they are excluded from every private query
@@ -221,7 +225,6 @@ class RelationBuilder:
             tables=[policy],
             conditions=conditions,
             needs_cap=not policy.unique_units,
-            order_sql=order,
             max_groups_per_unit=policy.max_groups_per_unit,
             unit_name=policy.privacy_unit or "",
         )
@@ -306,7 +309,7 @@ class RelationBuilder:
         ]
         merged = Relation(columns=left.columns + right_columns, from_sql="", unit_sql=left.unit_sql,
                           cap=left.cap, tables=left.tables + [policy], conditions=left.conditions,
-                          needs_cap=left.needs_cap, order_sql=None,
+                          needs_cap=left.needs_cap,
                           max_groups_per_unit=left.max_groups_per_unit, unit_name=left.unit_name)
         if on is not None:
             _check_lookup_condition(merged, on, {c.base_sql for c in right_columns}, asof="ASOF" in words)

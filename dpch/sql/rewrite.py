@@ -27,7 +27,7 @@ from dpch.sql.parse import DIALECT
 from dpch.sql.relation import quote
 from dpch.sql.rewrite_literals import literal
 
-__all__ = ["emit_probe_sql", "emit_probe_sqls", "emit_sql", "emit_tree", "literal", "quote", "render"]
+__all__ = ["emit_probe_sqls", "emit_sql", "emit_tree", "literal", "quote", "render"]
 
 SELECTION_MEASURE = "units"
 
@@ -118,11 +118,6 @@ def emit_probe_sqls(plan: QueryPlan, database: str) -> tuple[str, str]:
     filtered = emit_tree(plan).transform(swap)
     unfiltered = filtered.copy().transform(_unfiltered)
     return render(_eager(filtered)), render(_eager(unfiltered))
-
-
-def emit_probe_sql(plan: QueryPlan, database: str) -> str:
-    """The filtered probe (see :func:`emit_probe_sqls`)."""
-    return emit_probe_sqls(plan, database)[0]
 
 
 def _unfiltered(node: exp.Expression) -> exp.Expression:

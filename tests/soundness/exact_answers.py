@@ -39,8 +39,9 @@ def raw_sql(sql: str, database: str, tables: tuple[str, ...] = FIXTURE_TABLES) -
                   flags=re.IGNORECASE)
 
 
-def raw_rows(engine: Any, database: str, sql: str) -> list[tuple]:
-    return engine.query_rows(raw_sql(sql, database))
+def raw_rows(engine: Any, database: str, sql: str, tables: tuple[str, ...] = FIXTURE_TABLES) -> list[tuple]:
+    """The analyst's SQL run directly in ClickHouse (see :func:`raw_sql`)."""
+    return engine.query_rows(raw_sql(sql, database, tables))
 
 
 @dataclass

@@ -212,14 +212,14 @@ def test_null_unit_rows_are_excluded(connect):
 def test_probe_is_a_tree_rewrite_of_the_emitted_query(connect):
     """The probe replaces table nodes only: a string literal spelling the table's qualified name is
     the same in the SQL that runs and in the SQL that was checked."""
-    from dpch.sql.rewrite import emit_probe_sql
+    from dpch.sql.rewrite import emit_probe_sqls
 
     session = connect(analyst="probe")
     make_table(session, PEOPLE, _rows(1.0), COLUMNS, name="people", comment=COMMENT)
     db = session.engine.database
     literal = f"`{db}`.`people`"
     plan, _ = session.plan(f"SELECT count() FROM people WHERE name = '{literal}'")
-    emitted, probe = emit_sql(plan, db), emit_probe_sql(plan, db)
+    emitted, probe = emit_sql(plan, db), emit_probe_sqls(plan, db)[0]
     assert f"'{literal}'" in emitted and f"'{literal}'" in probe
     assert f'"{db}"."people"' in emitted and f'"{db}"."people"' not in probe
     synthetic = probe[probe.index("(SELECT CAST"):probe.index(") AS t0") + 1]

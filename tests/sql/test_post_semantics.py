@@ -17,8 +17,8 @@ from __future__ import annotations
 import pytest
 
 from dpch import QueryRejected
-from tests.helpers import make_table
-from tests.soundness.exact_answers import exact_answer, mismatches, raw_sql
+from tests.helpers import ledger_rows, make_table
+from tests.soundness.exact_answers import exact_answer, mismatches, raw_rows
 
 COLUMNS = ("uid UInt32, sex String COMMENT 'dp: public, values=[\"f\", \"m\", \"x\"]', "
            "device String COMMENT 'dp: public, values=[\"mobile\", \"desktop\"]', "
@@ -44,11 +44,7 @@ def session(connect):
 
 
 def raw(session, sql: str) -> list[tuple]:
-    return session.engine.query_rows(raw_sql(sql, session.engine.database, ("t",)))
-
-
-def ledger_rows(session) -> int:
-    return session.engine.query_rows(f"SELECT count() FROM {session.engine.table('dpch_ledger')}")[0][0]
+    return raw_rows(session.engine, session.engine.database, sql, ("t",))
 
 
 SAME_AS_CLICKHOUSE = [

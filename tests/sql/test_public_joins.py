@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 from dpch import QueryRejected
-from tests.helpers import make_table
-from tests.soundness.exact_answers import exact_answer, mismatches, raw_sql
+from tests.helpers import ledger_rows, make_table
+from tests.soundness.exact_answers import exact_answer, mismatches, raw_rows
 
 PRIVATE = ("uid UInt32, region String COMMENT 'dp: public, values=[\"a\", \"b\", \"c\", \"z\"]', "
            "x Float64 COMMENT 'dp: bounds=[0, 10]', t UInt32 COMMENT 'dp: bounds=[0, 100]'")
@@ -36,11 +36,7 @@ def session(connect):
 
 
 def raw(session, sql: str) -> list[tuple]:
-    return session.engine.query_rows(raw_sql(sql, session.engine.database, TABLES))
-
-
-def ledger_rows(session) -> int:
-    return session.engine.query_rows(f"SELECT count() FROM {session.engine.table('dpch_ledger')}")[0][0]
+    return raw_rows(session.engine, session.engine.database, sql, TABLES)
 
 
 SAME_AS_CLICKHOUSE = [
