@@ -18,8 +18,8 @@ from dpch.errors import (
     QueryRejected,
     StoreLocked,
 )
+from dpch.pipeline.report import Release
 from dpch.policy.resolve import Policy
-from dpch.release import Release
 from dpch.session import Session, connect
 
 __version__ = "0.1.0"

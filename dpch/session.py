@@ -20,15 +20,11 @@ import numpy as np
 
 from dpch.accounting.accountant import Accountant, BudgetStatus, qualified_datasets
 from dpch.accounting.budget import Budget
-from dpch.calibrate import NoisePlan, calibrate
-from dpch.engine import Engine, default_dsn
 from dpch.errors import BudgetExceeded, QueryRejected
-from dpch.mechanisms.cost import PrivacyCost
 from dpch.mechanisms.gaussian import GaussianMechanism
 from dpch.mechanisms.sampling import NoiseSource
-from dpch.policy.model import TablePolicy
-from dpch.policy.resolve import Policy
-from dpch.postprocess import (
+from dpch.pipeline.calibrate import NoisePlan, calibrate
+from dpch.pipeline.postprocess import (
     GroupData,
     build_rows,
     pick_quantiles,
@@ -37,12 +33,16 @@ from dpch.postprocess import (
     stat_intervals,
     stat_values,
 )
-from dpch.release import MeasureReport, Release
+from dpch.pipeline.report import MeasureReport, Release
+from dpch.policy.model import TablePolicy
+from dpch.policy.resolve import Policy
+from dpch.privacy.cost import PrivacyCost
 from dpch.sql.analyze import MAX_GROUPS, QueryPlan, analyze
 from dpch.sql.parse import parse_query
 from dpch.sql.relation import quote
 from dpch.sql.rewrite import emit_probe_sqls, emit_sql
 from dpch.sql.settings import QueryOptions, given_options, option_overrides
+from dpch.store.engine import Engine, default_dsn
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ def inject_totality_gap(monkeypatch) -> None:
     emitted SQL run fails inside ClickHouse iff its first aggregate ``m0`` is non-zero, as if a
     function that throws on some rows had slipped past the totality registry (issue 12's regex
     oracle: ``match('x', if(<condition>, '(', 'x'))``). ``monkeypatch.undo()`` removes it."""
-    from dpch.engine import Engine
+    from dpch.store.engine import Engine
 
     real = Engine.run_private
 

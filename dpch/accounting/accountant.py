@@ -48,8 +48,6 @@ from dpch.accounting.budget import Budget, BudgetSetting, BudgetStore
 from dpch.accounting.filters import DEFAULT_FILTER, PrivacyFilter, make_filter
 from dpch.accounting.ledger import Ledger, LedgerEntry
 from dpch.accounting.locks import AnalystLock, LockStore
-from dpch.cancel import checkpoint
-from dpch.engine import Engine
 from dpch.errors import (
     AnalystLocked,
     BudgetExceeded,
@@ -58,7 +56,9 @@ from dpch.errors import (
     QueryFailedAfterCharge,
     ReservationClosed,
 )
-from dpch.mechanisms.cost import PrivacyCost
+from dpch.privacy.cost import PrivacyCost
+from dpch.store.cancel import checkpoint
+from dpch.store.engine import Engine
 
 FILTER_ENV = "DPCH_FILTER"
 _HINT = "ask for a smaller dp_epsilon, or ask the data owner for more budget"
@@ -329,7 +329,7 @@ class Accountant:
         state = self._state()
         with state.lock:
             flt = self._admit(state, cost, names)
-            checkpoint()  # the last moment a query can be cancelled for free (dpch.cancel)
+            checkpoint()  # the last moment a query can be cancelled for free (dpch.store.cancel)
             entry = self.ledger.charge(analyst=self.analyst, datasets=names, query_hash=query_hash,
                                        mechanism=mechanism, filter_name=flt.name, cost=cost)
             state.entries[entry.release_id] = entry

@@ -15,8 +15,8 @@ import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from dpch.engine import Engine
 from dpch.errors import ConfigError
+from dpch.store.engine import Engine
 
 BUDGETS_TABLE = "dpch_budgets"
 DEFAULT_EPSILON = 3.0

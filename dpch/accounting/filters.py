@@ -40,8 +40,8 @@ from typing import Any, ClassVar
 from dpch.accounting import odometers
 from dpch.accounting.budget import Budget
 from dpch.errors import ConfigError
-from dpch.mechanisms.cost import PrivacyCost
 from dpch.mechanisms.zcdp import rho_max, zcdp_to_dp_epsilon
+from dpch.privacy.cost import PrivacyCost
 
 #: relative slack for floating-point sums (ten charges of 0.1 must fit a budget of 1.0);
 #: 1e-9·ε is far below any meaningful privacy difference

@@ -27,8 +27,8 @@ import uuid
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from dpch.engine import Engine
-from dpch.mechanisms.cost import PrivacyCost
+from dpch.privacy.cost import PrivacyCost
+from dpch.store.engine import Engine
 
 LEDGER_TABLE = "dpch_ledger"
 #: the seq of a ``failed`` row: above ``charged``/``voided`` (2), so it is always the latest word

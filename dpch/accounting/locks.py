@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from dpch.accounting.budget import whoami
-from dpch.engine import Engine
+from dpch.store.engine import Engine
 
 LOCKS_TABLE = "dpch_locks"
 

@@ -18,6 +18,6 @@ property, 000 Def 4.2; 000 Thm 6 for the zCDP budget). Modules:
 - :mod:`.doubling` — the "doubling" baseline of 000 §7.1 and the §7 synthetic experiment.
 """
 
-from dpch.accuracy.target import AccuracyTarget
+from dpch.sql.accuracy_target import AccuracyTarget
 
 __all__ = ["AccuracyTarget"]

@@ -4,7 +4,7 @@ The query's additive measures are stacked into ONE normalized vector: measure j 
 the groups) is divided by its sensitivity, so the stack has ℓ2 sensitivity √k (Brownian) or ℓ1
 sensitivity k (Laplace) for k measures, and one noise path serves the whole query (issue 4,
 part 3: one Brownian motion per query vector). Measure j's noise is then its sensitivity times
-the path's — the even split of an ordinary query (:mod:`dpch.calibrate`).
+the path's — the even split of an ordinary query (:mod:`dpch.pipeline.calibrate`).
 
 - Brownian (ALGORITHMS.md A2, A5): times t_1 > … > t_K, charge k/(2t) ρ (000 Thm 6) and report
   the ex-post ε ψ(t) of a mixture δ-boundary (002 Thm 3.6, Cor 3.7). The finest point t_K is the
@@ -28,11 +28,11 @@ import numpy as np
 from scipy.special import ndtri
 
 from dpch.accuracy import bounds
-from dpch.accuracy.target import AccuracyTarget
 from dpch.errors import BudgetExceeded, QueryRejected
 from dpch.mechanisms.boundaries import MixtureBoundary
 from dpch.mechanisms.calibration import analytic_gaussian_sigma
-from dpch.mechanisms.cost import PrivacyCost
+from dpch.privacy.cost import PrivacyCost
+from dpch.sql.accuracy_target import AccuracyTarget
 from dpch.sql.analyze import QueryPlan
 
 #: filters under which only pure-ε (δ = 0) releases make sense: Laplace noise reduction

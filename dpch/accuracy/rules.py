@@ -2,7 +2,7 @@
 
 A rule sees the noisy measures of the current iterate and the (public) half-width of each
 measure — nothing else. It computes every aggregate's interval exactly as the release will
-report it (:func:`dpch.postprocess.stat_intervals`, vectorised for count/sum/avg) and checks:
+report it (:func:`dpch.pipeline.postprocess.stat_intervals`, vectorised for count/sum/avg) and checks:
 
 - absolute: (hi − lo)/2 ≤ h for every aggregate and group;
 - relative (000 §7): 0 ∉ [lo, hi] and 1 − α < |hi/lo| ≤ 1 + α for every aggregate and group.
@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpch.accuracy.target import AccuracyTarget
-from dpch.calibrate import NoisePlan
-from dpch.postprocess import stat_intervals
+from dpch.pipeline.calibrate import NoisePlan
+from dpch.pipeline.postprocess import stat_intervals
+from dpch.sql.accuracy_target import AccuracyTarget
 from dpch.sql.aggregates import Stat
 from dpch.sql.analyze import QueryPlan
 

@@ -31,15 +31,15 @@ import numpy as np
 
 from dpch.accuracy import planner, rules
 from dpch.accuracy.planner import AccuracyPlan
-from dpch.accuracy.target import AccuracyTarget
 from dpch.errors import AccuracyNotReached, BudgetExceeded, QueryRejected
 from dpch.mechanisms.brownian import bridge_step
-from dpch.mechanisms.cost import PrivacyCost
 from dpch.mechanisms.lnr import LaplaceNoiseReduction, snap
 from dpch.mechanisms.rat import ReducedAboveThreshold
 from dpch.mechanisms.sampling import NoiseSource
-from dpch.postprocess import build_rows, stat_intervals, stat_values
-from dpch.release import MeasureReport, Release
+from dpch.pipeline.postprocess import build_rows, stat_intervals, stat_values
+from dpch.pipeline.report import MeasureReport, Release
+from dpch.privacy.cost import PrivacyCost
+from dpch.sql.accuracy_target import AccuracyTarget
 from dpch.sql.analyze import QueryPlan
 from dpch.sql.rewrite import emit_sql
 from dpch.sql.settings import QueryOptions

@@ -22,10 +22,10 @@ from dpch.audit.estimators import (
 )
 from dpch.audit.neighbours import Direction, NeighbourPair, build_neighbours
 from dpch.audit.runner import AuditRunner, AuditSamples
-from dpch.engine import Engine
 from dpch.errors import ConfigError
 from dpch.policy.resolve import Policy
 from dpch.session import Session
+from dpch.store.engine import Engine
 
 #: the analyst the full-stack mode charges, in the scratch databases' own ledgers
 AUDIT_ANALYST = "dpch-audit"

@@ -30,11 +30,11 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from dpch.engine import Engine, quote_identifier
 from dpch.errors import QueryRejected
 from dpch.policy.model import base_type
 from dpch.sql.analyze import QueryPlan
 from dpch.sql.rewrite_literals import literal
+from dpch.store.engine import Engine, quote_identifier
 
 Direction = Literal["add", "remove"]
 

@@ -27,13 +27,13 @@ from typing import Any
 
 import numpy as np
 
-from dpch.calibrate import NoisePlan, calibrate
 from dpch.errors import QueryRejected
-from dpch.mechanisms.cost import PrivacyCost
 from dpch.mechanisms.gaussian import GaussianMechanism
 from dpch.mechanisms.laplace import LaplaceMechanism
 from dpch.mechanisms.sampling import NoiseSource
-from dpch.postprocess import GroupData, grid_utilities
+from dpch.pipeline.calibrate import NoisePlan, calibrate
+from dpch.pipeline.postprocess import GroupData, grid_utilities
+from dpch.privacy.cost import PrivacyCost
 from dpch.sql.analyze import QueryPlan
 from dpch.sql.rewrite import emit_sql
 from dpch.sql.settings import QueryOptions
@@ -181,7 +181,7 @@ class AuditRunner:
         """
         from dpch.accuracy import planner, rules
         from dpch.accuracy.run import _admission, _iterate, _start
-        from dpch.accuracy.target import AccuracyTarget
+        from dpch.sql.accuracy_target import AccuracyTarget
 
         target = AccuracyTarget.from_options(opts)
         if target.stop_rule != "released" or rules.data_dependent(plan, target):

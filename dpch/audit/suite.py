@@ -18,9 +18,9 @@ from typing import Any
 
 from dpch.audit.experiment import AUDIT_ANALYST, AUDIT_BUDGET, AuditResult, audit_query
 from dpch.audit.runner import AuditRunner
-from dpch.engine import Engine, quote_identifier
 from dpch.session import Session
 from dpch.sql.settings import QueryOptions
+from dpch.store.engine import Engine, quote_identifier
 
 
 @dataclass(frozen=True)

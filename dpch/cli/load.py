@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from dpch.engine import Engine, check_identifier, quote_identifier, quote_string
 from dpch.errors import ConfigError
 from dpch.policy.model import base_type
+from dpch.store.engine import Engine, check_identifier, quote_identifier, quote_string
 
 _FORMATS = {".csv": "CSVWithNames", ".tsv": "TSVWithNames", ".parquet": "Parquet",
             ".jsonl": "JSONEachRow", ".ndjson": "JSONEachRow"}

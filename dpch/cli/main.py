@@ -17,10 +17,10 @@ from dpch.accounting.budget import Budget, BudgetStore
 from dpch.accounting.locks import LockStore
 from dpch.cli.budget_view import lock_text
 from dpch.cli.output import FORMATS, render
-from dpch.engine import DSN_ENV, Engine
 from dpch.errors import ConfigError, DpchError
 from dpch.session import Session, connect
 from dpch.sql.settings import given_options
+from dpch.store.engine import DSN_ENV, Engine
 
 
 class Context:

@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 from dpch.accounting.accountant import BudgetStatus
-from dpch.release import Release
+from dpch.pipeline.report import Release
 
 FORMATS = ("table", "json", "csv")
 

@@ -1,6 +1,6 @@
 """Running one shell call in a worker thread: a spinner after half a second, and Ctrl-C.
 
-What Ctrl-C does (see :mod:`dpch.cancel`), for an in-process session:
+What Ctrl-C does (see :mod:`dpch.store.cancel`), for an in-process session:
 
 - **before the ledger write** (parsing, planning, reading a public table's key domain, the
   type-checking probe, admission): the shell returns to the prompt at once and reports that
@@ -25,8 +25,8 @@ from typing import Any, TypeVar
 
 import click
 
-from dpch.cancel import CancelToken, cancellable
 from dpch.errors import DpchError
+from dpch.store.cancel import CancelToken, cancellable
 
 T = TypeVar("T")
 

@@ -19,7 +19,7 @@ from dpch import __version__
 from dpch.cli.output import FORMATS, budget_bar, render, stream_is_utf8, to_ascii
 from dpch.cli.running import Cancelled, Runner
 from dpch.errors import DpchError
-from dpch.mechanisms.cost import PrivacyCost
+from dpch.privacy.cost import PrivacyCost
 
 DEFAULT_CONFIRM_SHARE = 0.25
 

@@ -262,7 +262,7 @@ class Connection:
 class Cursor:
     """A DB-API cursor: each ``execute`` is one private query; rows come from its Release.
 
-    Extensions: ``release`` (the :class:`~dpch.release.Release`), ``intervals`` (per row, the
+    Extensions: ``release`` (the :class:`~dpch.pipeline.report.Release`), ``intervals`` (per row, the
     interval of each value or None), ``cost``, ``budget`` and :meth:`row_intervals`.
     """
 
@@ -320,13 +320,13 @@ class Cursor:
             if hasattr(session, "query_with_types"):
                 release, types = session.query_with_types(sql)
             else:
-                from dpch.dbapi.types import release_types
+                from dpch.sql.result_types import release_types
 
                 plan, _ = session.plan(sql)
                 release, types = session.query(sql), release_types(plan)
         except DpchError as exc:
             raise _translate(exc) from exc
-        from dpch.dbapi.types import typed_rows
+        from dpch.sql.result_types import typed_rows
 
         self.release = _with_rows(release, typed_rows(release.rows, types))
         self.types = types

@@ -18,7 +18,6 @@
 
 from dpch.mechanisms.boundaries import LinearBoundary, MixtureBoundary
 from dpch.mechanisms.brownian import BrownianMechanism
-from dpch.mechanisms.cost import PrivacyCost
 from dpch.mechanisms.exponential import ExponentialMechanism, private_quantile
 from dpch.mechanisms.gaussian import GaussianMechanism
 from dpch.mechanisms.laplace import LaplaceMechanism
@@ -33,6 +32,7 @@ from dpch.mechanisms.selection import (
 )
 from dpch.mechanisms.svt import BudgetExhausted, GaussianSparseVector
 from dpch.mechanisms.zcdp import rho_max, zcdp_to_dp_epsilon
+from dpch.privacy.cost import PrivacyCost
 
 __all__ = [
     "BrownianMechanism",

@@ -33,9 +33,9 @@ import numpy as np
 
 from dpch.mechanisms import calibration
 from dpch.mechanisms.boundaries import Boundary, LinearBoundary, MixtureBoundary
-from dpch.mechanisms.cost import PrivacyCost
 from dpch.mechanisms.lnr import snap
 from dpch.mechanisms.sampling import NoiseSource
+from dpch.privacy.cost import PrivacyCost
 
 
 def bridge_step(noise: np.ndarray, t_prev: float, t_next: float, rng: np.random.Generator) -> np.ndarray:

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpch.mechanisms.cost import PrivacyCost
 from dpch.mechanisms.sampling import NoiseSource
 from dpch.mechanisms.zcdp import exponential_mechanism_rho
+from dpch.privacy.cost import PrivacyCost
 
 
 @dataclass(frozen=True)

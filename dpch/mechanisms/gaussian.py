@@ -23,12 +23,12 @@ import numpy as np
 
 from dpch.errors import QueryRejected
 from dpch.mechanisms import calibration, representable
-from dpch.mechanisms.cost import PrivacyCost
 from dpch.mechanisms.discrete import discrete_gaussian_half_width, discrete_gaussian_sigma
 from dpch.mechanisms.exact import rational_at_least
 from dpch.mechanisms.grid import GAUSSIAN_INFLATION, GRID_BITS, gaussian_on_grid
 from dpch.mechanisms.sampling import NoiseSource
 from dpch.mechanisms.zcdp import sigma_for_zcdp
+from dpch.privacy.cost import PrivacyCost
 
 #: slack for the grid's discrete calibration (Euler–Maclaurin bound) over the continuous σ
 _GRID_SIGMA_SLACK = 2.0**-16

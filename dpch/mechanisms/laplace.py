@@ -21,11 +21,11 @@ import numpy as np
 
 from dpch.errors import QueryRejected
 from dpch.mechanisms import calibration, representable
-from dpch.mechanisms.cost import PrivacyCost
 from dpch.mechanisms.discrete import discrete_laplace_half_width
 from dpch.mechanisms.exact import rational_at_least
 from dpch.mechanisms.grid import GRID_BITS, LAPLACE_INFLATION, laplace_on_grid
 from dpch.mechanisms.sampling import NoiseSource
+from dpch.privacy.cost import PrivacyCost
 
 
 @dataclass(frozen=True)

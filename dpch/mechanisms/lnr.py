@@ -30,8 +30,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from dpch.mechanisms import calibration
-from dpch.mechanisms.cost import PrivacyCost
 from dpch.mechanisms.sampling import NoiseSource
+from dpch.privacy.cost import PrivacyCost
 
 
 def snap(values: np.ndarray, scale: float) -> np.ndarray:

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dpch.mechanisms.cost import PrivacyCost
 from dpch.mechanisms.exact import rational_at_least
 from dpch.mechanisms.sampling import NoiseSource
+from dpch.privacy.cost import PrivacyCost
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,9 @@ from typing import Protocol
 import numpy as np
 
 from dpch.mechanisms.boundaries import Boundary
-from dpch.mechanisms.cost import PrivacyCost
 from dpch.mechanisms.lnr import LaplacePath
 from dpch.mechanisms.sampling import NoiseSource
+from dpch.privacy.cost import PrivacyCost
 
 
 class NoiseReductionRun(Protocol):

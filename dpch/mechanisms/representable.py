@@ -5,7 +5,7 @@ samplers (:mod:`.exact`, :mod:`.grid`) raise on parameters they cannot handle �
 noise scale or σ² of 2^50 or more, a grid finer than 2^49 (Laplace) or 2^23 (Gaussian) noise
 units — and an ε or δ can be so small that a scale overflows to infinity. Raised at
 release time, that error would come *after* the charge. The mechanisms therefore call these
-checks when they are built (:func:`dpch.calibrate.calibrate` builds them before admission):
+checks when they are built (:func:`dpch.pipeline.calibrate.calibrate` builds them before admission):
 each check computes the very parameters the release will use, without drawing noise, and
 turns any failure into a :class:`~dpch.errors.QueryRejected` that names the setting.
 

@@ -30,9 +30,9 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import ndtri
 
-from dpch.mechanisms.cost import PrivacyCost
 from dpch.mechanisms.sampling import NoiseSource
 from dpch.mechanisms.selection_bounds import at_epsilon_max, at_epsilon_post, rnm_epsilon
+from dpch.privacy.cost import PrivacyCost
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ Only ⊤/⊥ are released. The realised spend can exceed ε_max per instance (Lo
 
 from __future__ import annotations
 
-from dpch.mechanisms.cost import PrivacyCost
 from dpch.mechanisms.sampling import NoiseSource
 from dpch.mechanisms.selection import AboveThresholdRun, GaussianAboveThreshold
+from dpch.privacy.cost import PrivacyCost
 
 
 class BudgetExhausted(Exception):

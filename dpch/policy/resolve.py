@@ -12,7 +12,7 @@ from dpch.policy.model import TablePolicy, build_table_policy
 from dpch.policy.toml_file import parse_policy_mapping, read_policy_toml, read_privacy_settings
 
 if TYPE_CHECKING:
-    from dpch.engine import Engine
+    from dpch.store.engine import Engine
 
 
 class Policy:

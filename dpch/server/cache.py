@@ -16,7 +16,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dpch.release import Release
+from dpch.pipeline.report import Release
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 ``dpch.connect("dpch://host:port/db", analyst="ana", password="...")`` returns a
 :class:`RemoteSession` with the same methods as an in-process :class:`~dpch.session.Session`
 (``query``, ``explain``, ``budget``, ``tables``, ``table_policy``) and the same
-:class:`~dpch.release.Release` results (values, intervals, cost, budget left). It speaks the
+:class:`~dpch.pipeline.report.Release` results (values, intervals, cost, budget left). It speaks the
 gateway's JSON endpoints under ``/dpch/v1/``; ordinary ClickHouse clients use ``/``.
 """
 
@@ -32,8 +32,8 @@ from dpch.errors import (
     QueryRejected,
     StoreLocked,
 )
-from dpch.mechanisms.cost import PrivacyCost
-from dpch.release import Release
+from dpch.pipeline.report import Release
+from dpch.privacy.cost import PrivacyCost
 from dpch.server.wire import budget_from_wire, release_from_wire
 
 DEFAULT_PORT = 8123

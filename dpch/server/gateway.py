@@ -1,6 +1,6 @@
 """The gateway: one process owns the store; each analyst gets a :class:`~dpch.session.Session`.
 
-All sessions share one :class:`~dpch.engine.Engine` per served database (chdb opens a store
+All sessions share one :class:`~dpch.store.engine.Engine` per served database (chdb opens a store
 once per process) and one :class:`~dpch.policy.resolve.Policy`. A request is either
 introspection (answered from public metadata, see :mod:`.introspection`) or goes through the
 analyst's Session — the DP path, with its filter, durable ledger charge and noise. Released
@@ -20,12 +20,10 @@ from sqlglot.errors import SqlglotError
 from sqlglot.tokens import TokenType
 
 from dpch.accounting.accountant import Accountant
-from dpch.dbapi.types import release_types, typed_rows
-from dpch.engine import Engine, quote_identifier
 from dpch.errors import ConfigError, DpchError
-from dpch.mechanisms.cost import PrivacyCost
+from dpch.pipeline.report import Release
 from dpch.policy.resolve import Policy
-from dpch.release import Release
+from dpch.privacy.cost import PrivacyCost
 from dpch.server.cache import CachedRelease, ReleaseCache, cache_key
 from dpch.server.config import ServerConfig, User
 from dpch.server.errors import GatewayError, from_dpch, metadata_error, syntax_error
@@ -33,7 +31,9 @@ from dpch.server.formats import canonical_format, select_rows, serialize, split_
 from dpch.server.introspection import Catalog, Introspection, introspect, metadata_limits, render
 from dpch.server.wire import release_to_wire
 from dpch.session import Session
+from dpch.sql.result_types import release_types, typed_rows
 from dpch.sql.settings import SETTING_NAMES
+from dpch.store.engine import Engine, quote_identifier
 
 #: URL parameters that are part of the HTTP protocol, not settings
 TRANSPORT_PARAMS = {

@@ -14,8 +14,8 @@ from dpch.accounting.accountant import BudgetStatus
 from dpch.accounting.budget import Budget
 from dpch.accounting.ledger import LedgerEntry
 from dpch.accounting.locks import AnalystLock
-from dpch.mechanisms.cost import PrivacyCost
-from dpch.release import MeasureReport, Release
+from dpch.pipeline.report import MeasureReport, Release
+from dpch.privacy.cost import PrivacyCost
 
 
 def cost_dict(cost: PrivacyCost) -> dict[str, Any]:

@@ -31,12 +31,12 @@ from dataclasses import dataclass, field, replace
 
 from sqlglot import exp
 
-from dpch.engine import quote_identifier
 from dpch.errors import DpchError, QueryRejected
 from dpch.policy.model import ColumnPolicy, TablePolicy, base_type, is_integer_type
 from dpch.sql.aliases import check_shadowing
 from dpch.sql.bounds import ColumnRef, Interval, ValueTranslator, condition_sql
 from dpch.sql.parse import DIALECT
+from dpch.store.engine import quote_identifier
 
 TableLookup = Callable[[str], TablePolicy]
 

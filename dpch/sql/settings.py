@@ -59,7 +59,7 @@ class QueryOptions:
                 f"dp_confidence must be strictly between 0 and 1, got {self.confidence!r}",
                 hint="e.g. 0.95",
             )
-        from dpch.accuracy.target import validate_options
+        from dpch.sql.accuracy_target import validate_options
 
         validate_options(self)
         mech = self.resolved_mechanism

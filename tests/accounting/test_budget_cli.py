@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from dpch import Budget, BudgetExceeded
 from dpch.cli.main import cli
-from dpch.mechanisms.cost import PrivacyCost
+from dpch.privacy.cost import PrivacyCost
 from tests.helpers import make_table
 
 COLUMNS = "uid UInt64, x Float64 COMMENT 'dp: bounds=[0, 1]'"

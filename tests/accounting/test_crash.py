@@ -18,8 +18,8 @@ CHILD = textwrap.dedent("""
     import sys, time
     from dpch.accounting.accountant import Accountant
     from dpch.accounting.budget import Budget
-    from dpch.engine import Engine
-    from dpch.mechanisms.cost import PrivacyCost
+    from dpch.store.engine import Engine
+    from dpch.privacy.cost import PrivacyCost
     engine = Engine("chdb://" + sys.argv[1])
     acc = Accountant(engine, "ana", default_budget=Budget(10.0, 2e-6), filter="zcdp_bm")
     acc.charge(PrivacyCost(0.1, 0.0, 0.005), dataset="d.t", query_hash="h", mechanism="gaussian")
@@ -34,7 +34,7 @@ READER = textwrap.dedent("""
     import json, sys
     from dpch.accounting.accountant import Accountant
     from dpch.accounting.budget import Budget
-    from dpch.engine import Engine
+    from dpch.store.engine import Engine
     engine = Engine("chdb://" + sys.argv[1])
     acc = Accountant(engine, "ana", default_budget=Budget(10.0, 2e-6), filter="zcdp_bm")
     rows = engine.query_rows("SELECT toString(release_id), seq, status FROM dpch_ledger ORDER BY time, seq")

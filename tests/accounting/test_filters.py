@@ -26,7 +26,7 @@ from dpch.accounting.filters import (
 )
 from dpch.errors import ConfigError
 from dpch.mechanisms.brownian import BrownianMechanism
-from dpch.mechanisms.cost import PrivacyCost
+from dpch.privacy.cost import PrivacyCost
 
 TOL = 1e-9
 

@@ -14,7 +14,7 @@ import pytest
 
 from dpch.accounting.budget import Budget
 from dpch.accounting.filters import AdvancedCompositionFilter, BasicCompositionFilter, ex_ante
-from dpch.mechanisms.cost import PrivacyCost
+from dpch.privacy.cost import PrivacyCost
 
 BUDGET = Budget(10.0, 1e-6)
 WORST, REALIZED, NEXT = 1.0, 0.05, 0.8

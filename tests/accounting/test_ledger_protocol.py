@@ -11,9 +11,9 @@ import pytest
 
 from dpch import Budget, BudgetExceeded
 from dpch.accounting.accountant import Accountant, forget_cached_state
-from dpch.engine import Engine
 from dpch.errors import ConfigError, ReservationClosed
-from dpch.mechanisms.cost import PrivacyCost
+from dpch.privacy.cost import PrivacyCost
+from dpch.store.engine import Engine
 
 
 @pytest.fixture

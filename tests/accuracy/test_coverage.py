@@ -23,8 +23,8 @@ import pytest
 from dpch import Budget
 from dpch.accuracy import planner, rules
 from dpch.accuracy.run import _GridRun, _iterate, _start, result_rows
-from dpch.accuracy.target import AccuracyTarget
 from dpch.mechanisms.sampling import NoiseSource
+from dpch.sql.accuracy_target import AccuracyTarget
 from dpch.sql.rewrite import emit_sql
 
 TRIALS = 300

@@ -19,9 +19,9 @@ from dpch.audit import audit_query, build_neighbours
 from dpch.audit.report import summary, write_report
 from dpch.audit.runner import AuditRunner
 from dpch.audit.suite import ACCURACY_FIRST, SUITE, run_suite
-from dpch.engine import Engine
 from dpch.errors import ConfigError
 from dpch.mechanisms.brownian import BrownianMechanism, BrownianRun, FreshNoiseRun
+from dpch.store.engine import Engine
 from tests.audit.broken import (
     AccuracyFirstLessNoise,
     GaussianSigmaForTwiceEpsilon,

@@ -23,8 +23,8 @@ from datetime import UTC, datetime
 
 from dpch.accounting.accountant import Accountant
 from dpch.accounting.budget import Budget
-from dpch.engine import Engine
-from dpch.mechanisms.cost import PrivacyCost
+from dpch.privacy.cost import PrivacyCost
+from dpch.store.engine import Engine
 
 
 def _p99(ms: list[float]) -> float:

@@ -63,8 +63,8 @@ def _pct(values: list[float], q: float) -> float:
 
 def run(seconds: float = 5.0, people: int = 5000) -> str:
     os.environ.setdefault("DPCH_ALLOW_FIXED_SEED", "1")
-    from dpch.engine import Engine
     from dpch.server import ServerConfig, make_server
+    from dpch.store.engine import Engine
     from sql_fixtures import visits
 
     lines = [f"machine: {os.cpu_count()} cores; {seconds:g} s per measurement; queries: small aggregates, "

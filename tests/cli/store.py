@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from dpch.engine import Engine
+from dpch.store.engine import Engine
 from sql_fixtures import tables
 
 TOWNS_ROWS = 1_500_000

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from dpch.cancel import QueryCancelled, checkpoint
 from dpch.cli.running import Cancelled, Runner
+from dpch.store.cancel import QueryCancelled, checkpoint
 
 
 def _interrupt_after(seconds: float) -> threading.Timer:

@@ -15,10 +15,10 @@ from click.testing import CliRunner
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 
-from dpch.cancel import CancelToken, QueryCancelled, cancellable
 from dpch.cli.completion import FUNCTIONS, SqlCompleter
 from dpch.cli.main import cli
 from dpch.cli.shell_input import statement_complete
+from dpch.store.cancel import CancelToken, QueryCancelled, cancellable
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 SQL = "SELECT region, count(*) AS n, avg(spend) FROM visits GROUP BY region ORDER BY region"
@@ -107,7 +107,7 @@ def test_statement_ends_only_at_a_semicolon_outside_quotes_and_comments():
 
 
 def test_cancel_before_the_charge_writes_nothing_and_after_it_is_too_late(connect):
-    """The checkpoint before the ledger write (dpch.cancel): a cancelled token stops the query
+    """The checkpoint before the ledger write (dpch.store.cancel): a cancelled token stops the query
     there; a committed one cannot be cancelled."""
     from tests.helpers import make_table
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dpch import dbapi
-from dpch.engine import Engine
+from dpch.store.engine import Engine
 from sql_fixtures import visits
 
 Q = "SELECT region, count(*) AS n, avg(spend) AS a FROM visits WHERE age > %(age)s GROUP BY region"

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 import sqlalchemy as sa
 
-from dpch.engine import Engine
+from dpch.store.engine import Engine
 from sql_fixtures import visits
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from dpch.engine import Engine
 from dpch.server import ServerConfig, make_server
+from dpch.store.engine import Engine
 from sql_fixtures import visits
 
 USERS = {

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import textwrap
 
-from dpch.engine import Engine
+from dpch.store.engine import Engine
 
 CLIENT = textwrap.dedent("""
     import json, random, sys

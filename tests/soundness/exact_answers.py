@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 import dpch
-from dpch.postprocess import GroupData, build_rows, post_order, stat_values
+from dpch.pipeline.postprocess import GroupData, build_rows, post_order, stat_values
 from dpch.sql.aggregates import Stat
 from dpch.sql.analyze import QueryPlan
 from dpch.sql.rewrite import emit_sql

@@ -11,8 +11,8 @@ from datetime import date
 
 import pytest
 
-from dpch.calibrate import NoisePlan, calibrate, check_cost
 from dpch.errors import CostCheckFailed, QueryRejected
+from dpch.pipeline.calibrate import NoisePlan, calibrate, check_cost
 from dpch.sql.rewrite import emit_sql
 from tests.helpers import make_table
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dpch.accounting.accountant import BudgetStatus
-from dpch.mechanisms.cost import PrivacyCost
+from dpch.privacy.cost import PrivacyCost
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from dpch.errors import CostCheckFailed, QueryRejected
-from dpch.mechanisms.cost import PrivacyCost
 from dpch.mechanisms.exponential import ExponentialMechanism
 from dpch.mechanisms.gaussian import GaussianMechanism
 from dpch.mechanisms.laplace import LaplaceMechanism
 from dpch.mechanisms.partition_selection import LaplacePartitionSelection
+from dpch.privacy.cost import PrivacyCost
 from dpch.sql.aggregates import Stat
 from dpch.sql.analyze import MAX_GROUPS, QueryPlan
 from dpch.sql.settings import QueryOptions

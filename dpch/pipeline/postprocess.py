@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from dpch.calibrate import NoisePlan
 from dpch.mechanisms.sampling import NoiseSource
+from dpch.pipeline.calibrate import NoisePlan
 from dpch.sql import outputs
 from dpch.sql.aggregates import Stat
 
