@@ -7,6 +7,7 @@
 """
 
 from dpch.accounting.budget import Budget
+from dpch.connection import connect
 from dpch.errors import (
     BudgetExceeded,
     ConfigError,
@@ -20,7 +21,7 @@ from dpch.errors import (
 )
 from dpch.pipeline.report import Release
 from dpch.policy.resolve import Policy
-from dpch.session import Session, connect
+from dpch.session import Session
 
 __version__ = "0.1.0"
 

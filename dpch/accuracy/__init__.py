@@ -14,7 +14,7 @@ property, 000 Def 4.2; 000 Thm 6 for the zCDP budget). Modules:
 - :mod:`.rules` — stopping rules on released values (000 §7's relative rule, the absolute rule);
 - :mod:`.planner` — the time (or scale) grid bounded by what the filter still admits (000 Thm 6,
   condition 4: reserve the finest point);
-- :mod:`.run` — reserve → exact aggregates → iterate → settle → release, and ``refine``;
+- :mod:`dpch.pipeline.accuracy_first` — reserve → exact aggregates → iterate → settle → release, and ``refine``;
 - :mod:`.doubling` — the "doubling" baseline of 000 §7.1 and the §7 synthetic experiment.
 """
 

@@ -31,8 +31,10 @@ from dpch.errors import QueryRejected
 from dpch.mechanisms.gaussian import GaussianMechanism
 from dpch.mechanisms.laplace import LaplaceMechanism
 from dpch.mechanisms.sampling import NoiseSource
+from dpch.pipeline import execute
 from dpch.pipeline.calibrate import NoisePlan, calibrate
-from dpch.pipeline.postprocess import GroupData, grid_utilities
+from dpch.pipeline.execute import GroupData
+from dpch.pipeline.postprocess import grid_utilities
 from dpch.privacy.cost import PrivacyCost
 from dpch.sql.analyze import QueryPlan
 from dpch.sql.rewrite import emit_sql
@@ -125,7 +127,7 @@ class AuditRunner:
             plan, opts = session.plan(self.sql, **self.options)
             noise = self.noise_plan(plan, opts)
             noise.additive = self.calibrate(plan, opts)
-            data = session._exact(plan, self.emit(plan, session.engine.database))
+            data = execute.exact(session.engine, plan, self.emit(plan, session.engine.database))
             prepared.append((plan, noise, data))
         keys = list(dict.fromkeys([*prepared[0][2].keys, *prepared[1][2].keys]))
         sides: list[np.ndarray] = []
@@ -180,7 +182,7 @@ class AuditRunner:
         so the fast path draws it directly; the claim is the realized ex-post cost there.
         """
         from dpch.accuracy import planner, rules
-        from dpch.accuracy.run import _admission, _iterate, _start
+        from dpch.pipeline.accuracy_first import admission, iterate, start
         from dpch.sql.accuracy_target import AccuracyTarget
 
         target = AccuracyTarget.from_options(opts)
@@ -189,15 +191,15 @@ class AuditRunner:
                 "the audit covers accuracy-first queries whose stop does not depend on the data",
                 hint="audit an absolute dp_accuracy target on counts and sums")
         status = session.accountant.status(recent=0)
-        admits, refuse = _admission(session, session.datasets(plan))
+        admits, refuse = admission(session.context, session.datasets(plan))
         afplan = planner.plan_accuracy(
             plan, target, mechanism=opts.mechanism, delta=opts.delta, filter_name=status.filter,
             budget_delta=status.budget.delta, epsilon_hint=status.remaining.epsilon, admits=admits,
             refuse=refuse, uniform=False)
         # the production stopping rule, walked once: its stop cannot depend on the values (checked above)
         values = np.zeros(afplan.blocks.k * len(plan.group_domain))
-        _, run = _start(afplan, values, self._noise)
-        step, _, met, _ = _iterate(plan, afplan, target, run, values)
+        _, run = start(afplan, values, self._noise)
+        step, _, met, _ = iterate(plan, afplan, target, run, values)
         if not met:
             raise QueryRejected("the accuracy target cannot be met within the cap: no release to audit")
         return afplan, step
@@ -207,7 +209,7 @@ class AuditRunner:
         for session in self.sessions:
             plan, opts = session.plan(self.sql, **self.options)
             afplan, step = self._accuracy_plan(session, plan, opts)
-            exact = session._exact_measures(plan, self.emit(plan, session.engine.database))
+            exact = execute.exact(session.engine, plan, self.emit(plan, session.engine.database)).measures
             values = afplan.blocks.stack(exact)  # normalized: each measure divided by its sensitivity
             scale = self.noise_reduction_scale(afplan, step)
             shape = (trials, values.size)

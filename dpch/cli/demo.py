@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 from dpch.accounting.budget import Budget, BudgetStore
 from dpch.cli.output import render_budget, render_table
+from dpch.connection import connect
 from dpch.errors import BudgetExceeded
-from dpch.session import connect
 from sql_fixtures import tables
 
 DEMO_ANALYST = "demo"

@@ -17,8 +17,9 @@ from dpch.accounting.budget import Budget, BudgetStore
 from dpch.accounting.locks import LockStore
 from dpch.cli.budget_view import lock_text
 from dpch.cli.output import FORMATS, render
+from dpch.connection import connect
 from dpch.errors import ConfigError, DpchError
-from dpch.session import Session, connect
+from dpch.session import Session
 from dpch.sql.settings import given_options
 from dpch.store.engine import DSN_ENV, Engine
 

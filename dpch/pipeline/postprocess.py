@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -26,17 +25,6 @@ from dpch.sql import outputs
 from dpch.sql.aggregates import Stat
 
 Interval = tuple[float, float]
-
-
-@dataclass
-class GroupData:
-    """Exact inputs of the released groups: keys, additive measures, histograms."""
-
-    keys: list[tuple]
-    measures: dict[str, np.ndarray]
-    histograms: dict[str, list[dict[int, int]]]
-    #: distinct units per key (partition selection only)
-    units: np.ndarray
 
 
 def stat_values(stat: Stat, noisy: dict[str, np.ndarray], quantiles: dict[str, np.ndarray]) -> np.ndarray:
@@ -180,3 +168,10 @@ def post_order(plan: Any, keys: list[tuple], values: dict[str, np.ndarray]) -> l
     (released values: post-processing)."""
     envs = [group_env(key, values, g) for g, key in enumerate(keys)]
     return outputs.arrange(plan.having, plan.order, plan.limit, plan.offset, envs)
+
+
+def having_order_limit(plan: Any, keys: list[tuple], values: dict[str, np.ndarray],
+                       rows: list[tuple], intervals: list[list]) -> tuple[list[tuple], list[list]]:
+    """HAVING, ORDER BY and LIMIT/OFFSET applied to the rows of the noisy values (post-processing)."""
+    order = post_order(plan, keys, values)
+    return [rows[g] for g in order], [intervals[g] for g in order]

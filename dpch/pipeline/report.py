@@ -1,4 +1,5 @@
-"""Release: what a private query returns — noisy values, their intervals, and their cost."""
+"""Stage 8, report: what a private query returns (:class:`Release`) or would do
+(:class:`Explanation`), as structured data; ``describe()`` only renders it."""
 
 from __future__ import annotations
 
@@ -7,7 +8,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dpch.accounting.accountant import BudgetStatus
+from dpch.mechanisms.gaussian import GaussianMechanism
+from dpch.pipeline.calibrate import NoisePlan
+from dpch.pipeline.postprocess import rank_error
 from dpch.privacy.cost import PrivacyCost
+from dpch.sql.analyze import QueryPlan
+from dpch.sql.settings import QueryOptions
 
 
 @dataclass(frozen=True)
@@ -49,7 +55,7 @@ class Release:
     release_id: str
     elapsed_ms: float = 0.0
     notes: list[str] = field(default_factory=list)
-    #: accuracy-first answers: target, achieved half-width, ex-post ε, ρ (dpch.accuracy.run.AccuracyReport)
+    #: accuracy-first answers: target, achieved half-width, ex-post ε, ρ (dpch.pipeline.accuracy_first.AccuracyReport)
     accuracy: Any = None
 
     def to_pandas(self) -> Any:
@@ -89,3 +95,112 @@ def _json_value(v: Any) -> Any:
     if isinstance(v, int | float | str | bool) or v is None:
         return v
     return str(v)
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """What a query would do and cost, computed without reading data or spending budget."""
+
+    sql: str
+    plan: QueryPlan
+    options: QueryOptions
+    measures: list[MeasureReport]
+    cost: PrivacyCost
+    admissible: bool
+    reason: str
+    notes: list[str]
+
+    def describe(self) -> str:
+        relation = self.plan.relation
+        tables = ", ".join(
+            f"{t.table} (unit {t.privacy_unit}, ≤ {t.contribution_cap} rows per unit)" if t.private
+            else f"{t.table} (public)"
+            for t in relation.tables
+        )
+        lines = [f"tables: {tables}", f"contribution cap: ≤ {relation.cap} rows per unit"]
+        if self.plan.keys:
+            origins = "; ".join(f"{k.label}: {k.origin}" for k in self.plan.keys)
+            groups = ("chosen by partition selection" if self.plan.partition_selection
+                      else str(len(self.plan.group_domain or ())))
+            lines.append(f"groups: {groups} ({origins})")
+        lines.append(f"mechanism: {self.options.resolved_mechanism}, {self.options.confidence:.0%} intervals")
+        for m in self.measures:
+            lines.append(
+                f"  {m.name}: {m.expression}\n"
+                f"      sensitivity {m.sensitivity:g} ({m.derivation})\n"
+                f"      {m.mechanism}: ε {m.epsilon:g}" + (f", δ {m.delta:g}" if m.delta else "")
+                + (f", noise scale {m.noise_scale:.4g}, ± {m.half_width:.4g}" if m.noise_scale else "")
+            )
+        lines.append(f"cost: ε {self.cost.epsilon:g}" + (f", δ {self.cost.delta:g}" if self.cost.delta else ""))
+        lines.extend(f"note: {n}" for n in self.notes)
+        lines.append(f"budget check: {'admissible' if self.admissible else 'REFUSED — ' + self.reason}")
+        lines.append("emitted SQL:")
+        lines.append(f"  {self.sql}")
+        return "\n".join(lines)
+
+
+def explanation_release(explanation: Explanation, budget: BudgetStatus, elapsed_ms: float) -> Release:
+    """``EXPLAIN DP SELECT ...`` as a one-column result (so every client can show it); free."""
+    lines = explanation.describe().splitlines()
+    cost = explanation.cost
+    return Release(
+        columns=["explain"], rows=[(line,) for line in lines], intervals=[[None] for _ in lines],
+        cost=PrivacyCost(0.0, 0.0), confidence=explanation.options.confidence, mechanism="none",
+        measures=explanation.measures, budget=budget, release_id="", elapsed_ms=elapsed_ms,
+        notes=[f"EXPLAIN DP spends nothing; running the query would cost ε {cost.epsilon:g}"
+               + (f", δ {cost.delta:g}" if cost.delta else "")],
+    )
+
+
+def measure_reports(plan: QueryPlan, opts: QueryOptions, noise: NoisePlan) -> list[MeasureReport]:
+    """How each noisy part of ``plan`` is produced: sensitivity, mechanism, share, ± at ``opts.confidence``."""
+    reports = []
+    for m in plan.measures:
+        if m.name in noise.additive:
+            mech = noise.additive[m.name]
+            scale = mech.sigma if isinstance(mech, GaussianMechanism) else mech.scale
+            reports.append(MeasureReport(
+                name=m.name, expression=m.sql, sensitivity=m.l2_sensitivity if mech.name == "gaussian"
+                else m.sensitivity, derivation=m.derivation, mechanism=mech.name,
+                epsilon=mech.cost.epsilon, delta=mech.cost.delta, noise_scale=scale,
+                half_width=mech.half_width(opts.confidence)))
+    measures = {m.name: m for m in plan.measures}
+    for stat_name, em in noise.selectors.items():  # one exponential mechanism per quantile
+        stat = plan.stats[stat_name]
+        m = measures[stat.measures[0]]
+        reports.append(MeasureReport(
+            name=f"{m.name}:{stat_name}", expression=f"{stat.label} over {m.sql}", sensitivity=m.sensitivity,
+            derivation=m.derivation, mechanism="exponential", epsilon=em.epsilon, delta=0.0, noise_scale=0.0,
+            half_width=0.0))
+    if noise.selection is not None:
+        sel = noise.selection
+        reports.append(MeasureReport(
+            name="units", expression=f"uniqExact({plan.relation.unit_name}) per key", sensitivity=float(
+                plan.groups_per_unit), derivation=f"one unit touches at most {plan.groups_per_unit} keys",
+            mechanism="partition selection", epsilon=sel.epsilon, delta=sel.delta,
+            noise_scale=float(sel.scale), half_width=0.0))
+    return reports
+
+
+def notes(plan: QueryPlan, noise: NoisePlan, opts: QueryOptions) -> list[str]:
+    """What a reader of the answer should know: the budget split, derived statistics, quantiles' rank
+    error, partition selection."""
+    out = []
+    parts = noise.parts
+    if len(parts) > 1:
+        shares = ", ".join(f"{name} ε {cost.epsilon:.4g}" + (f" δ {cost.delta:.2g}" if cost.delta else "")
+                           for name, cost in parts)
+        out.append(f"budget split evenly over {len(parts)} noisy parts: {shares}")
+    kinds = {s.kind for s in plan.stats.values()}
+    if kinds & {"avg", "var"}:
+        out.append("avg/var/stddev are computed from noisy sums and counts, clipped to the value bounds; "
+                   "their intervals are conservative (union bound)")
+    for stat in plan.stats.values():
+        if stat.kind == "quantile":
+            out.append(f"{stat.label}: exponential mechanism on a grid of {stat.grid[2]} points; with "
+                       f"{opts.confidence:.0%} confidence its rank is within "
+                       f"{rank_error(stat, noise, opts.confidence):.0f} rows of the exact quantile's")
+    if noise.selection is not None:
+        out.append(f"keys released by partition selection: a key appears only if its noisy count of distinct "
+                   f"units exceeds {noise.selection.threshold:g}")
+    return out

@@ -2,7 +2,7 @@
 the true (clamped, capped) answer at the stated confidence.
 
 Runs go through dpch's own planner, noise path, stopping rule and post-processing
-(:func:`dpch.accuracy.run._iterate` / :func:`result_rows`) on the exact aggregates of the real
+(:func:`dpch.pipeline.accuracy_first.iterate` / :func:`result_rows`) on the exact aggregates of the real
 table, without the ledger (every run would otherwise need two ledger writes); the grid has 200
 points instead of 1000 to keep the test fast (the rule and the bounds do not depend on it).
 
@@ -22,8 +22,9 @@ import pytest
 
 from dpch import Budget
 from dpch.accuracy import planner, rules
-from dpch.accuracy.run import _GridRun, _iterate, _start, result_rows
 from dpch.mechanisms.sampling import NoiseSource
+from dpch.pipeline import execute
+from dpch.pipeline.accuracy_first import GridRun, iterate, result_rows, start
 from dpch.sql.accuracy_target import AccuracyTarget
 from dpch.sql.rewrite import emit_sql
 
@@ -43,7 +44,7 @@ def _runs(session, sql: str, target: AccuracyTarget, *, seed: int, shrink: float
           uniform: bool | None = None) -> tuple[float, int, int]:
     """(coverage rate, checks, runs that met the target) over TRIALS runs of one query."""
     plan, _ = session.plan(sql)
-    data = session._exact(plan, emit_sql(plan, session.engine.database))
+    data = execute.exact(session.engine, plan, emit_sql(plan, session.engine.database))
     truth = {}
     for name, stat in plan.stats.items():
         if stat.kind == "avg":
@@ -64,9 +65,9 @@ def _runs(session, sql: str, target: AccuracyTarget, *, seed: int, shrink: float
     hits = checks = met = 0
     source = NoiseSource(seed)
     for _ in range(TRIALS):
-        _, run = _start(afplan, values, source)
-        assert isinstance(run, _GridRun)
-        step, noisy, ok, _ = _iterate(plan, afplan, target, run, values)
+        _, run = start(afplan, values, source)
+        assert isinstance(run, GridRun)
+        step, noisy, ok, _ = iterate(plan, afplan, target, run, values)
         met += ok
         rows, intervals = result_rows(plan, afplan, step, noisy, data.keys, target.confidence)
         for g in range(len(rows)):

@@ -22,7 +22,9 @@ from typing import Any
 import numpy as np
 
 import dpch
-from dpch.pipeline.postprocess import GroupData, build_rows, post_order, stat_values
+from dpch.pipeline import execute
+from dpch.pipeline.execute import GroupData
+from dpch.pipeline.postprocess import build_rows, post_order, stat_values
 from dpch.sql.aggregates import Stat
 from dpch.sql.analyze import QueryPlan
 from dpch.sql.rewrite import emit_sql
@@ -73,7 +75,7 @@ def exact_statistic(stat: Stat, data: GroupData) -> np.ndarray:
 def exact_answer(session: dpch.Session, sql: str) -> ExactAnswer:
     plan, _ = session.plan(sql)
     emitted = emit_sql(plan, session.engine.database)
-    data = session._exact(plan, emitted)  # test-only: the exact inputs a release adds noise to
+    data = execute.exact(session.engine, plan, emitted)  # test-only: the exact inputs a release adds noise to
     nkeys = len(plan.keys)
     present = {tuple(str(v) for v in row[:nkeys]) for row in session.engine.run_private(emitted)}
     nonempty = [g for g, key in enumerate(data.keys) if tuple(str(v) for v in key) in present]

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 import dpch
+import dpch.pipeline.release as release_stage
 import dpch.session as session_module
 from dpch import Budget
 from dpch.mechanisms.exponential import ExponentialMechanism
@@ -96,7 +97,7 @@ def recorder(monkeypatch) -> Recorder:
 
     monkeypatch.setattr(ExponentialMechanism, "select", select)
 
-    original_pick = session_module.pick_quantiles
+    original_pick = release_stage.pick_quantiles
 
     def pick(stat, histograms, noise, source):
         # one statistic over all its groups is one run: count each mechanism it drew from once
@@ -107,7 +108,7 @@ def recorder(monkeypatch) -> Recorder:
             rec.runs.append((f"exponential({stat.label})", mech.cost.epsilon, mech.cost.delta))
         return result
 
-    monkeypatch.setattr(session_module, "pick_quantiles", pick)
+    monkeypatch.setattr(release_stage, "pick_quantiles", pick)
     return rec
 
 
@@ -157,14 +158,14 @@ def test_mechanisms_compose_to_the_charge(session, recorder, sql):
 
 def test_negative_control_a_hidden_draw_is_caught(session, recorder, monkeypatch):
     """A release that runs one more Laplace mechanism than it charges must fail the comparison."""
-    original = session_module.Session.release_rows
+    original = session_module.release_rows
 
-    def extra_draw(self, plan, opts, noise, data, source):
+    def extra_draw(plan, opts, noise, data, source):
         for mech in list(noise.additive.values())[:1]:
             mech.release(next(iter(data.measures.values())), source)  # an uncharged extra run
-        return original(self, plan, opts, noise, data, source)
+        return original(plan, opts, noise, data, source)
 
-    monkeypatch.setattr(session_module.Session, "release_rows", extra_draw)
+    monkeypatch.setattr(session_module, "release_rows", extra_draw)
     release = session.query("SELECT count(*) FROM visits")
     eps, _ = recorder.composed()
     assert not math.isclose(eps, release.cost.epsilon, rel_tol=REL_TOL)

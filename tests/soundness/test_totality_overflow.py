@@ -12,6 +12,7 @@ from datetime import date
 import pytest
 
 from dpch.errors import CostCheckFailed, QueryRejected
+from dpch.pipeline import execute
 from dpch.pipeline.calibrate import NoisePlan, calibrate, check_cost
 from dpch.sql.rewrite import emit_sql
 from tests.helpers import make_table
@@ -114,7 +115,7 @@ def test_decimal_division_by_zero_and_overflow_do_not_raise(connect):
         ("price * price * price * price > 1", "SELECT count() FROM people WHERE price * price * price * price > 1"),
     ]:
         plan, _ = session.plan(sql)
-        exact = session._exact_measures(plan, emit_sql(plan, session.engine.database))
+        exact = execute.exact(session.engine, plan, emit_sql(plan, session.engine.database)).measures
         direct = session.engine.query_rows(
             f"SELECT count() FROM {session.engine.table('people')} WHERE "
             + where.replace("price", "toFloat64(price)"))[0][0]
@@ -203,7 +204,7 @@ def test_null_unit_rows_are_excluded(connect):
     exact = []
     for table in ("n0", "n1"):
         plan, _ = session.plan(f"SELECT sum(x), count() FROM {table}")
-        exact.append(session._exact_measures(plan, emit_sql(plan, session.engine.database)))
+        exact.append(execute.exact(session.engine, plan, emit_sql(plan, session.engine.database)).measures)
     assert float(exact[0]["m0"][0]) == float(exact[1]["m0"][0]) == 12.0
     assert float(exact[0]["m1"][0]) == float(exact[1]["m1"][0]) == 2.0
     assert "Nullable" in session.table_policy("n0").describe()

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dpch.pipeline import execute
 from dpch.sql.rewrite import emit_sql
 from tests.helpers import make_table
 
@@ -62,7 +63,7 @@ def base(connect):
 
 def _exact(session, sql: str) -> dict[str, tuple[float, np.ndarray]]:
     plan, _ = session.plan(sql)
-    values = session._exact_measures(plan, emit_sql(plan, session.engine.database))
+    values = execute.exact(session.engine, plan, emit_sql(plan, session.engine.database)).measures
     return {m.name: (m.sensitivity, values[m.name]) for m in plan.measures}
 
 

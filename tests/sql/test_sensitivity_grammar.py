@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dpch.pipeline import execute
 from dpch.sql.rewrite import emit_sql
 from tests.helpers import make_table
 
@@ -101,7 +102,7 @@ def base(connect):
 
 def _exact(session, sql):
     plan, _ = session.plan(sql)
-    data = session._exact(plan, emit_sql(plan, session.engine.database))
+    data = execute.exact(session.engine, plan, emit_sql(plan, session.engine.database))
     keys = [tuple(str(v) for v in k) for k in data.keys]
     return plan, {m.name: dict(zip(keys, data.measures[m.name], strict=True)) for m in plan.measures
                   if m.kind != "histogram"}

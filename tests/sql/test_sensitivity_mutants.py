@@ -16,6 +16,7 @@ import pytest
 
 from dpch.accounting.budget import Budget
 from dpch.errors import QueryRejected
+from dpch.pipeline import execute
 from dpch.sql.rewrite import emit_sql
 from tests.helpers import make_table
 
@@ -27,7 +28,7 @@ MANY = 6
 def _exact(session, sql: str) -> dict[str, tuple[float, float]]:
     """{measure: (declared ℓ1 sensitivity, exact value)} of a one-group query, computed by chdb."""
     plan, _ = session.plan(sql)
-    values = session._exact_measures(plan, emit_sql(plan, session.engine.database))
+    values = execute.exact(session.engine, plan, emit_sql(plan, session.engine.database)).measures
     return {m.name: (m.sensitivity, float(values[m.name][0])) for m in plan.measures}
 
 

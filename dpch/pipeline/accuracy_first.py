@@ -22,30 +22,28 @@ from __future__ import annotations
 import math
 import threading
 import time
-import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from dpch.accuracy import planner, rules
 from dpch.accuracy.planner import AccuracyPlan
-from dpch.errors import AccuracyNotReached, BudgetExceeded, QueryRejected
+from dpch.errors import AccuracyNotReached, QueryRejected
 from dpch.mechanisms.brownian import bridge_step
 from dpch.mechanisms.lnr import LaplaceNoiseReduction, snap
 from dpch.mechanisms.rat import ReducedAboveThreshold
 from dpch.mechanisms.sampling import NoiseSource
-from dpch.pipeline.postprocess import build_rows, stat_intervals, stat_values
+from dpch.pipeline import admit, execute
+from dpch.pipeline.context import QueryContext
+from dpch.pipeline.postprocess import build_rows, having_order_limit, stat_intervals, stat_values
 from dpch.pipeline.report import MeasureReport, Release
 from dpch.privacy.cost import PrivacyCost
 from dpch.sql.accuracy_target import AccuracyTarget
 from dpch.sql.analyze import QueryPlan
 from dpch.sql.rewrite import emit_sql
 from dpch.sql.settings import QueryOptions
-
-if TYPE_CHECKING:
-    from dpch.session import Session
 
 #: answers kept per session for ``refine`` (their exact aggregates stay in this process only)
 KEEP_RUNS = 16
@@ -119,7 +117,7 @@ class _BrownianPath:
         return snap(self.values + self.noise, math.sqrt(t))
 
 
-class _GridRun:
+class GridRun:
     """Iterates of a plan's grid, noisiest first (``next``), with the realized cost (``cost``)."""
 
     def __init__(self, plan: AccuracyPlan, path: Any) -> None:
@@ -148,76 +146,90 @@ class _Stored:
     lock: threading.Lock
 
 
-_runs: weakref.WeakKeyDictionary[Any, OrderedDict[str, _Stored]] = weakref.WeakKeyDictionary()
-_runs_lock = threading.Lock()
+class AccuracyRuns:
+    """A session's last :data:`KEEP_RUNS` accuracy-first answers, kept for ``refine`` (their exact
+    aggregates stay in this process only)."""
+
+    def __init__(self) -> None:
+        self._runs: OrderedDict[str, _Stored] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def remember(self, release_id: str, stored: _Stored) -> None:
+        with self._lock:
+            self._runs[release_id] = stored
+            self._runs.move_to_end(release_id)
+            while len(self._runs) > KEEP_RUNS:
+                self._runs.popitem(last=False)
+
+    def find(self, release_id: str | None) -> _Stored:
+        """The stored run of ``release_id`` (default: the latest), or a clear refusal."""
+        with self._lock:
+            if release_id is None:
+                if not self._runs:
+                    raise QueryRejected("there is no accuracy-first answer to refine in this session",
+                                        hint="run a query with SETTINGS dp_accuracy = … first")
+                release_id = next(reversed(self._runs))
+            stored = self._runs.get(release_id)
+        if stored is None:
+            raise QueryRejected(f"release {release_id} cannot be refined: it is not one of this session's last "
+                                f"{KEEP_RUNS} accuracy-first answers",
+                                hint="re-run the query with a tighter dp_accuracy")
+        return stored
 
 
-def _remember(session: Session, release_id: str, stored: _Stored) -> None:
-    with _runs_lock:
-        runs = _runs.setdefault(session, OrderedDict())
-        runs[release_id] = stored
-        runs.move_to_end(release_id)
-        while len(runs) > KEEP_RUNS:
-            runs.popitem(last=False)
-
-
-def _admission(session: Session, datasets: tuple[str, ...]) -> tuple[Any, Any]:
+def admission(ctx: QueryContext, datasets: tuple[str, ...]) -> tuple[Any, Any]:
     def admits(cost: PrivacyCost) -> bool:
-        try:
-            session.accountant.check(cost, datasets=datasets)
-            return True
-        except BudgetExceeded:
-            return False
+        return admit.admissible(ctx.accountant, cost, datasets)[0]
 
     def refuse(cost: PrivacyCost) -> None:
-        session.accountant.check(cost, datasets=datasets)
+        ctx.accountant.check(cost, datasets=datasets)
 
     return admits, refuse
 
 
-def answer(session: Session, plan: QueryPlan, opts: QueryOptions, started: float) -> Release:
+def answer(ctx: QueryContext, runs: AccuracyRuns, plan: QueryPlan, opts: QueryOptions, started: float) -> Release:
     """Runs ``plan`` accuracy-first under ``opts`` (``dp_accuracy`` / ``dp_relative_error``)."""
     target = AccuracyTarget.from_options(opts)
-    datasets = session.datasets(plan)
-    status = session.accountant.status(recent=0)
-    admits, refuse = _admission(session, datasets)
+    datasets = admit.datasets(ctx.database, plan)
+    status = ctx.accountant.status(recent=0)
+    admits, refuse = admission(ctx, datasets)
     uniform = target.stop_rule == "exact" or rules.data_dependent(plan, target)
     afplan = planner.plan_accuracy(
         plan, target, mechanism=opts.mechanism, delta=opts.delta, filter_name=status.filter,
         budget_delta=status.budget.delta, epsilon_hint=status.remaining.epsilon, admits=admits, refuse=refuse,
         uniform=uniform)
-    emitted = emit_sql(plan, session.engine.database)
-    session._probe(plan, emitted)
+    emitted = emit_sql(plan, ctx.database)
+    ctx.probe.check(plan, emitted)
     # durable reservation at the worst case before ClickHouse runs and before any noise is drawn
-    reservation = session.accountant.reserve(afplan.worst_cost, datasets=datasets, query_hash=plan.query.fingerprint,
-                                             mechanism=afplan.mechanism)
+    reservation = admit.reserve(ctx.accountant, afplan.worst_cost, datasets, plan.query.fingerprint,
+                                afplan.mechanism)
     # any failure from here on may depend on the data: the tripwire (DESIGN.md rule 5)
-    with reservation, session.accountant.tripwire(reservation):
-        data = session._exact(plan, emitted)
+    with reservation, ctx.accountant.tripwire(reservation):
+        data = execute.exact(ctx.engine, plan, emitted)
         values = afplan.blocks.stack(data.measures)
-        with session._noise_lock:
-            path, run = _start(afplan, values, session._noise)
-            step, noisy, met, chk = _iterate(plan, afplan, target, run, values)
+        with ctx.noise.drawing() as source:
+            path, run = start(afplan, values, source)
+            step, noisy, met, chk = iterate(plan, afplan, target, run, values)
         realized = afplan.cost_at(step) if met else afplan.worst_cost
         entry = reservation.settle(realized)
     report = _report(afplan, target, step, met, chk, realized, opts, refinements=0)
     stored = _Stored(plan, opts, afplan, path if afplan.kind == "brownian" and target.stop_rule == "released"
                      else None, data.keys, datasets, report, threading.Lock())
-    _remember(session, entry.release_id, stored)
+    runs.remember(entry.release_id, stored)
     if not met:
         raise AccuracyNotReached(entry.release_id, realized, report)
-    return _release(session, stored, noisy, step, realized, entry.release_id, started)
+    return _release(ctx, stored, noisy, step, realized, entry.release_id, started)
 
 
-def _start(afplan: AccuracyPlan, values: np.ndarray, source: NoiseSource) -> tuple[Any, _GridRun]:
+def start(afplan: AccuracyPlan, values: np.ndarray, source: NoiseSource) -> tuple[Any, GridRun]:
     if afplan.kind == "brownian":
         path: Any = _BrownianPath(values, source.generator)
     else:
         path = LaplaceNoiseReduction(afplan.sensitivity, afplan.grid).start(values, source)
-    return path, _GridRun(afplan, path)
+    return path, GridRun(afplan, path)
 
 
-def _iterate(plan: QueryPlan, afplan: AccuracyPlan, target: AccuracyTarget, run: _GridRun,
+def iterate(plan: QueryPlan, afplan: AccuracyPlan, target: AccuracyTarget, run: GridRun,
              values: np.ndarray) -> tuple[int, dict[str, np.ndarray], bool, rules.Check]:
     """Walks the grid; returns (stopping step, its noisy measures, met, the last check)."""
     view_hw: dict[str, float] = {}
@@ -231,7 +243,7 @@ def _iterate(plan: QueryPlan, afplan: AccuracyPlan, target: AccuracyTarget, run:
         return hw
 
     if target.stop_rule == "exact":
-        return _iterate_rat(plan, afplan, target, run, values, half_width_for)
+        return iterate_rat(plan, afplan, target, run, values, half_width_for)
     chk = rules.Check(False, math.inf, math.inf)
     noisy: dict[str, np.ndarray] = {}
     for step in range(afplan.points):
@@ -244,7 +256,7 @@ def _iterate(plan: QueryPlan, afplan: AccuracyPlan, target: AccuracyTarget, run:
     return afplan.points - 1, noisy, False, chk
 
 
-def _iterate_rat(plan, afplan, target, run, values, half_width_for):
+def iterate_rat(plan, afplan, target, run, values, half_width_for):
     """ReducedAboveThreshold (002 Alg 1) on u = min over coordinates of (h/Δ_j − |ŷ − y|) (normalized:
     sensitivity 1, threshold 0): halts when the *true* error is ≤ h, noisily."""
     blocks = afplan.blocks
@@ -282,7 +294,7 @@ def _iterate_rat(plan, afplan, target, run, values, half_width_for):
 class _SourceOf:
     """The RAT's randomness comes from the same generator as the path."""
 
-    def __init__(self, run: _GridRun) -> None:
+    def __init__(self, run: GridRun) -> None:
         self.generator = run.path.rng
 
 
@@ -303,8 +315,6 @@ def _report(afplan: AccuracyPlan, target: AccuracyTarget, step: int, met: bool, 
 def result_rows(plan: QueryPlan, afplan: AccuracyPlan, step: int, noisy: dict[str, np.ndarray], keys: list[tuple],
                 confidence: float) -> tuple[list[tuple], list[list[tuple[float, float] | None]]]:
     """Rows and intervals of iterate ``step`` (post-processing: HAVING/ORDER BY/LIMIT on noisy values)."""
-    from dpch.session import _having_order_limit
-
     def hw(name: str, level: float) -> float:
         return afplan.half_width(step, level) * afplan.blocks.norms[afplan.blocks.names.index(name)]
 
@@ -317,10 +327,10 @@ def result_rows(plan: QueryPlan, afplan: AccuracyPlan, step: int, noisy: dict[st
         return None if any(v is None for v in ivs.values()) else ivs
 
     rows, intervals = build_rows(plan.outputs, keys, values, intervals_for)
-    return _having_order_limit(plan, keys, values, rows, intervals)
+    return having_order_limit(plan, keys, values, rows, intervals)
 
 
-def _release(session: Session, stored: _Stored, noisy: dict[str, np.ndarray], step: int, charged: PrivacyCost,
+def _release(ctx: QueryContext, stored: _Stored, noisy: dict[str, np.ndarray], step: int, charged: PrivacyCost,
              release_id: str, started: float) -> Release:
     plan, afplan, conf = stored.plan, stored.afplan, stored.opts.confidence
     rows, intervals = result_rows(plan, afplan, step, noisy, stored.keys, conf)
@@ -339,12 +349,12 @@ def _release(session: Session, stored: _Stored, noisy: dict[str, np.ndarray], st
     if afplan.kind == "brownian" and report.rho is not None:
         notes.append("under the zcdp_bm filter the charge is ρ (000 Thm 6); ex-post filters charge ε (002 Cor 3.7)")
     return Release(columns=plan.columns, rows=rows, intervals=intervals, cost=charged, confidence=conf,
-                   mechanism=afplan.mechanism, measures=measures, budget=session.accountant.status(),
+                   mechanism=afplan.mechanism, measures=measures, budget=ctx.accountant.status(),
                    release_id=release_id, elapsed_ms=(time.perf_counter() - started) * 1000.0, notes=notes,
                    accuracy=report)
 
 
-def refine(session: Session, release_id: str | None = None, *, accuracy: float | None = None,
+def refine(ctx: QueryContext, runs: AccuracyRuns, release_id: str | None = None, *, accuracy: float | None = None,
            relative_error: float | None = None, max_epsilon: float | None = None) -> Release:
     """A less noisy version of an earlier accuracy-first answer, continuing its Brownian path.
 
@@ -355,17 +365,7 @@ def refine(session: Session, release_id: str | None = None, *, accuracy: float |
     refinement and charges the increment's worst case.
     """
     started = time.perf_counter()
-    with _runs_lock:
-        runs = _runs.get(session) or OrderedDict()
-        if release_id is None:
-            if not runs:
-                raise QueryRejected("there is no accuracy-first answer to refine in this session",
-                                    hint="run a query with SETTINGS dp_accuracy = … first")
-            release_id = next(reversed(runs))
-        stored = runs.get(release_id)
-    if stored is None:
-        raise QueryRejected(f"release {release_id} cannot be refined: it is not one of this session's last "
-                            f"{KEEP_RUNS} accuracy-first answers", hint="re-run the query with a tighter dp_accuracy")
+    stored = runs.find(release_id)
     if stored.path is None:
         raise QueryRejected("only answers of the Brownian mechanism with the default stopping rule can be refined",
                             hint="Laplace noise reduction cannot continue below its last scale; re-run the query")
@@ -376,22 +376,21 @@ def refine(session: Session, release_id: str | None = None, *, accuracy: float |
         opts = replace(stored.opts, accuracy=accuracy, relative_error=relative_error,
                        max_epsilon=max_epsilon).validated()
         target = AccuracyTarget.from_options(opts)
-        admits, refuse = _admission(session, stored.datasets)
+        admits, refuse = admission(ctx, stored.datasets)
         path = stored.path
         assert path.time is not None
         afplan = planner.plan_refinement(stored.afplan, path.time, target, admits=admits, refuse=refuse)
-        reservation = session.accountant.reserve(afplan.worst_cost, datasets=stored.datasets,
-                                                 query_hash=stored.plan.query.fingerprint,
-                                                 mechanism="brownian-refine")
-        with reservation, session.accountant.tripwire(reservation):
-            with session._noise_lock:
-                run = _GridRun(afplan, path)
-                step, noisy, met, chk = _iterate(stored.plan, afplan, target, run, path.values)
+        reservation = admit.reserve(ctx.accountant, afplan.worst_cost, stored.datasets,
+                                    stored.plan.query.fingerprint, "brownian-refine")
+        with reservation, ctx.accountant.tripwire(reservation):
+            with ctx.noise.drawing():
+                run = GridRun(afplan, path)
+                step, noisy, met, chk = iterate(stored.plan, afplan, target, run, path.values)
             realized = afplan.cost_at(step) if met else afplan.worst_cost
             entry = reservation.settle(realized)
         report = _report(afplan, target, step, met, chk, realized, opts, refinements=old.refinements + 1)
         new = _Stored(stored.plan, opts, afplan, path, stored.keys, stored.datasets, report, stored.lock)
-        _remember(session, entry.release_id, new)
+        runs.remember(entry.release_id, new)
         if not met:
             raise AccuracyNotReached(entry.release_id, realized, report)
-        return _release(session, new, noisy, step, realized, entry.release_id, started)
+        return _release(ctx, new, noisy, step, realized, entry.release_id, started)

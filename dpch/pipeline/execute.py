@@ -1,0 +1,58 @@
+"""Stage 5, execute: run dpch's emitted SQL and hold the exact inputs of every group.
+
+:class:`GroupData` never leaves the process: the release stage adds noise to it and only noisy
+values go further. Runs after the charge, inside the accountant's tripwire."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dpch.sql.analyze import QueryPlan
+from dpch.store.engine import Engine
+
+
+@dataclass
+class GroupData:
+    """Exact inputs of the released groups: keys, additive measures, histograms."""
+
+    keys: list[tuple[Any, ...]]
+    measures: dict[str, np.ndarray]
+    histograms: dict[str, list[dict[int, int]]]
+    #: distinct units per key (partition selection only)
+    units: np.ndarray
+
+
+def exact(engine: Engine, plan: QueryPlan, sql: str) -> GroupData:
+    """Runs the emitted ``sql``; returns the exact inputs of every group."""
+    rows = engine.run_private(sql)
+    nkeys = len(plan.keys)
+    additive = [m for m in plan.measures if m.kind != "histogram"]
+    hists = [m for m in plan.measures if m.kind == "histogram"]
+    columns = {m.name: nkeys + j for j, m in enumerate(plan.measures)}
+    if plan.group_domain is not None:
+        keys = [tuple(k) for k in plan.group_domain]
+        index = {tuple(str(v) for v in k): i for i, k in enumerate(keys)}
+        positions = []
+        for row in rows:
+            position = index.get(tuple(str(v) for v in row[:nkeys]))
+            if position is not None:  # the SQL keeps declared keys only
+                positions.append((position, row))
+    else:
+        keys = [tuple(row[:nkeys]) for row in rows]
+        positions = list(enumerate(rows))
+    measures = {m.name: np.zeros(len(keys)) for m in additive}
+    histograms: dict[str, list[dict[int, int]]] = {m.name: [{} for _ in keys] for m in hists}
+    units = np.zeros(len(keys))
+    for position, row in positions:
+        for m in additive:
+            value = row[columns[m.name]]
+            measures[m.name][position] = float(value) if value is not None else 0.0
+        for m in hists:
+            bins, counts = row[columns[m.name]]
+            histograms[m.name][position] = dict(zip(bins, counts, strict=True))
+        if plan.partition_selection:
+            units[position] = float(row[-1])
+    return GroupData(keys=keys, measures=measures, histograms=histograms, units=units)
