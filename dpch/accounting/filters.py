@@ -79,6 +79,10 @@ class PrivacyFilter(ABC):
 
     name: ClassVar[str]
     theorem: ClassVar[str]
+    #: only pure ε (δ = 0) releases make sense under this filter (noise reduction then uses Laplace)
+    pure_only: ClassVar[bool] = False
+    #: an ex-post release is charged its realized cost, not its worst case
+    charges_realized: ClassVar[bool] = False
 
     def __init__(self, budget: Budget) -> None:
         self.budget = budget
@@ -158,6 +162,7 @@ class PureEpsilonFilter(BasicCompositionFilter):
 
     name = "pure"
     theorem = "001 Thm 3.4, pure ε"
+    pure_only = True
 
     def _refuse_delta(self, request: PrivacyCost) -> Decision | None:
         if request.delta > 0:
@@ -183,6 +188,7 @@ class ExPostFilter(BasicCompositionFilter):
 
     name = "ex_post"
     theorem = "000 Lemma 5.2, ex-post filter"
+    charges_realized = True
 
     def _view(self, cost: PrivacyCost) -> PrivacyCost:
         return PrivacyCost(cost.epsilon, cost.delta)  # realized E_i (a reservation: its worst case)
@@ -198,6 +204,7 @@ class PureExPostFilter(ExPostFilter):
 
     name = "pure_ex_post"
     theorem = "004 Alg 2 with per-instance δ (ALGORITHMS.md B9)"
+    pure_only = True
 
     def _epsilon_fits(self, spent_eps: float, need: float) -> bool:
         return spent_eps + need < self.budget.epsilon
@@ -215,6 +222,7 @@ class AdvancedCompositionFilter(PrivacyFilter):
 
     name = "advanced"
     theorem = "001 Thm 5.1 advanced-composition filter"
+    pure_only = True
 
     def __init__(self, budget: Budget, *, approx_delta_share: float = 0.0, odometer_n: float = 1e6) -> None:
         super().__init__(budget)
@@ -370,6 +378,7 @@ class UnifiedZCDPFilter(ZCDPFilter):
 
     name = "zcdp_bm"
     theorem = "000 Thm 6, unified zCDP + Brownian filter"
+    charges_realized = True
     brownian = True
     default_printed = True
 
@@ -385,6 +394,7 @@ class MixedFilter(PrivacyFilter):
 
     name = "mixed"
     theorem = "000 Thm 3, mixed zCDP + ex-post filter"
+    charges_realized = True
 
     def __init__(self, budget: Budget, *, split: float = 0.5, conversion_delta_share: float = 0.5) -> None:
         super().__init__(budget)

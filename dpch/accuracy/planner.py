@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import ndtri
 
+from dpch.accounting.filters import FILTERS
 from dpch.accuracy import bounds
 from dpch.errors import BudgetExceeded, QueryRejected
 from dpch.mechanisms.boundaries import MixtureBoundary
@@ -35,10 +36,6 @@ from dpch.privacy.cost import PrivacyCost
 from dpch.sql.accuracy_target import AccuracyTarget
 from dpch.sql.analyze import QueryPlan
 
-#: filters under which only pure-ε (δ = 0) releases make sense: Laplace noise reduction
-PURE_FILTERS = ("pure", "pure_ex_post", "advanced")
-#: filters that charge an ex-post release its *realized* cost; the others count it at its worst case
-REALIZED_FILTERS = ("zcdp_bm", "ex_post", "mixed", "pure_ex_post")
 #: δ of the Brownian privacy boundary when neither the query nor the budget names one
 DEFAULT_BOUNDARY_DELTA = 1e-6
 #: without dp_delta, the boundary takes this share of the budget's δ (ex-post filters charge it per query)
@@ -197,7 +194,7 @@ def choose_kind(mechanism: str | None, filter_name: str, budget_delta: float) ->
         return "brownian"
     if mechanism == "laplace":
         return "laplace"
-    return "laplace" if filter_name in PURE_FILTERS or budget_delta == 0 else "brownian"
+    return "laplace" if FILTERS[filter_name].pure_only or budget_delta == 0 else "brownian"
 
 
 def _largest(ok: Callable[[float], bool], lo: float, hi: float) -> float | None:
@@ -250,7 +247,7 @@ def plan_accuracy(plan: QueryPlan, target: AccuracyTarget, *, mechanism: str | N
                             "which needs δ > 0", hint="use the default dp_stop_rule = 'released'")
     blocks = blocks_for(plan, kind)
     cap = target.max_epsilon
-    if cap is None and filter_name not in REALIZED_FILTERS:
+    if cap is None and not FILTERS[filter_name].charges_realized:
         raise QueryRejected(
             f"under the {filter_name} filter an accuracy-first query is charged its worst case, so it needs a cap",
             hint="add dp_max_epsilon (what you are willing to spend), or ask the data owner for a filter that "
