@@ -23,23 +23,38 @@ from dpch.mechanisms.sampling import NoiseSource
 from dpch.pipeline.calibrate import NoisePlan
 from dpch.sql import outputs
 from dpch.sql.aggregates import Stat
+from dpch.sql.bounds import Interval as ValueInterval
 
 Interval = tuple[float, float]
+Vector = np.ndarray[Any, np.dtype[np.float64]]
+Key = tuple[Any, ...]
 
 
-def stat_values(stat: Stat, noisy: dict[str, np.ndarray], quantiles: dict[str, np.ndarray]) -> np.ndarray:
+def _value_bounds(stat: Stat) -> ValueInterval:
+    """The value interval of an avg/var/quantile statistic (the analysis always sets it for them)."""
+    assert stat.interval is not None, f"{stat.kind} statistic without value bounds"
+    return stat.interval
+
+
+def grid_of(stat: Stat) -> tuple[float, float, int]:
+    """A quantile's public grid (lo, step, points)."""
+    assert stat.grid is not None, "quantile without a grid"
+    return stat.grid
+
+
+def stat_values(stat: Stat, noisy: dict[str, Vector], quantiles: dict[str, Vector]) -> Vector:
     """The released value of ``stat`` in every group."""
     if stat.kind in ("count", "sum"):
         return noisy[stat.measures[0]]
     if stat.kind == "avg":
         s, c = noisy[stat.measures[0]], noisy[stat.measures[1]]
-        iv = stat.interval
+        iv = _value_bounds(stat)
         with np.errstate(divide="ignore", invalid="ignore"):
             value = np.where(c >= 1, iv.mid + s / np.maximum(c, 1), iv.mid)
         return np.clip(value, iv.lo, iv.hi)
     if stat.kind == "var":
         c, s1, s2 = (noisy[m] for m in stat.measures)
-        r2 = (stat.interval.width / 2.0) ** 2
+        r2 = (_value_bounds(stat).width / 2.0) ** 2
         cc = np.maximum(c, 1.0)
         var = np.clip(s2 / cc - (s1 / cc) ** 2, 0.0, r2)
         if stat.variant in ("varSamp", "stddevSamp"):
@@ -50,7 +65,7 @@ def stat_values(stat: Stat, noisy: dict[str, np.ndarray], quantiles: dict[str, n
     raise ValueError(stat.kind)
 
 
-def stat_intervals(stat: Stat, noisy: dict[str, np.ndarray], noise: NoisePlan,
+def stat_intervals(stat: Stat, noisy: dict[str, Vector], noise: NoisePlan,
                    confidence: float) -> list[Interval] | None:
     """Per-group intervals holding with ``confidence`` (None for quantiles)."""
     if stat.kind == "quantile":
@@ -63,7 +78,7 @@ def stat_intervals(stat: Stat, noisy: dict[str, np.ndarray], noise: NoisePlan,
     if stat.kind in ("count", "sum"):
         return [(float(v) - half[0], float(v) + half[0]) for v in arrays[0]]
     if stat.kind == "avg":
-        iv = stat.interval
+        iv = _value_bounds(stat)
         result = []
         for s, c in zip(arrays[0].tolist(), arrays[1].tolist(), strict=True):
             if c - half[1] <= 0:
@@ -73,7 +88,7 @@ def stat_intervals(stat: Stat, noisy: dict[str, np.ndarray], noise: NoisePlan,
             result.append((max(iv.lo, iv.mid + min(ratios)), min(iv.hi, iv.mid + max(ratios))))
         return result
     # variance family
-    r2 = (stat.interval.width / 2.0) ** 2
+    r2 = (_value_bounds(stat).width / 2.0) ** 2
     result = []
     for i in range(n):
         c, s1, s2 = (float(a[i]) for a in arrays)
@@ -111,9 +126,9 @@ def _critical_counts(c_lo: float, c_hi: float, s1: float, s2: float) -> list[flo
 
 
 def pick_quantiles(stat: Stat, histograms: list[dict[int, int]], noise: NoisePlan,
-                   source: NoiseSource) -> np.ndarray:
+                   source: NoiseSource) -> Vector:
     """The exponential mechanism over the grid: utility −|#{bins < j} − q·n| per candidate j."""
-    lo, step, _ = stat.grid
+    lo, step, _ = grid_of(stat)
     mech = noise.selectors[stat.name]
     values = np.empty(len(histograms))
     for g, hist in enumerate(histograms):
@@ -121,23 +136,24 @@ def pick_quantiles(stat: Stat, histograms: list[dict[int, int]], noise: NoisePla
     return values
 
 
-def grid_utilities(stat: Stat, hist: dict[int, int]) -> np.ndarray:
+def grid_utilities(stat: Stat, hist: dict[int, int]) -> Vector:
     """The quantile's utility −|#{bins < j} − q·n| for every grid point j, from one group's histogram."""
-    points = stat.grid[2]
+    points = grid_of(stat)[2]
     counts = np.zeros(points)
     for index, count in hist.items():
         counts[min(int(index), points - 1)] += count
     below = np.concatenate([[0.0], np.cumsum(counts)[:-1]])
-    return -np.abs(below - stat.quantile * counts.sum())
+    utilities: Vector = -np.abs(below - stat.quantile * counts.sum())
+    return utilities
 
 
 def rank_error(stat: Stat, noise: NoisePlan, confidence: float) -> float:
     """With ``confidence``, the released quantile's rank is within this many rows of q·n."""
-    return noise.selectors[stat.name].utility_gap(stat.grid[2], confidence)
+    return noise.selectors[stat.name].utility_gap(grid_of(stat)[2], confidence)
 
 
-def build_rows(outputs_: Sequence, keys: list[tuple], values: dict[str, np.ndarray],
-               intervals_for: Any) -> tuple[list[tuple], list[list[Interval | None]]]:
+def build_rows(outputs_: Sequence[Any], keys: list[Key], values: dict[str, Vector],
+               intervals_for: Any) -> tuple[list[Key], list[list[Interval | None]]]:
     """Evaluates each output column per group; ``intervals_for(output)`` gives stat intervals."""
     rows: list[list[Any]] = [[] for _ in keys]
     ivs: list[list[Interval | None]] = [[] for _ in keys]
@@ -156,22 +172,22 @@ def build_rows(outputs_: Sequence, keys: list[tuple], values: dict[str, np.ndarr
     return [tuple(r) for r in rows], ivs
 
 
-def group_env(key: tuple, values: dict[str, np.ndarray], g: int) -> dict[str, Any]:
+def group_env(key: Key, values: dict[str, Vector], g: int) -> dict[str, Any]:
     """What a post-processing expression sees for group ``g``: its keys (k0…) and statistics (s0…)."""
     env: dict[str, Any] = {f"k{i}": v for i, v in enumerate(key)}
     env.update({name: float(arr[g]) for name, arr in values.items()})
     return env
 
 
-def post_order(plan: Any, keys: list[tuple], values: dict[str, np.ndarray]) -> list[int]:
+def post_order(plan: Any, keys: list[Key], values: dict[str, Vector]) -> list[int]:
     """The groups HAVING keeps, in ORDER BY order, after LIMIT/OFFSET, computed on ``values``
     (released values: post-processing)."""
     envs = [group_env(key, values, g) for g, key in enumerate(keys)]
     return outputs.arrange(plan.having, plan.order, plan.limit, plan.offset, envs)
 
 
-def having_order_limit(plan: Any, keys: list[tuple], values: dict[str, np.ndarray],
-                       rows: list[tuple], intervals: list[list]) -> tuple[list[tuple], list[list]]:
+def having_order_limit(plan: Any, keys: list[Key], values: dict[str, Vector], rows: list[Key],
+                       intervals: list[list[Interval | None]]) -> tuple[list[Key], list[list[Interval | None]]]:
     """HAVING, ORDER BY and LIMIT/OFFSET applied to the rows of the noisy values (post-processing)."""
     order = post_order(plan, keys, values)
     return [rows[g] for g in order], [intervals[g] for g in order]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from dpch.mechanisms.sampling import NoiseSource
 from dpch.pipeline.calibrate import NoisePlan
@@ -24,7 +25,7 @@ from dpch.sql.analyze import QueryPlan
 from dpch.sql.settings import QueryOptions
 
 Interval = tuple[float, float]
-Rows = tuple[list[str], list[tuple], list[list[Interval | None]]]
+Rows = tuple[list[str], list[tuple[Any, ...]], list[list[Interval | None]]]
 
 
 class Noise:

@@ -10,7 +10,7 @@ from typing import Any
 from dpch.accounting.accountant import BudgetStatus
 from dpch.mechanisms.gaussian import GaussianMechanism
 from dpch.pipeline.calibrate import NoisePlan
-from dpch.pipeline.postprocess import rank_error
+from dpch.pipeline.postprocess import grid_of, rank_error
 from dpch.privacy.cost import PrivacyCost
 from dpch.sql.analyze import QueryPlan
 from dpch.sql.settings import QueryOptions
@@ -61,7 +61,7 @@ class Release:
     def to_pandas(self) -> Any:
         """The rows as a pandas DataFrame (pandas is optional: ``pip install dpch[pandas]``)."""
         try:
-            import pandas as pd
+            import pandas as pd  # type: ignore[import-untyped]
         except ImportError:  # pragma: no cover - depends on the environment
             raise ImportError("to_pandas() needs pandas: pip install 'dpch[pandas]'") from None
         return pd.DataFrame(self.rows, columns=self.columns)
@@ -197,7 +197,7 @@ def notes(plan: QueryPlan, noise: NoisePlan, opts: QueryOptions) -> list[str]:
                    "their intervals are conservative (union bound)")
     for stat in plan.stats.values():
         if stat.kind == "quantile":
-            out.append(f"{stat.label}: exponential mechanism on a grid of {stat.grid[2]} points; with "
+            out.append(f"{stat.label}: exponential mechanism on a grid of {grid_of(stat)[2]} points; with "
                        f"{opts.confidence:.0%} confidence its rank is within "
                        f"{rank_error(stat, noise, opts.confidence):.0f} rows of the exact quantile's")
     if noise.selection is not None:
