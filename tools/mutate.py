@@ -68,9 +68,9 @@ TESTS: dict[str, list[str]] = {
     "dpch/mechanisms/gaussian.py": _MECHANISM_TESTS,
     "dpch/mechanisms/calibration.py": _MECHANISM_TESTS,
     "dpch/mechanisms/discrete.py": _MECHANISM_TESTS,
-    "dpch/calibrate.py": ["tests/mechanisms/test_calibration_guards.py", *_SQL_TESTS[:1],
-                          "tests/sql/test_corpus.py", "tests/sql/test_partition_selection.py",
-                          "tests/e2e/test_calibration.py", "tests/accounting/test_budget.py"],
+    "dpch/pipeline/calibrate.py": ["tests/mechanisms/test_calibration_guards.py", *_SQL_TESTS[:1],
+                                   "tests/sql/test_corpus.py", "tests/sql/test_partition_selection.py",
+                                   "tests/e2e/test_calibration.py", "tests/accounting/test_budget.py"],
 }
 
 #: a pytest plugin loaded into every run: Hypothesis derandomized, so verdicts do not depend on the run
