@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpch.mechanisms.sampling import NoiseSource
-from dpch.mechanisms.zcdp import exponential_mechanism_rho
-from dpch.privacy.cost import PrivacyCost
+from dpch.privacy.conversions import exponential_mechanism_rho
+from dpch.privacy.cost import ZCDP, PrivacyCost, PureDP
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,8 @@ class ExponentialMechanism:
 
     @property
     def cost(self) -> PrivacyCost:
-        return PrivacyCost(self.epsilon, 0.0, rho=exponential_mechanism_rho(self.epsilon))
+        # ε-DP, and ε²/8-zCDP as an ε-bounded-range mechanism (Cesar & Rogers 2021)
+        return PrivacyCost.of(PureDP(self.epsilon), ZCDP(exponential_mechanism_rho(self.epsilon)))
 
     def utility_gap(self, m: int, confidence: float = 0.95) -> float:
         """OPT − u(selected) is below this with the given confidence (DR Thm 3.11)."""

@@ -28,7 +28,8 @@ from dpch.mechanisms.exact import rational_at_least
 from dpch.mechanisms.grid import GAUSSIAN_INFLATION, GRID_BITS, gaussian_on_grid
 from dpch.mechanisms.sampling import NoiseSource
 from dpch.mechanisms.zcdp import sigma_for_zcdp
-from dpch.privacy.cost import PrivacyCost
+from dpch.privacy.conversions import gaussian_rho
+from dpch.privacy.cost import ZCDP, ApproxDP, PrivacyCost
 
 #: slack for the grid's discrete calibration (Euler–Maclaurin bound) over the continuous σ
 _GRID_SIGMA_SLACK = 2.0**-16
@@ -75,8 +76,10 @@ class GaussianMechanism:
 
     @property
     def cost(self) -> PrivacyCost:
-        rho = calibration.gaussian_rho(self.sigma, self.sensitivity) if self.sigma > 0 else 0.0
-        return PrivacyCost(self.epsilon, self.delta, rho)
+        # (ε, δ)-DP by calibration, and ρ-zCDP with ρ = Δ2²/(2σ²) at the σ actually sampled
+        # (Bun & Steinke 2016, Prop 1.6; Canonne, Kamath & Steinke 2020, Thm 4 and 14)
+        rho = gaussian_rho(self.sigma, self.sensitivity) if self.sigma > 0 else 0.0
+        return PrivacyCost.of(ApproxDP(self.epsilon, self.delta), ZCDP(rho))
 
     def half_width(self, confidence: float = 0.95) -> float:
         """Half-width h with P(|released − exact| ≤ h) ≥ confidence, per coordinate."""

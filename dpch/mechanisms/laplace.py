@@ -25,7 +25,7 @@ from dpch.mechanisms.discrete import discrete_laplace_half_width
 from dpch.mechanisms.exact import rational_at_least
 from dpch.mechanisms.grid import GRID_BITS, LAPLACE_INFLATION, laplace_on_grid
 from dpch.mechanisms.sampling import NoiseSource
-from dpch.privacy.cost import PrivacyCost
+from dpch.privacy.cost import PrivacyCost, PureDP
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class LaplaceMechanism:
 
     @property
     def cost(self) -> PrivacyCost:
-        return PrivacyCost(self.epsilon, 0.0)
+        return PrivacyCost.of(PureDP(self.epsilon))
 
     def half_width(self, confidence: float = 0.95) -> float:
         """Half-width h with P(|released − exact| ≤ h) ≥ confidence, per coordinate."""

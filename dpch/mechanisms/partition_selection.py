@@ -20,7 +20,7 @@ import numpy as np
 
 from dpch.mechanisms.exact import rational_at_least
 from dpch.mechanisms.sampling import NoiseSource
-from dpch.privacy.cost import PrivacyCost
+from dpch.privacy.cost import ApproxDP, PrivacyCost
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class LaplacePartitionSelection:
 
     @property
     def cost(self) -> PrivacyCost:
-        return PrivacyCost(self.epsilon, self.delta)
+        return PrivacyCost.of(ApproxDP(self.epsilon, self.delta))
 
     def single_unit_release_probability(self) -> float:
         """P(a key held by one unit is released) = P(Z > τ − 1) ≤ δ/G."""
