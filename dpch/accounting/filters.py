@@ -480,7 +480,7 @@ def make_filter(name: str, budget: Budget, options: dict[str, Any] | None = None
     if cls is None:
         raise ConfigError(f"unknown privacy filter {name!r}", hint=f"choose one of {', '.join(FILTERS)}")
     try:
-        return cls(budget, **(options or {}))  # type: ignore[call-arg]
+        return cls(budget, **(options or {}))
     except TypeError as exc:
         raise ConfigError(f"bad options for the {name} filter: {exc}",
                           hint="see the filter's docstring in dpch/accounting/filters.py") from None

@@ -61,7 +61,8 @@ class ExponentialMechanism:
         p = np.exp(logits - logits.max())
         cdf = np.cumsum(p / p.sum())
         draws = np.searchsorted(cdf, source.generator.random(size) * cdf[-1], side="right")
-        return np.minimum(draws, logits.size - 1)
+        picked: np.ndarray = np.minimum(draws, logits.size - 1)
+        return picked
 
 
 def quantile_utilities(values: np.ndarray, q: float, candidates: np.ndarray) -> np.ndarray:
@@ -69,7 +70,8 @@ def quantile_utilities(values: np.ndarray, q: float, candidates: np.ndarray) -> 
     if not 0.0 <= q <= 1.0:
         raise ValueError("q must be in [0, 1]")
     ranks = np.searchsorted(np.sort(np.asarray(values, dtype=float)), candidates, side="right")
-    return -np.abs(ranks - q * np.asarray(values).size)
+    utilities: np.ndarray = -np.abs(ranks - q * np.asarray(values).size)
+    return utilities
 
 
 def private_quantile(

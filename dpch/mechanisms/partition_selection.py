@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 
@@ -48,7 +49,7 @@ class LaplacePartitionSelection:
         object.__setattr__(self, "threshold", 1.0 + k)
 
     @property
-    def scale(self):
+    def scale(self) -> Fraction:
         """The discrete Laplace scale actually sampled (a rational ≥ G/ε)."""
         return rational_at_least(self.max_partitions / self.epsilon)
 
@@ -68,4 +69,5 @@ class LaplacePartitionSelection:
         if counts.size == 0:
             return np.zeros(0, dtype=bool)
         noise = source.discrete_laplace(self.scale, counts.shape).astype(float)
-        return counts + noise > self.threshold
+        mask: np.ndarray = counts + noise > self.threshold
+        return mask

@@ -26,7 +26,7 @@ import enum
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar, cast
+from typing import TypeVar, overload
 
 from dpch.privacy import conversions
 
@@ -95,10 +95,19 @@ class ExPost:
 
 
 TypedCost = PureDP | ApproxDP | ZCDP | ExPost
-_C = TypeVar("_C", PureDP, ApproxDP, ZCDP, ExPost)
 
 
-def compose(costs: Iterable[_C]) -> _C:
+@overload
+def compose(costs: Iterable[PureDP]) -> PureDP: ...
+@overload
+def compose(costs: Iterable[ApproxDP]) -> ApproxDP: ...
+@overload
+def compose(costs: Iterable[ZCDP]) -> ZCDP: ...
+@overload
+def compose(costs: Iterable[ExPost]) -> ExPost: ...
+
+
+def compose(costs: Iterable[TypedCost]) -> TypedCost:
     """The composition of costs of one kind: each parameter sums.
 
     - pure ε and (ε, δ): basic composition (Dwork et al. 2006; Dwork & Roth 2014, Thm 3.16; for
@@ -132,7 +141,7 @@ def compose(costs: Iterable[_C]) -> _C:
         post = _each(items, ExPost)
         result = ExPost(math.fsum(c.epsilon for c in post), math.fsum(c.delta for c in post),
                         math.fsum(c.worst_epsilon for c in post))
-    return cast(_C, result)
+    return result
 
 
 _K = TypeVar("_K")
