@@ -83,8 +83,9 @@ def calibrate(plan: QueryPlan, opts: QueryOptions) -> NoisePlan:
     noise = NoisePlan(mechanism=mechanism)
     for m in additive:
         if mechanism == "gaussian":
+            # a unit moves at most groups_per_unit coordinates: at 1 the scalar calibration is exact
             noise.additive[m.name] = GaussianMechanism(eps, delta, m.l2_sensitivity, integer=m.integer,
-                                                       dimension=dimension)
+                                                       dimension=dimension, unit_coordinates=plan.groups_per_unit)
         else:
             # the representability check (dpch.mechanisms.representable) needs every coordinate that
             # will be released: the declared groups, or at most MAX_GROUPS keys under partition selection
