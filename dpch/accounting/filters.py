@@ -12,6 +12,13 @@ One interface, :class:`PrivacyFilter`:
 - ``spent(history)`` — an odometer: a valid bound on what ``history`` has spent so far.
 - ``remaining(history)`` — the largest pure-ε release (``epsilon``), the δ (and ρ) still free.
 
+Each filter declares, as class attributes, what it accepts and how it charges: ``accepts`` (the
+:class:`~dpch.privacy.cost.CostKind` s a request must be readable as, :func:`kinds`), ``composes``
+(the kind its odometer sums in, by :func:`~dpch.privacy.cost.compose`), ``pure_only`` and
+``charges_realized``. It reads each ledger record through one typed view (``view``): the record's
+(ε, δ), its ρ-zCDP view (its own ρ or its (ε, δ) converted, Rogers et al. 2023, Lemma 2.3), or its
+realized ex-post ε.
+
 ``history`` is the sequence of past releases' costs as the ledger counts them (a reservation
 never settled counts at its worst case; see :mod:`.ledger`). Filters that cannot use a
 realized ex-post cost count an ex-post release at its worst case (:func:`ex_ante`): a
