@@ -91,10 +91,10 @@ class BudgetStatus:
     recent: tuple[LedgerEntry, ...] = ()
     locked: AnalystLock | None = None
 
-    def as_dict(self, *, internal: bool = False) -> dict:
+    def as_dict(self, *, internal: bool = False) -> dict[str, Any]:
         """Plain data (``--json``, the HTTP front). ``internal`` adds why the analyst is locked:
         the data owner's view only, never sent to the analyst."""
-        def cost(c: PrivacyCost) -> dict:
+        def cost(c: PrivacyCost) -> dict[str, Any]:
             d: dict[str, Any] = {"epsilon": c.epsilon, "delta": c.delta}
             if c.rho is not None:
                 d["rho"] = c.rho
@@ -121,7 +121,7 @@ class BudgetStatus:
         return data
 
 
-def entry_dict(entry: LedgerEntry) -> dict:
+def entry_dict(entry: LedgerEntry) -> dict[str, Any]:
     """A ledger entry as plain data (for ``--json`` and the HTTP front)."""
     data: dict[str, Any] = {
         "release_id": entry.release_id, "time": entry.time.isoformat(), "dataset": entry.dataset,

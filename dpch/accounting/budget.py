@@ -14,6 +14,7 @@ import json
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from dpch.errors import ConfigError
 from dpch.store.engine import Engine
@@ -44,7 +45,7 @@ class BudgetSetting:
     budget: Budget
     dataset: str = ""
     filter: str = ""
-    options: dict | None = None
+    options: dict[str, Any] | None = None
 
 
 class BudgetStore:
@@ -93,7 +94,7 @@ class BudgetStore:
         }
 
     def set(self, analyst: str, budget: Budget, *, dataset: str = "", filter: str = "",
-            options: dict | None = None) -> None:
+            options: dict[str, Any] | None = None) -> None:
         self.engine.insert(
             BUDGETS_TABLE,
             [[analyst, budget.epsilon, budget.delta, datetime.now(UTC), whoami(), dataset, filter,

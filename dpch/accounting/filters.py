@@ -12,6 +12,13 @@ One interface, :class:`PrivacyFilter`:
 - ``spent(history)`` — an odometer: a valid bound on what ``history`` has spent so far.
 - ``remaining(history)`` — the largest pure-ε release (``epsilon``), the δ (and ρ) still free.
 
+Each filter declares, as class attributes, what it accepts and how it charges: ``accepts`` (the
+:class:`~dpch.privacy.cost.CostKind` s a request must be readable as, :func:`kinds`), ``composes``
+(the kind its odometer sums in, by :func:`~dpch.privacy.cost.compose`), ``pure_only`` and
+``charges_realized``. It reads each ledger record through one typed view (``view``): the record's
+(ε, δ), its ρ-zCDP view (its own ρ or its (ε, δ) converted, Rogers et al. 2023, Lemma 2.3), or its
+realized ex-post ε.
+
 ``history`` is the sequence of past releases' costs as the ledger counts them (a reservation
 never settled counts at its worst case; see :mod:`.ledger`). Filters that cannot use a
 realized ex-post cost count an ex-post release at its worst case (:func:`ex_ante`): a
@@ -40,8 +47,8 @@ from typing import Any, ClassVar
 from dpch.accounting import odometers
 from dpch.accounting.budget import Budget
 from dpch.errors import ConfigError
-from dpch.mechanisms.zcdp import rho_max, zcdp_to_dp_epsilon
-from dpch.privacy.cost import PrivacyCost
+from dpch.privacy.conversions import rho_max, zcdp_to_dp_epsilon
+from dpch.privacy.cost import ZCDP, ApproxDP, CostKind, ExPost, PrivacyCost, PureDP, compose
 
 #: relative slack for floating-point sums (ten charges of 0.1 must fit a budget of 1.0);
 #: 1e-9·ε is far below any meaningful privacy difference
@@ -67,7 +74,18 @@ def ex_ante(cost: PrivacyCost) -> PrivacyCost:
         return cost
     eps = cost.worst_epsilon if cost.worst_epsilon is not None else cost.epsilon
     rho = cost.worst_rho if cost.worst_rho is not None else cost.rho
-    return PrivacyCost(eps, cost.delta, rho)
+    return PrivacyCost(eps, cost.delta, rho, rho_delta=cost.rho_delta if rho is not None else 0.0)
+
+
+def kinds(cost: PrivacyCost) -> frozenset[CostKind]:
+    """The kinds ``cost`` can be read as: every release has an (ε, δ) and a zCDP view (its own ρ or
+    its (ε, δ) converted); it is pure if its δ is 0, ex-post if its ε is realized."""
+    out = {CostKind.APPROX, CostKind.ZCDP}
+    if cost.delta == 0 and (cost.rho is None or cost.rho_delta == 0):
+        out.add(CostKind.PURE)
+    if cost.ex_post:
+        out.add(CostKind.EX_POST)
+    return frozenset(out)
 
 
 def _within(value: float, limit: float) -> bool:
@@ -83,6 +101,10 @@ class PrivacyFilter(ABC):
     pure_only: ClassVar[bool] = False
     #: an ex-post release is charged its realized cost, not its worst case
     charges_realized: ClassVar[bool] = False
+    #: the kinds of release this filter admits: a request must be readable as one of them (:func:`kinds`)
+    accepts: ClassVar[frozenset[CostKind]] = frozenset(CostKind)
+    #: the kind of cost the filter composes its history in (the terms of its odometer)
+    composes: ClassVar[CostKind]
 
     def __init__(self, budget: Budget) -> None:
         self.budget = budget
@@ -110,6 +132,14 @@ class PrivacyFilter(ABC):
         eps, delta = self.guarantee()
         return f"{self.name} ({self.theorem}): ({eps:g}, {delta:g})-DP overall"
 
+    def refuse_kind(self, request: PrivacyCost) -> Decision | None:
+        """A refusal if ``request`` is of no kind this filter :attr:`accepts`."""
+        if self.accepts & kinds(request):
+            return None
+        wanted = " or ".join(sorted(k.value for k in self.accepts))
+        extra = f"; this one needs δ {request.delta:g}" if request.delta > 0 else ""
+        return Decision(False, f"the {self.name} filter admits only {wanted} releases{extra}")
+
 
 class BasicCompositionFilter(PrivacyFilter):
     """Basic composition (001 Thm 3.4, with δ): admit while Σε ≤ ε_budget and Σδ ≤ δ_budget.
@@ -120,22 +150,23 @@ class BasicCompositionFilter(PrivacyFilter):
 
     name = "basic"
     theorem = "001 Thm 3.4, basic composition"
+    composes = CostKind.APPROX
 
-    def _view(self, cost: PrivacyCost) -> PrivacyCost:
-        return ex_ante(cost)
+    def view(self, cost: PrivacyCost) -> ApproxDP:
+        """One release in this filter's terms: its (ε, δ), an ex-post release at its worst case."""
+        return cost.approx_dp()
 
     def spent(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
-        costs = [self._view(c) for c in history]
-        return PrivacyCost(math.fsum(c.epsilon for c in costs), math.fsum(c.delta for c in costs))
-
-    def _refuse_delta(self, request: PrivacyCost) -> Decision | None:
-        return None
+        if not history:
+            return PrivacyCost(0.0, 0.0)
+        total = compose([self.view(c) for c in history])
+        return PrivacyCost(total.epsilon, total.delta)
 
     def _epsilon_fits(self, spent_eps: float, need: float) -> bool:
         return _within(spent_eps + need, self.budget.epsilon)
 
     def decide(self, history: Sequence[PrivacyCost], request: PrivacyCost) -> Decision:
-        refused = self._refuse_delta(request)
+        refused = self.refuse_kind(request)
         if refused is not None:
             return refused
         spent = self.spent(history)
@@ -163,14 +194,13 @@ class PureEpsilonFilter(BasicCompositionFilter):
     name = "pure"
     theorem = "001 Thm 3.4, pure ε"
     pure_only = True
-
-    def _refuse_delta(self, request: PrivacyCost) -> Decision | None:
-        if request.delta > 0:
-            return Decision(False, f"the pure ε filter admits only δ = 0 releases; this one needs δ {request.delta:g}")
-        return None
+    accepts = frozenset({CostKind.PURE})
+    composes = CostKind.PURE
 
     def spent(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
-        return PrivacyCost(math.fsum(self._view(c).epsilon for c in history), 0.0)
+        if not history:
+            return PrivacyCost(0.0, 0.0)
+        return PrivacyCost(compose([PureDP(self.view(c).epsilon) for c in history]).epsilon, 0.0)
 
     def guarantee(self) -> tuple[float, float]:
         return self.budget.epsilon, 0.0
@@ -189,9 +219,14 @@ class ExPostFilter(BasicCompositionFilter):
     name = "ex_post"
     theorem = "000 Lemma 5.2, ex-post filter"
     charges_realized = True
+    composes = CostKind.EX_POST
 
-    def _view(self, cost: PrivacyCost) -> PrivacyCost:
-        return PrivacyCost(cost.epsilon, cost.delta)  # realized E_i (a reservation: its worst case)
+    def spent(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
+        # realized E_i (a reservation: its worst case), composed by Rogers et al. 2023, Lemma 5.1
+        if not history:
+            return PrivacyCost(0.0, 0.0)
+        total: ExPost = compose([c.realized_ex_post() for c in history])
+        return PrivacyCost(total.epsilon, total.delta)
 
 
 class PureExPostFilter(ExPostFilter):
@@ -223,6 +258,8 @@ class AdvancedCompositionFilter(PrivacyFilter):
     name = "advanced"
     theorem = "001 Thm 5.1 advanced-composition filter"
     pure_only = True
+    #: pure ε_i rounds; (ε_i, δ_i) rounds only with ``approx_delta_share`` > 0 (checked in :meth:`decide`)
+    composes = CostKind.PURE
 
     def __init__(self, budget: Budget, *, approx_delta_share: float = 0.0, odometer_n: float = 1e6) -> None:
         super().__init__(budget)
@@ -240,7 +277,7 @@ class AdvancedCompositionFilter(PrivacyFilter):
         self.x = odometers.filter_x(budget.epsilon, self.delta_g)
 
     def _rounds(self, history: Sequence[PrivacyCost]) -> tuple[list[float], list[float]]:
-        costs = [ex_ante(c) for c in history]
+        costs = [c.approx_dp() for c in history]  # an ex-post release at its worst case
         return [c.epsilon for c in costs], [c.delta for c in costs]
 
     def _effective(self, eps: list[float]) -> list[float]:
@@ -307,6 +344,7 @@ class ZCDPFilter(PrivacyFilter):
 
     name = "zcdp"
     theorem = "000 Thm 2, zCDP filter"
+    composes = CostKind.ZCDP
     #: whether realized Brownian costs are charged (Thm 6) rather than worst cases
     brownian: ClassVar[bool] = False
     default_printed: ClassVar[bool] = False
@@ -330,19 +368,26 @@ class ZCDPFilter(PrivacyFilter):
         ρ + 2√(2ρ log(1/δ'')) when ``printed``, the proof's ρ + 2√(ρ log(1/δ'')) otherwise)."""
         return rho_max(epsilon, delta_conv, printed_theorem_6=printed)
 
-    def zcdp_view(self, cost: PrivacyCost, *, admission: bool) -> tuple[float, float]:
-        """(ρ, δ) of one release. Realized ρ is used only for charged Brownian runs under Thm 6."""
+    def view(self, cost: PrivacyCost, *, admission: bool) -> ZCDP:
+        """One release as δ-approximate ρ-zCDP: its own ρ (with its δ), or its (ε, δ) converted
+        (Rogers et al. 2023, Lemma 2.3); an ex-post release at its worst case, except that a charged
+        Brownian run counts its realized ρ under Thm 6."""
         if cost.ex_post and cost.rho is not None and self.brownian:
             rho = cost.worst_rho if admission and cost.worst_rho is not None else cost.rho
-            return rho, 0.0  # Thm 6: a BM round has δ_n = 0
-        fixed = ex_ante(cost)
-        if fixed.rho is not None:
-            return fixed.rho, 0.0
-        return fixed.epsilon * fixed.epsilon / 2.0, fixed.delta
+            return ZCDP(rho, 0.0)  # Thm 6: a BM round has δ_n = 0
+        return ex_ante(cost).zcdp()
+
+    def zcdp_view(self, cost: PrivacyCost, *, admission: bool) -> tuple[float, float]:
+        """(ρ, δ) of one release (:meth:`view` as a pair)."""
+        v = self.view(cost, admission=admission)
+        return v.rho, v.delta
 
     def totals(self, history: Sequence[PrivacyCost]) -> tuple[float, float]:
-        views = [self.zcdp_view(c, admission=False) for c in history]
-        return math.fsum(v[0] for v in views), math.fsum(v[1] for v in views)
+        """(Σρ, Σδ) of ``history``: zCDP composition (Rogers et al. 2023, Lemma 2.4)."""
+        if not history:
+            return 0.0, 0.0
+        total = compose([self.view(c, admission=False) for c in history])
+        return total.rho, total.delta
 
     def decide(self, history: Sequence[PrivacyCost], request: PrivacyCost) -> Decision:
         rho, delta = self.totals(history)
@@ -395,6 +440,8 @@ class MixedFilter(PrivacyFilter):
     name = "mixed"
     theorem = "000 Thm 3, mixed zCDP + ex-post filter"
     charges_realized = True
+    #: fixed-cost releases compose in ρ on the zCDP side, ex-post ones in realized ε on the other
+    composes = CostKind.ZCDP
 
     def __init__(self, budget: Budget, *, split: float = 0.5, conversion_delta_share: float = 0.5) -> None:
         super().__init__(budget)
@@ -440,7 +487,7 @@ def make_filter(name: str, budget: Budget, options: dict[str, Any] | None = None
     if cls is None:
         raise ConfigError(f"unknown privacy filter {name!r}", hint=f"choose one of {', '.join(FILTERS)}")
     try:
-        return cls(budget, **(options or {}))  # type: ignore[call-arg]
+        return cls(budget, **(options or {}))
     except TypeError as exc:
         raise ConfigError(f"bad options for the {name} filter: {exc}",
                           hint="see the filter's docstring in dpch/accounting/filters.py") from None

@@ -66,17 +66,17 @@ class LedgerEntry:
         if self.status == "reserved":
             w = self.worst
             return PrivacyCost(w.epsilon, w.delta, w.rho, ex_post=self.cost.ex_post,
-                               worst_epsilon=w.epsilon, worst_rho=w.rho)
+                               worst_epsilon=w.epsilon, worst_rho=w.rho, rho_delta=w.rho_delta)
         return self.cost
 
 
 def worst_of(cost: PrivacyCost) -> PrivacyCost:
     """The worst case a request can cost, as stored in the ``worst_*`` columns."""
     if not cost.ex_post:
-        return PrivacyCost(cost.epsilon, cost.delta, cost.rho)
+        return PrivacyCost(cost.epsilon, cost.delta, cost.rho, rho_delta=cost.rho_delta)
     eps = cost.worst_epsilon if cost.worst_epsilon is not None else cost.epsilon
     rho = cost.worst_rho if cost.worst_rho is not None else cost.rho
-    return PrivacyCost(eps, cost.delta, rho)
+    return PrivacyCost(eps, cost.delta, rho, rho_delta=cost.rho_delta if rho is not None else 0.0)
 
 
 class Ledger:
@@ -101,7 +101,10 @@ class Ledger:
         engine.command(
             f"ALTER TABLE {self.table} ADD COLUMN IF NOT EXISTS worst_rho Nullable(Float64),"
             " ADD COLUMN IF NOT EXISTS ex_post Bool DEFAULT false,"
-            " ADD COLUMN IF NOT EXISTS datasets Array(String) DEFAULT []"
+            " ADD COLUMN IF NOT EXISTS datasets Array(String) DEFAULT [],"
+            # the δ of a release's zCDP view (δ-approximate ρ-zCDP; PrivacyCost.rho_delta): 0 for rows
+            # written before it existed, which is right for them (only ρ-zCDP mechanisms had a ρ)
+            " ADD COLUMN IF NOT EXISTS rho_delta Float64 DEFAULT 0"
         )
 
     def _new(self, status: str, *, analyst: str, datasets: tuple[str, ...], query_hash: str, mechanism: str,
@@ -137,7 +140,7 @@ class Ledger:
             ex_post = reserved.cost.ex_post
             cost = PrivacyCost(realized.epsilon, realized.delta, realized.rho, ex_post=ex_post,
                                worst_epsilon=reserved.worst.epsilon if ex_post else None,
-                               worst_rho=reserved.worst.rho if ex_post else None)
+                               worst_rho=reserved.worst.rho if ex_post else None, rho_delta=realized.rho_delta)
             entry = replace(reserved, status="charged", cost=cost, time=datetime.now(UTC))
         self.engine.insert_row(LEDGER_TABLE, self._row(entry, 2))
         return replace(entry, time=reserved.time)
@@ -172,6 +175,7 @@ class Ledger:
             "worst_rho": ("Nullable(Float64)", entry.worst.rho),
             "ex_post": ("Bool", entry.cost.ex_post),
             "datasets": ("Array(String)", list(entry.datasets)),
+            "rho_delta": ("Float64", entry.cost.rho_delta),
         }
 
     def entries(self, analyst: str) -> list[LedgerEntry]:
@@ -181,7 +185,7 @@ class Ledger:
             " argMax(query_hash, seq), argMax(mechanism, seq), argMax(status, seq),"
             " argMax(epsilon, seq), argMax(delta, seq), argMax(rho, seq),"
             " argMax(worst_epsilon, seq), argMax(worst_delta, seq), argMax(worst_rho, seq),"
-            " max(ex_post), argMax(filter, seq), argMax(datasets, seq)"
+            " max(ex_post), argMax(filter, seq), argMax(datasets, seq), argMax(rho_delta, seq)"
             f" FROM {self.table} WHERE analyst = {{a:String}}"
             " GROUP BY release_id ORDER BY min(time), release_id",
             {"a": analyst},
@@ -189,9 +193,11 @@ class Ledger:
         result = []
         for r in rows:
             ex_post = bool(r[13])
-            worst = PrivacyCost(r[10], r[11], r[12])
+            rho_delta = float(r[16]) if r[9] is not None else 0.0
+            worst = PrivacyCost(r[10], r[11], r[12], rho_delta=rho_delta if r[12] is not None else 0.0)
             cost = PrivacyCost(r[7], r[8], r[9], ex_post=ex_post,
-                               worst_epsilon=r[10] if ex_post else None, worst_rho=r[12] if ex_post else None)
+                               worst_epsilon=r[10] if ex_post else None, worst_rho=r[12] if ex_post else None,
+                               rho_delta=rho_delta)
             result.append(LedgerEntry(
                 release_id=r[0], time=r[1], analyst=r[2], dataset=r[3], query_hash=r[4],
                 mechanism=r[5], status=r[6], cost=cost, worst=worst, filter=r[14], datasets=tuple(r[15]),

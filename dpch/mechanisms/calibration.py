@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import math
 
-from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtri
+
+from dpch.privacy import conversions
 
 
 def _check_positive(**values: float) -> None:
@@ -47,34 +48,49 @@ def gaussian_sigma_for_half_width(half_width: float, confidence: float) -> float
     return half_width / float(ndtri(1.0 - _beta(confidence) / 2.0))
 
 
-def _analytic_gaussian_excess(sigma: float, epsilon: float, sensitivity: float) -> float:
-    """δ(σ) − 0 for the Balle–Wang condition, computed in log space to avoid underflow."""
+def analytic_gaussian_delta(sigma: float, epsilon: float, sensitivity: float) -> float:
+    """The exact δ at ε of N(0, σ²·I) noise on a query of ℓ2 sensitivity Δ2 (Balle & Wang 2018,
+    Thm 8): Φ(Δ/(2σ) − εσ/Δ) − e^ε·Φ(−Δ/(2σ) − εσ/Δ), in log space to avoid underflow.
+
+    For a vector query Δ2 is the ℓ2 sensitivity of the whole vector: the Gaussian is rotation
+    invariant, so the privacy loss of a shift μ is that of a scalar shift ‖μ‖₂ (Thm 8 is stated
+    for ℓ2 sensitivity)."""
     a = sensitivity / (2.0 * sigma)
     b = epsilon * sigma / sensitivity
     first = math.exp(float(log_ndtr(a - b)))
     second = math.exp(epsilon + float(log_ndtr(-a - b)))
-    return first - second
+    return max(0.0, first - second)
 
 
 def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
     """Smallest σ for which N(0, σ²) noise makes a query of ℓ2 sensitivity Δ2 (ε, δ)-DP.
 
-    Balle & Wang 2018, Theorem 8 (ALGORITHMS.md part C). δ(σ) is decreasing in σ, so the
-    root is bracketed and found with Brent's method to relative precision 1e-12.
+    Balle & Wang 2018, Thm 8 (ALGORITHMS.md part C): δ(σ) (:func:`analytic_gaussian_delta`)
+    decreases in σ, so the root is bracketed and bisected to relative width 1e-12; the upper
+    end is returned, so the exact δ at the σ returned never exceeds ``delta``.
     """
     _check_positive(epsilon=epsilon, delta=delta, sensitivity=sensitivity)
     if delta >= 1:
         raise ValueError("delta must be below 1")
 
-    def excess(sigma: float) -> float:
-        return _analytic_gaussian_excess(sigma, epsilon, sensitivity) - delta
+    def fits(sigma: float) -> bool:
+        return analytic_gaussian_delta(sigma, epsilon, sensitivity) <= delta
 
     lo, hi = sensitivity * 1e-3, sensitivity
-    while excess(lo) < 0:
+    while fits(lo):
         lo /= 10.0
-    while excess(hi) > 0:
+    while not fits(hi):
         hi *= 2.0
-    return float(brentq(excess, lo, hi, xtol=1e-14, rtol=1e-12, maxiter=500))
+    # bisection keeps the invariant fits(hi) and not fits(lo); brentq's root may land on either side
+    for _ in range(200):
+        if hi - lo <= 1e-12 * hi:
+            break
+        mid = 0.5 * (lo + hi)
+        if fits(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 def classic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
@@ -84,8 +100,9 @@ def classic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.
 
 
 def gaussian_rho(sigma: float, sensitivity: float) -> float:
-    """zCDP parameter of N(0, σ²) on a query of ℓ2 sensitivity Δ2: ρ = Δ2²/(2σ²)."""
-    return sensitivity**2 / (2.0 * sigma**2)
+    """zCDP parameter of N(0, σ²) on a query of ℓ2 sensitivity Δ2: ρ = Δ2²/(2σ²) (Bun & Steinke
+    2016, Prop 1.6; :func:`dpch.privacy.conversions.gaussian_rho`)."""
+    return conversions.gaussian_rho(sigma, sensitivity)
 
 
 def _beta(confidence: float) -> float:

@@ -87,7 +87,7 @@ def _exp_neg1_word(index: int) -> int:
         previous, partial = partial, partial + term
         lo, hi = sorted((previous, partial))
         if math.floor(lo * 2**bits) == math.floor(hi * 2**bits):
-            return math.floor(lo * 2**bits) & ((1 << 64) - 1)
+            return int(math.floor(lo * 2**bits)) & ((1 << 64) - 1)
 
 
 def _bernoulli_exp_minus_one(rng: np.random.Generator, size: int) -> np.ndarray:
@@ -158,7 +158,8 @@ def _discrete_laplace_round(rng: np.random.Generator, n: int, s: int, t: int) ->
     y = x // s
     b = rng.integers(0, 2, size=y.size).astype(bool)
     ok = ~(b & (y == 0))
-    return np.where(b, -y, y)[ok]
+    signed: np.ndarray = np.where(b, -y, y)[ok]
+    return signed
 
 
 def discrete_laplace(rng: np.random.Generator, scale: Fraction, size: int | tuple[int, ...]) -> np.ndarray:

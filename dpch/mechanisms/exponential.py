@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpch.mechanisms.sampling import NoiseSource
-from dpch.mechanisms.zcdp import exponential_mechanism_rho
-from dpch.privacy.cost import PrivacyCost
+from dpch.privacy.conversions import exponential_mechanism_rho
+from dpch.privacy.cost import ZCDP, PrivacyCost, PureDP
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,8 @@ class ExponentialMechanism:
 
     @property
     def cost(self) -> PrivacyCost:
-        return PrivacyCost(self.epsilon, 0.0, rho=exponential_mechanism_rho(self.epsilon))
+        # ε-DP, and ε²/8-zCDP as an ε-bounded-range mechanism (Cesar & Rogers 2021)
+        return PrivacyCost.of(PureDP(self.epsilon), ZCDP(exponential_mechanism_rho(self.epsilon)))
 
     def utility_gap(self, m: int, confidence: float = 0.95) -> float:
         """OPT − u(selected) is below this with the given confidence (DR Thm 3.11)."""
@@ -60,7 +61,8 @@ class ExponentialMechanism:
         p = np.exp(logits - logits.max())
         cdf = np.cumsum(p / p.sum())
         draws = np.searchsorted(cdf, source.generator.random(size) * cdf[-1], side="right")
-        return np.minimum(draws, logits.size - 1)
+        picked: np.ndarray = np.minimum(draws, logits.size - 1)
+        return picked
 
 
 def quantile_utilities(values: np.ndarray, q: float, candidates: np.ndarray) -> np.ndarray:
@@ -68,7 +70,8 @@ def quantile_utilities(values: np.ndarray, q: float, candidates: np.ndarray) -> 
     if not 0.0 <= q <= 1.0:
         raise ValueError("q must be in [0, 1]")
     ranks = np.searchsorted(np.sort(np.asarray(values, dtype=float)), candidates, side="right")
-    return -np.abs(ranks - q * np.asarray(values).size)
+    utilities: np.ndarray = -np.abs(ranks - q * np.asarray(values).size)
+    return utilities
 
 
 def private_quantile(

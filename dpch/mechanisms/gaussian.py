@@ -28,7 +28,8 @@ from dpch.mechanisms.exact import rational_at_least
 from dpch.mechanisms.grid import GAUSSIAN_INFLATION, GRID_BITS, gaussian_on_grid
 from dpch.mechanisms.sampling import NoiseSource
 from dpch.mechanisms.zcdp import sigma_for_zcdp
-from dpch.privacy.cost import PrivacyCost
+from dpch.privacy.conversions import gaussian_rho
+from dpch.privacy.cost import ZCDP, ApproxDP, PrivacyCost
 
 #: slack for the grid's discrete calibration (Euler–Maclaurin bound) over the continuous σ
 _GRID_SIGMA_SLACK = 2.0**-16
@@ -47,10 +48,18 @@ class GaussianMechanism:
     sensitivity: float
     #: the query's exact values are integers: sample the discrete Gaussian exactly
     integer: bool = False
-    #: coordinates released together (groups): above 1, σ also meets (ε, δ) through the exact
-    #: zCDP of the multivariate discrete Gaussian (CKS Thm 14 + Cor 13), since the
-    #: single-coordinate calibration (CKS Thm 7) is not proven for vectors
+    #: coordinates released together (groups)
     dimension: int = 1
+    #: the most coordinates one privacy unit can move (``None``: any of them). When a unit moves one
+    #: coordinate only (a GROUP BY where a unit has one row, or one group under partition
+    #: selection), the other coordinates are identically distributed on both neighbours, so the
+    #: vector release is exactly the scalar mechanism on that coordinate: the scalar calibration
+    #: (Balle & Wang 2018, Thm 8; CKS Thm 7 for integers) is exact and the smallest valid σ.
+    #: Otherwise σ also meets (ε, δ) through the exact zCDP of the multivariate discrete Gaussian
+    #: (CKS Thm 14 + Cor 13): the scalar (ε, δ) calibrations are proven for one coordinate only,
+    #: and the exact δ of the *discrete* vector Gaussian at the continuous vector σ can exceed the
+    #: target (tests/mechanisms/test_vector_gaussian.py shows a shift (1, 1, 1) where it does).
+    unit_coordinates: int | None = None
     sigma: float = field(init=False)
     name = "gaussian"
 
@@ -67,7 +76,7 @@ class GaussianMechanism:
         sigma = calibration.analytic_gaussian_sigma(self.epsilon, self.delta, self.sensitivity)
         if self.integer:
             sigma = max(sigma, discrete_gaussian_sigma(self.epsilon, self.delta, self.sensitivity))
-        if self.dimension > 1:
+        if self.dimension > 1 and (self.unit_coordinates is None or self.unit_coordinates > 1):
             sigma = max(sigma, sigma_for_zcdp(self.epsilon, self.delta, self.sensitivity))
         if self.integer:
             sigma = representable.integer_sigma(sigma, self.epsilon, self.delta, self.sensitivity)
@@ -75,8 +84,10 @@ class GaussianMechanism:
 
     @property
     def cost(self) -> PrivacyCost:
-        rho = calibration.gaussian_rho(self.sigma, self.sensitivity) if self.sigma > 0 else 0.0
-        return PrivacyCost(self.epsilon, self.delta, rho)
+        # (ε, δ)-DP by calibration, and ρ-zCDP with ρ = Δ2²/(2σ²) at the σ actually sampled
+        # (Bun & Steinke 2016, Prop 1.6; Canonne, Kamath & Steinke 2020, Thm 4 and 14)
+        rho = gaussian_rho(self.sigma, self.sensitivity) if self.sigma > 0 else 0.0
+        return PrivacyCost.of(ApproxDP(self.epsilon, self.delta), ZCDP(rho))
 
     def half_width(self, confidence: float = 0.95) -> float:
         """Half-width h with P(|released − exact| ≤ h) ≥ confidence, per coordinate."""
@@ -97,6 +108,7 @@ class GaussianMechanism:
         sensitivity: float,
         integer: bool = False,
         dimension: int = 1,
+        unit_coordinates: int | None = None,
     ) -> GaussianMechanism:
         """Accuracy-first inverse: the smallest ε (to 1e-9 relative) at ``delta`` whose
         :meth:`half_width` (for what is actually sampled) is within ±half_width."""
@@ -105,7 +117,8 @@ class GaussianMechanism:
         def fits(eps: float) -> bool:
             # an ε too small to sample counts as too wide: the search ends on a representable ε
             try:
-                return cls(eps, delta, sensitivity, integer, dimension).half_width(confidence) <= half_width
+                return cls(eps, delta, sensitivity, integer, dimension,
+                           unit_coordinates).half_width(confidence) <= half_width
             except QueryRejected:
                 return False
 
@@ -121,7 +134,7 @@ class GaussianMechanism:
                 lo = mid
             if hi / lo < 1 + 1e-9:
                 break
-        return cls(hi, delta, sensitivity, integer, dimension)
+        return cls(hi, delta, sensitivity, integer, dimension, unit_coordinates)
 
     def _sigma2_float(self) -> float:
         return float(rational_at_least(self.sigma**2))
@@ -133,5 +146,6 @@ class GaussianMechanism:
             return values.copy()
         if self.integer:
             noise = source.discrete_gaussian(self.sigma, values.shape)
-            return np.rint(values) + noise.astype(float)
+            released: np.ndarray = np.rint(values) + noise.astype(float)
+            return released
         return gaussian_on_grid(values, self.sensitivity, self.epsilon, self.delta, self.sigma, source.generator)

@@ -104,7 +104,8 @@ def _from_grid(q: np.ndarray, noise: np.ndarray, width: float) -> np.ndarray:
     total = q + noise  # exact integer addition (int64, or Python ints for huge values)
     if total.dtype == object:
         return np.array([math.ldexp(float(v), 0) * width for v in total.ravel()]).reshape(total.shape)
-    return total.astype(float) * width
+    scaled: np.ndarray = total.astype(float) * width
+    return scaled
 
 
 def laplace_on_grid(values: np.ndarray, sensitivity: float, epsilon: float, rng: np.random.Generator) -> np.ndarray:

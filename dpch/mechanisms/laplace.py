@@ -14,7 +14,9 @@ continuous bound inflated by the grid's worst-case scale increase and rounding e
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,7 +27,7 @@ from dpch.mechanisms.discrete import discrete_laplace_half_width
 from dpch.mechanisms.exact import rational_at_least
 from dpch.mechanisms.grid import GRID_BITS, LAPLACE_INFLATION, laplace_on_grid
 from dpch.mechanisms.sampling import NoiseSource
-from dpch.privacy.cost import PrivacyCost
+from dpch.privacy.cost import PrivacyCost, PureDP
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,7 @@ class LaplaceMechanism:
 
     @property
     def cost(self) -> PrivacyCost:
-        return PrivacyCost(self.epsilon, 0.0)
+        return PrivacyCost.of(PureDP(self.epsilon))
 
     def half_width(self, confidence: float = 0.95) -> float:
         """Half-width h with P(|released − exact| ≤ h) ≥ confidence, per coordinate."""
@@ -77,7 +79,7 @@ class LaplaceMechanism:
         lo, hi = sensitivity / scale * 0.5, sensitivity / scale * 2.0
         for _ in range(60):
             mid = math.sqrt(lo * hi)
-            if _fits(lambda eps=mid: cls(eps, sensitivity, integer), half_width, confidence):
+            if _fits(functools.partial(cls, mid, sensitivity, integer), half_width, confidence):
                 hi = mid
             else:
                 lo = mid
@@ -91,17 +93,18 @@ class LaplaceMechanism:
         if self.integer:
             q = np.rint(values)
             noise = source.discrete_laplace(self.scale, values.shape)
-            return q + noise.astype(float)
+            released: np.ndarray = q + noise.astype(float)
+            return released
         return laplace_on_grid(values, self.sensitivity, self.epsilon, source.generator)
 
 
-def _fits(build, half_width: float, confidence: float) -> bool:
+def _fits(build: Callable[[], LaplaceMechanism], half_width: float, confidence: float) -> bool:
     """Whether the mechanism ``build()`` makes is representable and within ±half_width.
 
     An ε too small to sample is treated like one whose interval is too wide: the bisection
     then settles on the smallest representable ε (or the final build refuses clearly).
     """
     try:
-        return build().half_width(confidence) <= half_width
+        return bool(build().half_width(confidence) <= half_width)
     except QueryRejected:
         return False

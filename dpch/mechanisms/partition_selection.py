@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 
 from dpch.mechanisms.exact import rational_at_least
 from dpch.mechanisms.sampling import NoiseSource
-from dpch.privacy.cost import PrivacyCost
+from dpch.privacy.cost import ApproxDP, PrivacyCost
 
 
 @dataclass(frozen=True)
@@ -48,13 +49,13 @@ class LaplacePartitionSelection:
         object.__setattr__(self, "threshold", 1.0 + k)
 
     @property
-    def scale(self):
+    def scale(self) -> Fraction:
         """The discrete Laplace scale actually sampled (a rational ≥ G/ε)."""
         return rational_at_least(self.max_partitions / self.epsilon)
 
     @property
     def cost(self) -> PrivacyCost:
-        return PrivacyCost(self.epsilon, self.delta)
+        return PrivacyCost.of(ApproxDP(self.epsilon, self.delta))
 
     def single_unit_release_probability(self) -> float:
         """P(a key held by one unit is released) = P(Z > τ − 1) ≤ δ/G."""
@@ -68,4 +69,5 @@ class LaplacePartitionSelection:
         if counts.size == 0:
             return np.zeros(0, dtype=bool)
         noise = source.discrete_laplace(self.scale, counts.shape).astype(float)
-        return counts + noise > self.threshold
+        mask: np.ndarray = counts + noise > self.threshold
+        return mask

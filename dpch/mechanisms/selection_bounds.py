@@ -38,7 +38,8 @@ def log_gaussian_expectation(log_g: Callable[[np.ndarray], np.ndarray], points: 
     """
 
     def h(z: np.ndarray) -> np.ndarray:
-        return -0.5 * z * z - _LOG_SQRT_2PI + log_g(z)
+        out: np.ndarray = -0.5 * z * z - _LOG_SQRT_2PI + log_g(z)
+        return out
 
     coarse = np.linspace(-60.0, 60.0, 24_001)
     hc = h(coarse)

@@ -21,7 +21,7 @@ from dpch.mechanisms.exponential import ExponentialMechanism
 from dpch.mechanisms.gaussian import GaussianMechanism
 from dpch.mechanisms.laplace import LaplaceMechanism
 from dpch.mechanisms.partition_selection import LaplacePartitionSelection
-from dpch.privacy.cost import PrivacyCost
+from dpch.privacy.cost import PrivacyCost, compose
 from dpch.sql.aggregates import Stat
 from dpch.sql.analyze import MAX_GROUPS, QueryPlan
 from dpch.sql.settings import QueryOptions
@@ -42,17 +42,21 @@ class NoisePlan:
     @property
     def parts(self) -> list[tuple[str, PrivacyCost]]:
         parts = [(name, m.cost) for name, m in self.additive.items()]
-        parts += [(name, PrivacyCost(m.epsilon, 0.0)) for name, m in self.selectors.items()]
+        parts += [(name, m.cost) for name, m in self.selectors.items()]
         if self.selection is not None:
             parts.append(("partition selection", self.selection.cost))
         return parts
 
     @property
     def cost(self) -> PrivacyCost:
-        total = PrivacyCost(0.0, 0.0)
-        for _, cost in self.parts:
-            total = PrivacyCost(total.epsilon + cost.epsilon, total.delta + cost.delta)
-        return total
+        """The charge: the composition of every mechanism's typed cost (:meth:`PrivacyCost.composed`).
+
+        Its (ε, δ) is the basic composition of the parts' (ε, δ); its ρ the zCDP composition of
+        each part's own ρ (Gaussian Δ2²/(2σ²), exponential mechanism ε²/8) or of its (ε, δ)
+        converted (Bun & Steinke 2016, Prop 1.4; Rogers et al. 2023, Lemma 2.3), so a zCDP filter
+        charges the mechanisms' real ρ.
+        """
+        return PrivacyCost.composed([cost for _, cost in self.parts])
 
 
 def calibrate(plan: QueryPlan, opts: QueryOptions) -> NoisePlan:
@@ -79,8 +83,9 @@ def calibrate(plan: QueryPlan, opts: QueryOptions) -> NoisePlan:
     noise = NoisePlan(mechanism=mechanism)
     for m in additive:
         if mechanism == "gaussian":
+            # a unit moves at most groups_per_unit coordinates: at 1 the scalar calibration is exact
             noise.additive[m.name] = GaussianMechanism(eps, delta, m.l2_sensitivity, integer=m.integer,
-                                                       dimension=dimension)
+                                                       dimension=dimension, unit_coordinates=plan.groups_per_unit)
         else:
             # the representability check (dpch.mechanisms.representable) needs every coordinate that
             # will be released: the declared groups, or at most MAX_GROUPS keys under partition selection
@@ -113,9 +118,11 @@ def check_cost(plan: QueryPlan, opts: QueryOptions, noise: NoisePlan) -> None:
 
     Counted from the plan: one additive mechanism per non-histogram measure, one exponential
     mechanism per quantile statistic, one partition selection when a key is private. The noise
-    plan must hold exactly those mechanisms — then the cost charged, :attr:`NoisePlan.cost`, is the
-    basic composition of the costs of every mechanism that will draw noise (ε and δ add, seed
-    dpch-differential-privacy-for-clickhouse Thm 3) — and it must not exceed the ε and δ asked for.
+    plan must hold exactly those mechanisms; the cost charged, :attr:`NoisePlan.cost`, must be the
+    :func:`~dpch.privacy.cost.compose` of the typed costs of every mechanism that will draw noise,
+    in each view a filter may read — (ε, δ) by basic composition (Dwork & Roth 2014, Thm 3.16), ρ by
+    zCDP composition (Bun & Steinke 2016, Lemma 1.7; Rogers et al. 2023, Lemma 2.4) — and its (ε, δ)
+    must not exceed the ε and δ asked for.
     """
     expected_additive = {m.name for m in plan.measures if m.kind != "histogram"}
     expected_selectors = {s.name for s in quantile_stats(plan)}
@@ -126,8 +133,20 @@ def check_cost(plan: QueryPlan, opts: QueryOptions, noise: NoisePlan) -> None:
         problems.append(f"exponential mechanisms {sorted(noise.selectors)} ≠ quantiles {sorted(expected_selectors)}")
     if (noise.selection is not None) != plan.partition_selection:
         problems.append("partition selection does not match the plan's keys")
-    charged = noise.cost  # the basic composition of every mechanism's own cost (NoisePlan.parts)
+    charged = noise.cost
+    parts = [cost for _, cost in noise.parts]
+    if parts:
+        dp, zcdp = compose([c.approx_dp() for c in parts]), compose([c.zcdp() for c in parts])
+        if not (_close(charged.epsilon, dp.epsilon) and _close(charged.delta, dp.delta)
+                and charged.rho is not None and _close(charged.rho, zcdp.rho)
+                and _close(charged.rho_delta, zcdp.delta)):
+            problems.append(f"the charge {charged} is not the composition of its mechanisms' costs "
+                            f"({dp}, {zcdp})")
     if charged.epsilon > opts.epsilon * (1 + _ROUNDING) or charged.delta > opts.delta * (1 + _ROUNDING):
         problems.append(f"cost {charged} exceeds the request ε {opts.epsilon}, δ {opts.delta}")
     if problems:
         raise CostCheckFailed("; ".join(problems))
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= _ROUNDING * max(abs(a), abs(b)) + 1e-300

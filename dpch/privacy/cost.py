@@ -1,21 +1,227 @@
-"""The privacy cost of one release, in the terms the accounting layer composes."""
+"""Typed privacy costs, the named conversions between them, and their composition.
+
+Four kinds of cost (docs/algorithms.md C8):
+
+- :class:`PureDP` — ε-DP (Dwork et al. 2006).
+- :class:`ApproxDP` — (ε, δ)-DP.
+- :class:`ZCDP` — δ-approximate ρ-zCDP (Bun & Steinke 2016, Def 1.1; δ = 0 is plain ρ-zCDP;
+  the approximate form as in Rogers et al. 2023, Def 2.2).
+- :class:`ExPost` — (E, δ)-ex-post privacy with the realized E and its worst case (Whitehouse et
+  al. 2022, Def 2.2; Rogers et al. 2023, Def 4.1).
+
+:func:`compose` sums costs of one kind (the theorem each kind uses is in its docstring); the
+conversions (:func:`pure_to_approx`, :func:`pure_to_zcdp`, :func:`approx_to_zcdp`,
+:func:`zcdp_to_approx`, :func:`ex_post_to_approx`) each name their lemma.
+
+:class:`PrivacyCost` is the record of one release as the ledger stores it and the filters read
+it: its (ε, δ)-DP view (``epsilon``, ``delta``), its zCDP view where it has a better one than the
+conversion of its (ε, δ) (``rho``, ``rho_delta``), and, for an ex-post release, its worst case.
+Build it from typed costs with :meth:`PrivacyCost.of` and read a view back with
+:meth:`PrivacyCost.approx_dp`, :meth:`PrivacyCost.zcdp`.
+"""
 
 from __future__ import annotations
 
+import enum
+import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar, overload
+
+from dpch.privacy import conversions
+
+
+class CostKind(enum.Enum):
+    """The kinds of privacy cost; filters declare which they accept and which they compose in."""
+
+    PURE = "pure ε-DP"
+    APPROX = "(ε, δ)-DP"
+    ZCDP = "ρ-zCDP"
+    EX_POST = "ex-post (ε, δ)"
+
+
+def _non_negative(**values: float) -> None:
+    for name, value in values.items():
+        if not value >= 0:  # also refuses NaN
+            raise ValueError(f"{name} must be non-negative, got {value!r}")
+
+
+@dataclass(frozen=True)
+class PureDP:
+    """ε-DP."""
+
+    epsilon: float
+    kind = CostKind.PURE
+
+    def __post_init__(self) -> None:
+        _non_negative(epsilon=self.epsilon)
+
+
+@dataclass(frozen=True)
+class ApproxDP:
+    """(ε, δ)-DP."""
+
+    epsilon: float
+    delta: float = 0.0
+    kind = CostKind.APPROX
+
+    def __post_init__(self) -> None:
+        _non_negative(epsilon=self.epsilon, delta=self.delta)
+
+
+@dataclass(frozen=True)
+class ZCDP:
+    """δ-approximate ρ-zCDP (``delta`` = 0: ρ-zCDP)."""
+
+    rho: float
+    delta: float = 0.0
+    kind = CostKind.ZCDP
+
+    def __post_init__(self) -> None:
+        _non_negative(rho=self.rho, delta=self.delta)
+
+
+@dataclass(frozen=True)
+class ExPost:
+    """(E, δ)-ex-post privacy: realized E = ``epsilon``, at most ``worst_epsilon`` in every outcome."""
+
+    epsilon: float
+    delta: float
+    worst_epsilon: float
+    kind = CostKind.EX_POST
+
+    def __post_init__(self) -> None:
+        _non_negative(epsilon=self.epsilon, delta=self.delta, worst_epsilon=self.worst_epsilon)
+
+
+TypedCost = PureDP | ApproxDP | ZCDP | ExPost
+
+
+@overload
+def compose(costs: Iterable[PureDP]) -> PureDP: ...
+@overload
+def compose(costs: Iterable[ApproxDP]) -> ApproxDP: ...
+@overload
+def compose(costs: Iterable[ZCDP]) -> ZCDP: ...
+@overload
+def compose(costs: Iterable[ExPost]) -> ExPost: ...
+
+
+def compose(costs: Iterable[TypedCost]) -> TypedCost:
+    """The composition of costs of one kind: each parameter sums.
+
+    - pure ε and (ε, δ): basic composition (Dwork et al. 2006; Dwork & Roth 2014, Thm 3.16; for
+      adaptively chosen parameters under a filter, Rogers et al. 2016, Thm 3.4);
+    - δ-approximate ρ-zCDP: ρ's add and δ's add (Bun & Steinke 2016, Lemma 1.7; Rogers et al.
+      2023, Lemma 2.4);
+    - ex-post: basic ex-post composition, (Σ E_i, Σ δ_i) (Rogers et al. 2023, Lemma 5.1); the worst
+      cases add too.
+
+    Costs of different kinds do not compose here: convert them first (the conversion names its
+    lemma). An empty sequence is an error (its kind is unknown); use the kind's zero.
+    """
+    items = list(costs)
+    if not items:
+        raise ValueError("compose() needs at least one cost (its kind is unknown otherwise)")
+    kinds = {type(c) for c in items}
+    if len(kinds) > 1:
+        names = ", ".join(sorted(k.kind.value for k in kinds))
+        raise TypeError(f"compose() sums costs of one kind; got {names}: convert them first")
+    first = items[0]
+    result: TypedCost
+    if isinstance(first, PureDP):
+        result = PureDP(math.fsum(c.epsilon for c in _each(items, PureDP)))
+    elif isinstance(first, ApproxDP):
+        approx = _each(items, ApproxDP)
+        result = ApproxDP(math.fsum(c.epsilon for c in approx), math.fsum(c.delta for c in approx))
+    elif isinstance(first, ZCDP):
+        zcdp = _each(items, ZCDP)
+        result = ZCDP(math.fsum(c.rho for c in zcdp), math.fsum(c.delta for c in zcdp))
+    else:
+        post = _each(items, ExPost)
+        result = ExPost(math.fsum(c.epsilon for c in post), math.fsum(c.delta for c in post),
+                        math.fsum(c.worst_epsilon for c in post))
+    return result
+
+
+_K = TypeVar("_K")
+
+
+def _each(items: Sequence[object], kind: type[_K]) -> list[_K]:
+    return [c for c in items if isinstance(c, kind)]
+
+
+# -- named conversions -------------------------------------------------------------------------
+
+
+def pure_to_approx(cost: PureDP) -> ApproxDP:
+    """ε-DP is (ε, 0)-DP (by definition)."""
+    return ApproxDP(cost.epsilon, 0.0)
+
+
+def pure_to_zcdp(cost: PureDP) -> ZCDP:
+    """ε-DP ⇒ (ε²/2)-zCDP (Bun & Steinke 2016, Prop 1.4)."""
+    return ZCDP(conversions.pure_dp_to_zcdp_rho(cost.epsilon), 0.0)
+
+
+def approx_to_zcdp(cost: ApproxDP) -> ZCDP:
+    """(ε, δ)-DP ⇒ δ-approximate (ε²/2)-zCDP (Rogers et al. 2023, Lemma 2.3).
+
+    With δ = 0 this is Bun & Steinke 2016, Prop 1.4."""
+    return ZCDP(conversions.approx_dp_to_zcdp_rho(cost.epsilon), cost.delta)
+
+
+def zcdp_to_approx(cost: ZCDP, delta_conversion: float, *, printed_theorem_6: bool = False) -> ApproxDP:
+    """δ-approximate ρ-zCDP ⇒ (ρ + 2√(ρ·log(1/δ'')), δ + δ'')-DP (Bun & Steinke 2016, Prop 1.3;
+    Rogers et al. 2023, Lemma 2.3), δ'' = ``delta_conversion``; ``printed_theorem_6`` uses the form
+    printed in Rogers et al. 2023, Thm 6 (2√(2ρ·log(1/δ''))), see ALGORITHMS.md A4."""
+    eps = conversions.zcdp_to_dp_epsilon(cost.rho, delta_conversion, printed_theorem_6=printed_theorem_6)
+    return ApproxDP(eps, cost.delta + delta_conversion)
+
+
+def zcdp_to_approx_optimal(cost: ZCDP, epsilon: float) -> ApproxDP:
+    """δ-approximate ρ-zCDP ⇒ (ε, δ + δ(ρ, ε))-DP by the optimal conversion (Canonne, Kamath &
+    Steinke 2020, Cor 13; the δ's add as in Rogers et al. 2023, Lemma 2.3)."""
+    return ApproxDP(epsilon, cost.delta + conversions.zcdp_delta(cost.rho, epsilon))
+
+
+def ex_post_to_approx(cost: ExPost) -> ApproxDP:
+    """An (E, δ)-ex-post private release whose E never exceeds ``worst_epsilon`` is
+    (``worst_epsilon``, δ)-DP: its privacy loss exceeds ``worst_epsilon`` with probability at most
+    δ (Whitehouse et al. 2022, Def 2.2), the tail form of (ε, δ)-DP."""
+    return ApproxDP(cost.worst_epsilon, cost.delta)
+
+
+def as_approx(cost: PureDP | ApproxDP) -> ApproxDP:
+    """The (ε, δ)-DP form of a pure or approximate DP cost."""
+    return pure_to_approx(cost) if isinstance(cost, PureDP) else cost
+
+
+def as_zcdp(cost: PureDP | ApproxDP | ZCDP) -> ZCDP:
+    """The zCDP form of a DP or zCDP cost, by the conversion its kind needs."""
+    if isinstance(cost, ZCDP):
+        return cost
+    if isinstance(cost, PureDP):
+        return pure_to_zcdp(cost)
+    return approx_to_zcdp(cost)
+
+
+# -- the ledger's record of a charge -----------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class PrivacyCost:
-    """What one release costs.
+    """What one release costs, as the ledger records it and the filters read it.
 
     ``epsilon``/``delta`` is the (ε, δ)-DP guarantee of the release (δ = 0 for pure DP).
-    ``rho`` is its zCDP parameter where the mechanism has one (Gaussian: Δ2²/(2σ²)), so
-    zCDP-based filters can compose it tightly; ``None`` when it has no zCDP view.
-    ``ex_post`` marks a *realized* cost known only after the release (noise reduction,
-    Gaussian Above Threshold): ``epsilon`` is then the ex-post ε of the outcome
-    (002 Def 2.2, 000 Def 4.1) and ``delta`` its failure probability; a filter must have
-    admitted the mechanism on its worst case (``worst_epsilon``/``worst_rho``) beforehand.
+    ``rho`` is its zCDP parameter where the mechanism has one better than the conversion of its
+    (ε, δ) (Gaussian: Δ2²/(2σ²)); the release is then ``rho_delta``-approximate ``rho``-zCDP.
+    ``None`` when it has no zCDP view of its own (a zCDP filter converts its (ε, δ),
+    :func:`approx_to_zcdp`). ``ex_post`` marks a *realized* cost known only after the release
+    (noise reduction, Gaussian Above Threshold): ``epsilon`` is then the ex-post ε of the outcome
+    (Whitehouse et al. 2022, Def 2.2; Rogers et al. 2023, Def 4.1) and ``delta`` its failure
+    probability; a filter must have admitted the mechanism on its worst case
+    (``worst_epsilon``/``worst_rho``) beforehand.
     """
 
     epsilon: float
@@ -25,12 +231,55 @@ class PrivacyCost:
     #: the most this mechanism could have cost, for the filter's admission check
     worst_epsilon: float | None = None
     worst_rho: float | None = None
+    #: the δ of the zCDP view (δ-approximate ρ-zCDP); 0 for mechanisms that are ρ-zCDP outright
+    rho_delta: float = 0.0
 
     def __post_init__(self) -> None:
         if not (self.epsilon >= 0 and self.delta >= 0):
             raise ValueError("privacy cost must be non-negative")
         if self.rho is not None and self.rho < 0:
             raise ValueError("rho must be non-negative")
+        if not self.rho_delta >= 0:
+            raise ValueError("rho_delta must be non-negative")
+
+    @classmethod
+    def of(cls, dp: PureDP | ApproxDP, zcdp: ZCDP | None = None) -> PrivacyCost:
+        """The record of a fixed-cost release that is ``dp`` and, if given, also ``zcdp``."""
+        approx = as_approx(dp)
+        if zcdp is None:
+            return cls(approx.epsilon, approx.delta)
+        return cls(approx.epsilon, approx.delta, zcdp.rho, rho_delta=zcdp.delta)
+
+    @classmethod
+    def composed(cls, records: Sequence[PrivacyCost]) -> PrivacyCost:
+        """The record of fixed-cost releases run together: each view is the :func:`compose` of the
+        parts' views — (ε, δ) by basic composition; ρ by zCDP composition of each part's own ρ
+        where it has one, else of its converted (ε, δ)."""
+        if not records:
+            return cls.zero()
+        if any(r.ex_post for r in records):
+            raise ValueError("ex-post releases are settled one at a time, not composed into one record")
+        dp = compose([r.approx_dp() for r in records])
+        zcdp = compose([r.zcdp() for r in records])
+        return cls.of(dp, zcdp)
+
+    def approx_dp(self) -> ApproxDP:
+        """The (ε, δ)-DP view (an ex-post release: at its worst case, :func:`ex_post_to_approx`)."""
+        if self.ex_post:
+            return ex_post_to_approx(self.realized_ex_post())
+        return ApproxDP(self.epsilon, self.delta)
+
+    def zcdp(self) -> ZCDP:
+        """The zCDP view of a fixed-cost release: its own ρ, or its (ε, δ) converted
+        (:func:`approx_to_zcdp`, Rogers et al. 2023, Lemma 2.3)."""
+        if self.rho is not None:
+            return ZCDP(self.rho, self.rho_delta)
+        return approx_to_zcdp(ApproxDP(self.epsilon, self.delta))
+
+    def realized_ex_post(self) -> ExPost:
+        """The ex-post view: realized ε, δ, and the worst case (a fixed cost is its own worst case)."""
+        worst = self.worst_epsilon if self.ex_post and self.worst_epsilon is not None else self.epsilon
+        return ExPost(self.epsilon, self.delta, worst)
 
     def __add__(self, other: PrivacyCost) -> PrivacyCost:
         """Basic composition: ε and δ add (and ρ adds where both have one)."""
@@ -40,6 +289,7 @@ class PrivacyCost:
             self.delta + other.delta,
             rho,
             ex_post=self.ex_post or other.ex_post,
+            rho_delta=self.rho_delta + other.rho_delta if rho is not None else 0.0,
         )
 
     @classmethod
