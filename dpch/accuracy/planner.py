@@ -15,6 +15,14 @@ the path's — the even split of an ordinary query (:mod:`dpch.pipeline.calibrat
 - Laplace noise reduction (A1) for pure-ε filters: ε_1 < … < ε_K geometric over three decades
   (64 points), ε_K the largest the filter admits; the run costs ε_N ex post (002 Prop 4.2).
 
+- Direct calibration (:func:`plan_direct`): an absolute target on counts and sums only has
+  half-widths fixed by the noise scale, so a noise-reduction run would stop at a point known before
+  any data is read. dpch then skips the walk and calibrates ONE Gaussian (variance t) or Laplace
+  (scale b) release at that point: an ordinary fixed-cost release whose exact cost is known in
+  advance, shown by EXPLAIN and charged by every filter. Gaussian: ρ = k/(2t) and the analytic
+  Gaussian ε at the boundary δ (Balle & Wang 2018, Thm 8); Laplace: ε = k/b. Under filters that
+  count ε the cheaper of the two in ε is used, under zCDP filters the cheaper in ρ.
+
 Everything here is computed before any data is read, from the plan, the target and the ledger.
 """
 
@@ -25,10 +33,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.special import ndtri
+from scipy.optimize import brentq
+from scipy.special import log_ndtr, ndtri
 
 from dpch.accounting.filters import FILTERS
-from dpch.accuracy import bounds
+from dpch.accuracy import bounds, rules
 from dpch.errors import BudgetExceeded, QueryRejected
 from dpch.mechanisms.boundaries import MixtureBoundary
 from dpch.mechanisms.calibration import analytic_gaussian_sigma
@@ -86,6 +95,11 @@ class AccuracyPlan:
     #: a refinement continues a path stopped at ``base_time``: costs are increments over it
     base_time: float | None = None
     notes: list[str] = field(default_factory=list)
+    #: one fixed-cost release calibrated to the target (:func:`plan_direct`), not a noise-reduction walk
+    direct: bool = False
+    #: a refinement of a direct release: the base was charged a fixed (ε, δ), not ψ(base_time), so the
+    #: refinement is charged the path's whole ψ(t) and the boundary's δ (conservative)
+    base_direct: bool = False
 
     @property
     def sensitivity(self) -> float:
@@ -97,6 +111,8 @@ class AccuracyPlan:
 
     @property
     def mechanism(self) -> str:
+        if self.direct:
+            return "gaussian" if self.kind == "brownian" else "laplace"
         if self.kind == "laplace":
             return "laplace-noise-reduction"
         return "brownian+rat" if self.target.stop_rule == "exact" else "brownian"
@@ -123,6 +139,8 @@ class AccuracyPlan:
     def cost_at(self, step: int) -> PrivacyCost:
         """Realized cost of a run stopped at ``step`` (an increment for a refinement)."""
         last = self.points - 1
+        if self.direct:
+            return self._direct_cost()
         if self.kind == "laplace":
             eps, worst = float(self.grid[step]), float(self.grid[last])
             return PrivacyCost(eps, 0.0, ex_post=True, worst_epsilon=worst)
@@ -133,9 +151,20 @@ class AccuracyPlan:
             return PrivacyCost(self._psi(t), self.delta, rho=k / (2 * t), ex_post=True,
                                worst_epsilon=self._psi(t_k), worst_rho=k / (2 * t_k))
         t0 = self.base_time
-        return PrivacyCost(max(0.0, self._psi(t) - self._psi(t0)), 0.0, rho=k / (2 * t) - k / (2 * t0),
-                           ex_post=True, worst_epsilon=max(0.0, self._psi(t_k) - self._psi(t0)),
-                           worst_rho=k / (2 * t_k) - k / (2 * t0))
+        paid = 0.0 if self.base_direct else self._psi(t0)
+        return PrivacyCost(max(0.0, self._psi(t) - paid), self.delta if self.base_direct else 0.0,
+                           rho=k / (2 * t) - k / (2 * t0), ex_post=True,
+                           worst_epsilon=max(0.0, self._psi(t_k) - paid), worst_rho=k / (2 * t_k) - k / (2 * t0))
+
+    def _direct_cost(self) -> PrivacyCost:
+        """The fixed cost of a direct release: Gaussian N(0, t) per normalized coordinate is
+        k/(2t)-zCDP and (analytic-Gaussian ε, δ)-DP; Laplace at ε is ε-DP (k/b)."""
+        g = float(self.grid[0])
+        if self.kind == "laplace":
+            return PrivacyCost(g, 0.0)
+        k = self.blocks.k
+        return PrivacyCost(analytic_gaussian_epsilon(math.sqrt(g), self.delta, math.sqrt(k)), self.delta,
+                           rho=k / (2 * g))
 
     @property
     def worst_cost(self) -> PrivacyCost:
@@ -143,12 +172,16 @@ class AccuracyPlan:
 
     def total_epsilon(self, step: int) -> float:
         """Ex-post ε of the whole path up to ``step`` (a refinement includes what came before)."""
+        if self.direct:
+            return self._direct_cost().epsilon
         if self.kind == "laplace":
             return float(self.grid[step])
         factor = 2.0 if self.target.stop_rule == "exact" else 1.0
         return factor * self._psi(self.scale(step))
 
     def total_rho(self, step: int) -> float | None:
+        if self.direct:
+            return self._direct_cost().rho
         if self.kind == "laplace" or self.target.stop_rule == "exact":
             return None
         return self.blocks.k / (2 * self.scale(step))
@@ -290,12 +323,103 @@ def plan_accuracy(plan: QueryPlan, target: AccuracyTarget, *, mechanism: str | N
     return result
 
 
+def analytic_gaussian_epsilon(sigma: float, delta: float, sensitivity: float) -> float:
+    """The smallest ε for which N(0, σ²) on a query of ℓ2 sensitivity Δ is (ε, δ)-DP: the root in ε
+    of Φ(Δ/(2σ) − εσ/Δ) − e^ε·Φ(−Δ/(2σ) − εσ/Δ) = δ (Balle & Wang 2018, Thm 8; the left side
+    decreases in ε), in log space."""
+    a = sensitivity / (2.0 * sigma)
+
+    def excess(eps: float) -> float:
+        b = eps * sigma / sensitivity
+        return math.exp(float(log_ndtr(a - b))) - math.exp(eps + float(log_ndtr(-a - b))) - delta
+
+    if excess(0.0) <= 0:
+        return 0.0
+    hi = 1.0
+    while excess(hi) > 0:
+        hi *= 2.0
+    return float(brentq(excess, 0.0, hi, xtol=1e-15, rtol=1e-13, maxiter=500))
+
+
+def direct_applies(plan: QueryPlan, target: AccuracyTarget) -> bool:
+    """Whether ``target`` has a data-independent stopping point: an absolute target on counts and
+    sums with the default stopping rule (their half-widths depend on the noise scale alone)."""
+    return target.stop_rule == "released" and not rules.data_dependent(plan, target)
+
+
+def _direct_scale(plan: QueryPlan, target: AccuracyTarget, blocks: Blocks, unit: Callable[[float], float]) -> float:
+    """The largest per-coordinate normalized noise scale whose half-width ``unit(level)·scale·norm_j``
+    is ≤ h for every checked count/sum (each at the level its column reports)."""
+    assert target.accuracy is not None
+    levels: dict[str, float] = {}
+    for name, level in rules.checked_stats(plan, target.confidence).items():
+        measure = plan.stats[name].measures[0]
+        levels[measure] = max(levels.get(measure, 0.0), level)
+    scale = math.inf
+    for name, norm in zip(blocks.names, blocks.norms, strict=True):
+        level = levels.get(name, target.confidence)
+        scale = min(scale, target.accuracy / (norm * unit(level)))
+    # one part in 10^12 below the boundary, so the reported half-width is ≤ h after rounding
+    return scale * (1.0 - 1e-12)
+
+
+def plan_direct(plan: QueryPlan, target: AccuracyTarget, *, mechanism: str | None, delta: float,
+                budget_delta: float, pure_only: bool, prefer_rho: bool, epsilon_hint: float,
+                admits: Admits) -> AccuracyPlan:
+    """ONE release calibrated to an absolute target on counts and sums (no data read).
+
+    Candidates: Laplace (ε = k/b) and, unless the filter is pure-only or no δ is available, Gaussian
+    (variance t, ρ = k/(2t), analytic-Gaussian ε at δ = ``dp_delta`` or 1% of the budget's δ).
+    ``mechanism`` forces one; else the cheaper in the filter's currency (ρ when ``prefer_rho``, else
+    ε), preferring one the filter admits. A cost above ``dp_max_epsilon`` is refused here, before
+    anything is spent."""
+    _refuse_unsupported(plan, target)
+    bdelta = delta if delta > 0 else (budget_delta * BOUNDARY_DELTA_SHARE if budget_delta > 0 else 0.0)
+    kinds = {"gaussian": ["brownian"], "laplace": ["laplace"]}.get(mechanism or "", [])
+    if not kinds:
+        kinds = ["laplace"] + (["brownian"] if not pure_only and bdelta > 0 else [])
+    if "brownian" in kinds and bdelta <= 0:
+        raise QueryRejected("the Gaussian mechanism needs dp_delta > 0 (or a budget with δ > 0)",
+                            hint="add e.g. dp_delta = 1e-6, or use dp_mechanism = 'laplace'")
+    candidates = []
+    for kind in kinds:
+        blocks = blocks_for(plan, kind)
+        if kind == "brownian":
+            sigma = _direct_scale(plan, target, blocks, lambda level: bounds.gaussian_fixed(1.0, level))
+            t = sigma * sigma
+            boundary = MixtureBoundary.optimal(target.max_epsilon or max(epsilon_hint, 1e-6), bdelta,
+                                               math.sqrt(blocks.k))
+            candidates.append(AccuracyPlan("brownian", blocks, np.array([t]), target, False, bdelta, boundary,
+                                           direct=True))
+        else:
+            b = _direct_scale(plan, target, blocks, lambda level: bounds.laplace_fixed(1.0, level))
+            candidates.append(AccuracyPlan("laplace", blocks, np.array([blocks.k / b]), target, False,
+                                           direct=True))
+
+    def price(p: AccuracyPlan) -> tuple[bool, float]:
+        c = p.worst_cost
+        value = (c.rho if c.rho is not None else c.epsilon ** 2 / 2) if prefer_rho else c.epsilon
+        return (not admits(c), value)
+
+    chosen = min(candidates, key=price)
+    cap = target.max_epsilon
+    cost = chosen.worst_cost
+    if cap is not None and cost.epsilon > cap * (1 + 1e-12):
+        raise QueryRejected(
+            f"the target {target.describe()} needs ε {cost.epsilon:.6g} ({chosen.mechanism}), above "
+            f"dp_max_epsilon {cap:g}; nothing was spent",
+            hint="raise dp_max_epsilon or widen dp_accuracy")
+    return chosen
+
+
 def plan_refinement(previous: AccuracyPlan, base_time: float, target: AccuracyTarget, *, admits: Admits,
                     refuse: Callable[[PrivacyCost], None]) -> AccuracyPlan:
     """The grid that continues a Brownian path stopped at ``base_time`` (cost: the increments)."""
     cap = target.max_epsilon
+    base_direct = previous.direct  # a later refinement continues from a ψ already charged
     probe = AccuracyPlan("brownian", previous.blocks, np.array([base_time]), target, previous.uniform,
-                         previous.delta, previous.boundary, previous.mixture_r, base_time=base_time)
+                         previous.delta, previous.boundary, previous.mixture_r, base_time=base_time,
+                         base_direct=base_direct)
 
     def cost_at_time(t: float) -> PrivacyCost:
         probe.grid = np.array([t])
@@ -313,7 +437,7 @@ def plan_refinement(previous: AccuracyPlan, base_time: float, target: AccuracyTa
         raise BudgetExceeded("the budget admits no further refinement")  # pragma: no cover
     s = np.geomspace(s0, s_top, BROWNIAN_POINTS + 1)[1:]
     return AccuracyPlan("brownian", previous.blocks, 1.0 / s, target, previous.uniform, previous.delta,
-                        previous.boundary, previous.mixture_r, base_time=base_time)
+                        previous.boundary, previous.mixture_r, base_time=base_time, base_direct=base_direct)
 
 
 def _mixture_r(plan: AccuracyPlan, s: np.ndarray) -> float:

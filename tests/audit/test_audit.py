@@ -20,7 +20,7 @@ from dpch.audit.report import summary, write_report
 from dpch.audit.runner import AuditRunner
 from dpch.audit.suite import ACCURACY_FIRST, SUITE, run_suite
 from dpch.errors import ConfigError
-from dpch.mechanisms.brownian import BrownianMechanism, BrownianRun, FreshNoiseRun
+from dpch.mechanisms.brownian import BrownianMechanism, BrownianRun
 from dpch.store.engine import Engine
 from tests.audit.broken import (
     AccuracyFirstLessNoise,
@@ -30,6 +30,7 @@ from tests.audit.broken import (
     NoContributionCap,
     QuantilesAtFullEpsilon,
 )
+from tests.mechanisms.fresh_noise import FreshNoiseRun
 
 TRIALS = 20_000
 GAUSSIAN_TRIALS = 400_000

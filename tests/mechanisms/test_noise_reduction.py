@@ -11,10 +11,10 @@ from dpch.mechanisms.boundaries import LinearBoundary, MixtureBoundary
 from dpch.mechanisms.brownian import (
     BrownianMechanism,
     BrownianRun,
-    FreshNoiseRun,
     accuracy_first_times,
 )
 from dpch.mechanisms.lnr import LaplaceNoiseReduction, LaplacePath, markov_laplace_path
+from tests.mechanisms.fresh_noise import FreshNoiseRun
 
 N = 100_000
 P_CRIT = 1e-4
