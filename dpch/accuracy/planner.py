@@ -71,6 +71,15 @@ class Blocks:
     def k(self) -> int:
         return len(self.names)
 
+    def stack_l2_squared(self) -> float:
+        """Squared ℓ2 sensitivity of the normalized stack: Σ_j (Δ2_j/norm_j)² (= k when norms are the ℓ2
+        sensitivities; a direct plan's norms put each measure's noise where its target needs it)."""
+        return math.fsum((d / n) ** 2 for d, n in zip(self.l2, self.norms, strict=True))
+
+    def stack_l1(self) -> float:
+        """ℓ1 sensitivity of the normalized stack: Σ_j Δ1_j/norm_j."""
+        return math.fsum(d / n for d, n in zip(self.l1, self.norms, strict=True))
+
     def stack(self, measures: dict[str, np.ndarray]) -> np.ndarray:
         return np.concatenate([np.asarray(measures[n], dtype=float) / d for n, d in zip(self.names, self.norms,
                                                                                          strict=True)])
@@ -103,7 +112,9 @@ class AccuracyPlan:
 
     @property
     def sensitivity(self) -> float:
-        return math.sqrt(self.blocks.k) if self.kind == "brownian" else float(self.blocks.k)
+        """Sensitivity of the normalized stack: ℓ2 (Brownian) or ℓ1 (Laplace); √k or k for k measures
+        normalized by their own sensitivities."""
+        return math.sqrt(self.blocks.stack_l2_squared()) if self.kind == "brownian" else self.blocks.stack_l1()
 
     @property
     def points(self) -> int:
@@ -144,7 +155,7 @@ class AccuracyPlan:
         if self.kind == "laplace":
             eps, worst = float(self.grid[step]), float(self.grid[last])
             return PrivacyCost(eps, 0.0, ex_post=True, worst_epsilon=worst)
-        t, t_k, k = self.scale(step), self.scale(last), self.blocks.k
+        t, t_k, k = self.scale(step), self.scale(last), self.blocks.stack_l2_squared()
         if self.target.stop_rule == "exact":  # 002 Cor 5.2: (2ψ(T_N), δ); no zCDP view
             return PrivacyCost(2 * self._psi(t), self.delta, ex_post=True, worst_epsilon=2 * self._psi(t_k))
         if self.base_time is None:
@@ -162,7 +173,7 @@ class AccuracyPlan:
         g = float(self.grid[0])
         if self.kind == "laplace":
             return PrivacyCost(g, 0.0)
-        k = self.blocks.k
+        k = self.blocks.stack_l2_squared()
         return PrivacyCost(analytic_gaussian_epsilon(math.sqrt(g), self.delta, math.sqrt(k)), self.delta,
                            rho=k / (2 * g))
 
@@ -184,7 +195,7 @@ class AccuracyPlan:
             return self._direct_cost().rho
         if self.kind == "laplace" or self.target.stop_rule == "exact":
             return None
-        return self.blocks.k / (2 * self.scale(step))
+        return self.blocks.stack_l2_squared() / (2 * self.scale(step))
 
     def fixed_costs(self, step: int, confidence: float, delta: float) -> dict[str, float]:
         """What a fixed-ε query with the same per-measure half-widths would cost (issue 4 part 4).
@@ -347,20 +358,21 @@ def direct_applies(plan: QueryPlan, target: AccuracyTarget) -> bool:
     return target.stop_rule == "released" and not rules.data_dependent(plan, target)
 
 
-def _direct_scale(plan: QueryPlan, target: AccuracyTarget, blocks: Blocks, unit: Callable[[float], float]) -> float:
-    """The largest per-coordinate normalized noise scale whose half-width ``unit(level)·scale·norm_j``
-    is ≤ h for every checked count/sum (each at the level its column reports)."""
+def _direct_blocks(plan: QueryPlan, target: AccuracyTarget, kind: str, unit: Callable[[float], float]) -> Blocks:
+    """Blocks whose norms put each measure's noise exactly where its target needs it at normalized
+    scale 1: norm_j = h/unit(level_j), ``unit(level)`` being the half-width of unit noise at the level
+    the measure's column reports. Each measure is then noised no more than its own target allows —
+    the cheapest calibration: ρ = Σ_j (Δ2_j/norm_j)²/2, ε = Σ_j Δ1_j/norm_j."""
     assert target.accuracy is not None
     levels: dict[str, float] = {}
     for name, level in rules.checked_stats(plan, target.confidence).items():
         measure = plan.stats[name].measures[0]
         levels[measure] = max(levels.get(measure, 0.0), level)
-    scale = math.inf
-    for name, norm in zip(blocks.names, blocks.norms, strict=True):
-        level = levels.get(name, target.confidence)
-        scale = min(scale, target.accuracy / (norm * unit(level)))
-    # one part in 10^12 below the boundary, so the reported half-width is ≤ h after rounding
-    return scale * (1.0 - 1e-12)
+    base = blocks_for(plan, kind)
+    # one part in 10^12 below the target, so the reported half-width is ≤ h after rounding
+    norms = tuple(target.accuracy * (1.0 - 1e-12) / unit(levels.get(name, target.confidence))
+                  for name in base.names)
+    return Blocks(base.names, norms, base.l1, base.l2)
 
 
 def plan_direct(plan: QueryPlan, target: AccuracyTarget, *, mechanism: str | None, delta: float,
@@ -368,11 +380,11 @@ def plan_direct(plan: QueryPlan, target: AccuracyTarget, *, mechanism: str | Non
                 admits: Admits) -> AccuracyPlan:
     """ONE release calibrated to an absolute target on counts and sums (no data read).
 
-    Candidates: Laplace (ε = k/b) and, unless the filter is pure-only or no δ is available, Gaussian
-    (variance t, ρ = k/(2t), analytic-Gaussian ε at δ = ``dp_delta`` or 1% of the budget's δ).
-    ``mechanism`` forces one; else the cheaper in the filter's currency (ρ when ``prefer_rho``, else
-    ε), preferring one the filter admits. A cost above ``dp_max_epsilon`` is refused here, before
-    anything is spent."""
+    Candidates: Laplace (scale 1 on the normalized stack, ε = its ℓ1 sensitivity) and, unless the filter
+    is pure-only or no δ is available, Gaussian (variance 1, ρ = ℓ2²/2, analytic-Gaussian ε at δ =
+    ``dp_delta`` or 1% of the budget's δ). ``mechanism`` forces one; else the cheaper in the filter's
+    currency (ρ when ``prefer_rho``, else ε), preferring one the filter admits. A cost above
+    ``dp_max_epsilon`` is refused here, before anything is spent."""
     _refuse_unsupported(plan, target)
     bdelta = delta if delta > 0 else (budget_delta * BOUNDARY_DELTA_SHARE if budget_delta > 0 else 0.0)
     kinds = {"gaussian": ["brownian"], "laplace": ["laplace"]}.get(mechanism or "", [])
@@ -383,18 +395,16 @@ def plan_direct(plan: QueryPlan, target: AccuracyTarget, *, mechanism: str | Non
                             hint="add e.g. dp_delta = 1e-6, or use dp_mechanism = 'laplace'")
     candidates = []
     for kind in kinds:
-        blocks = blocks_for(plan, kind)
         if kind == "brownian":
-            sigma = _direct_scale(plan, target, blocks, lambda level: bounds.gaussian_fixed(1.0, level))
-            t = sigma * sigma
-            boundary = MixtureBoundary.optimal(target.max_epsilon or max(epsilon_hint, 1e-6), bdelta,
-                                               math.sqrt(blocks.k))
-            candidates.append(AccuracyPlan("brownian", blocks, np.array([t]), target, False, bdelta, boundary,
-                                           direct=True))
+            blocks = _direct_blocks(plan, target, kind, lambda level: bounds.gaussian_fixed(1.0, level))
+            draft = AccuracyPlan("brownian", blocks, np.array([1.0]), target, False, bdelta, direct=True)
+            # the boundary serves a later refinement of this release (its ψ, 002 Thm 3.6)
+            draft.boundary = MixtureBoundary.optimal(target.max_epsilon or max(epsilon_hint, 1e-6), bdelta,
+                                                     draft.sensitivity)
         else:
-            b = _direct_scale(plan, target, blocks, lambda level: bounds.laplace_fixed(1.0, level))
-            candidates.append(AccuracyPlan("laplace", blocks, np.array([blocks.k / b]), target, False,
-                                           direct=True))
+            blocks = _direct_blocks(plan, target, kind, lambda level: bounds.laplace_fixed(1.0, level))
+            draft = AccuracyPlan("laplace", blocks, np.array([blocks.stack_l1()]), target, False, direct=True)
+        candidates.append(draft)
 
     def price(p: AccuracyPlan) -> tuple[bool, float]:
         c = p.worst_cost

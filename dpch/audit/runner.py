@@ -199,14 +199,21 @@ class AuditRunner:
             plan, opts = session.plan(self.sql, **self.options)
             afplan, step = self._accuracy_plan(session, plan, opts)
             exact = execute.exact(session.engine, plan, self.emit(plan, session.engine.database)).measures
-            values = afplan.blocks.stack(exact)  # normalized: each measure divided by its sensitivity
+            blocks = afplan.blocks
+            # observed in units of each measure's sensitivity (a neighbour moves each coordinate by at
+            # most 1); the plan's noise on measure j is norm_j × the normalized noise
+            sens = blocks.l2 if afplan.kind == "brownian" else blocks.l1
+            values = np.concatenate([np.asarray(exact[n], dtype=float) / d for n, d in zip(blocks.names, sens,
+                                                                                            strict=True)])
+            factor = np.concatenate([np.full(len(exact[n]), norm / d) for n, norm, d in zip(
+                blocks.names, blocks.norms, sens, strict=True)])
             scale = self.noise_reduction_scale(afplan, step)
             shape = (trials, values.size)
             if afplan.kind == "brownian":
                 noise = self._noise.generator.normal(0.0, np.sqrt(scale), shape)
             else:
                 noise = self._noise.generator.laplace(0.0, scale, shape)
-            sides.append(values + noise)
+            sides.append(values + noise * factor)
             exact_sides.append({"normalized": values})
         labels = [f"coordinate {i}" for i in range(sides[0].shape[1])]
         return AuditSamples(sides[0], sides[1], labels, claimed, mechanism, "fast", exact_sides[0], exact_sides[1],

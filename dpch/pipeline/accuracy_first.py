@@ -419,8 +419,9 @@ def _measure_reports(plan: QueryPlan, afplan: AccuracyPlan, step: int, cost: Pri
     hw = _half_widths(afplan, step)
     k = afplan.blocks.k
     measures = [m for m in plan.measures if m.kind != "histogram"]
+    sensitivities = afplan.blocks.l2 if afplan.kind == "brownian" else afplan.blocks.l1
     return [MeasureReport(
-        name=m.name, expression=m.sql, sensitivity=afplan.blocks.norms[j], derivation=m.derivation,
+        name=m.name, expression=m.sql, sensitivity=sensitivities[j], derivation=m.derivation,
         mechanism=afplan.mechanism, epsilon=cost.epsilon / k, delta=cost.delta / k,
         noise_scale=afplan.blocks.norms[j] * (math.sqrt(afplan.scale(step)) if afplan.kind == "brownian"
                                                else afplan.scale(step)),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -272,3 +273,57 @@ def test_the_filter_is_never_overspent_across_ordinary_and_accuracy_first_querie
     rows = _ledger(s)
     settled = {r[0]: r[5] for r in rows if r[2] == "charged"}
     assert sum(v or 0.0 for v in settled.values()) <= rho_budget * (1 + 1e-9)
+
+
+def test_each_measure_of_a_direct_release_gets_only_the_noise_its_target_allows(connect, visits_db):
+    """count and sum in one query: each is calibrated to ±h on its own, so ε = (Δ1_count + Δ1_sum)·
+    (ln 20 + 2^-20)/h — not k·max Δ1 (one common scale would over-noise nothing and over-charge the
+    count's share by Δ1_sum/Δ1_count)."""
+    s = _with_visits(connect(analyst="af_two", seed=3))
+    h = 20000.0
+    sql = f"SELECT count(), sum(spend) FROM visits SETTINGS dp_accuracy = {h}"
+    plan, _ = s.plan(sql)
+    d1 = [m.sensitivity for m in plan.measures]
+    assert d1[0] != d1[1]
+    expected = sum(d1) * (math.log(20.0) + 2.0**-20) / h
+    explained = s.explain(sql)
+    release = s.query(sql)
+    assert release.mechanism == "laplace"
+    assert explained.cost.epsilon == pytest.approx(expected, rel=1e-9) == pytest.approx(release.cost.epsilon)
+    assert [m.sensitivity for m in release.measures] == d1
+    for lo, hi in release.intervals[0]:
+        assert h * (1 - 1e-9) < (hi - lo) / 2 <= h
+    assert _ledger(s)[0][4] == pytest.approx(expected, rel=1e-9)
+
+
+def test_explain_of_a_noise_reduction_query_shows_the_reserved_worst_case(session):
+    sql = BY_REGION + " SETTINGS dp_relative_error = 0.05"
+    explained = session.explain(sql)
+    assert explained.admissible and explained.cost.ex_post
+    assert "brownian" in explained.describe()
+    session.query(sql)
+    reserved = _ledger(session)[0]
+    assert reserved[2] == "reserved"
+    assert (explained.cost.epsilon, explained.cost.worst_rho) == pytest.approx((reserved[6], reserved[7]), rel=1e-9)
+
+
+def test_accuracy_first_noise_comes_from_the_tested_mechanisms(session):
+    """One Brownian mechanism and one Laplace noise reduction: the runs a query walks are
+    dpch.mechanisms' BrownianRun / LNRRun, and the broken fresh-noise control is not in the package."""
+    import dpch.mechanisms.brownian as brownian
+    from dpch.mechanisms.lnr import LNRRun
+    from dpch.mechanisms.sampling import NoiseSource
+    from dpch.pipeline import accuracy_first
+
+    assert not hasattr(brownian, "FreshNoiseRun") and not hasattr(accuracy_first, "_BrownianPath")
+    plan, opts = session.plan(BY_REGION + " SETTINGS dp_relative_error = 0.05")
+    afplan = accuracy_first.plan_for(session.context, plan, opts)
+    values = afplan.blocks.stack({plan.measures[0].name: np.full(len(plan.group_domain), 1000.0)})
+    path, _ = accuracy_first.start(afplan, values, NoiseSource(1))
+    assert isinstance(path, brownian.BrownianRun)
+    # the same seed through the mechanism directly gives the same iterate
+    direct = brownian.BrownianMechanism(afplan.sensitivity, afplan.grid, afplan.boundary).start(values, NoiseSource(1))
+    assert np.array_equal(path.next(), direct.next())
+    pure = accuracy_first.plan_for(session.context, plan, replace(opts, mechanism="laplace", max_epsilon=1.0))
+    lnr, _ = accuracy_first.start(pure, values, NoiseSource(1))
+    assert isinstance(lnr, LNRRun)

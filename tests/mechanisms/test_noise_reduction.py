@@ -193,3 +193,23 @@ def test_accuracy_first_grid():
 def test_bm_time_for_half_width():
     t = BrownianMechanism.time_for_half_width(5.0, 0.9)
     assert BrownianMechanism.half_width(t, 0.9) == pytest.approx(5.0, rel=1e-9)
+
+
+def test_a_continued_run_is_the_same_brownian_path(source):
+    """refine() continues a stopped run over a finer grid (BrownianRun.continued): the joint law is
+    still one Brownian path, Cov(B_s, B_t) = min(s, t) across the two runs (4.5 standard errors),
+    and a continuation may not go back up in time."""
+    boundary = LinearBoundary.optimal(1.0, 1e-6)
+    first = BrownianMechanism(1.0, TIMES[:2], boundary).start(np.zeros(N), source)
+    head = [first.next() for _ in TIMES[:2]]
+    rest = first.continued(BrownianMechanism(1.0, TIMES[2:], boundary))
+    paths = np.stack(head + [rest.next() for _ in TIMES[2:]])
+    for i, s in enumerate(TIMES):
+        assert abs(paths[i].var() - s) < 4.5 * s * np.sqrt(2 / N)
+        for j in range(i + 1, len(TIMES)):
+            t = TIMES[j]
+            cov = float(np.mean(paths[i] * paths[j]))
+            assert abs(cov - t) < 4.5 * np.sqrt((s * t + t * t) / N), f"Cov(B_{s}, B_{t}) = {cov:.3f} vs {t}"
+    assert rest.cost.rho == pytest.approx(1 / (2 * TIMES[-1]))
+    with pytest.raises(ValueError, match="must not exceed"):
+        rest.continued(BrownianMechanism(1.0, [50.0], boundary))
