@@ -327,3 +327,29 @@ def test_accuracy_first_noise_comes_from_the_tested_mechanisms(session):
     pure = accuracy_first.plan_for(session.context, plan, replace(opts, mechanism="laplace", max_epsilon=1.0))
     lnr, _ = accuracy_first.start(pure, values, NoiseSource(1))
     assert isinstance(lnr, LNRRun)
+
+
+@pytest.mark.parametrize("filter_name", ["basic", "pure", "advanced", "zcdp", "zcdp_bm", "ex_post", "pure_ex_post",
+                                         "mixed"])
+def test_under_every_filter_explain_predicts_the_charge_and_the_release_reports_it(connect, visits_db, filter_name):
+    """Direct (absolute count target): EXPLAIN's cost = the one ledger row = Release.cost. Noise reduction
+    (relative target, capped): EXPLAIN's worst case = the reservation, and Release.cost = the settled row."""
+    s = _with_visits(connect(analyst=f"af_{filter_name}", filter=filter_name, default_budget=Budget(5.0, 1e-6),
+                             seed=3))
+    explained = s.explain(COUNT, accuracy=60.0)
+    release = s.query(COUNT, accuracy=60.0)
+    (row,) = _ledger(s)
+    assert row[2] == "charged" and release.accuracy.direct
+    assert release.cost.epsilon == pytest.approx(row[4], rel=1e-12) == pytest.approx(explained.cost.epsilon)
+    assert (release.cost.rho is None) == (row[5] is None) == (explained.cost.rho is None)
+    if row[5] is not None:
+        assert release.cost.rho == pytest.approx(row[5], rel=1e-12) == pytest.approx(explained.cost.rho)
+    sql = COUNT + " SETTINGS dp_relative_error = 0.05, dp_max_epsilon = 1"
+    explained = s.explain(sql)
+    release = s.query(sql)
+    reserved, settled = _ledger(s)[1:]
+    assert (reserved[2], settled[2]) == ("reserved", "charged") and not release.accuracy.direct
+    assert explained.cost.epsilon == pytest.approx(reserved[6], rel=1e-9)
+    assert release.cost.epsilon == pytest.approx(settled[4], rel=1e-12)
+    if settled[5] is not None:
+        assert release.cost.rho == pytest.approx(settled[5], rel=1e-12)
