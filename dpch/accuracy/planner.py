@@ -1,4 +1,5 @@
-"""The planner: from a target and the measures' sensitivities to a noise-reduction grid.
+"""The planner: from a target and the measures' sensitivities to one calibrated release or a
+noise-reduction grid.
 
 The query's additive measures are stacked into ONE normalized vector: measure j (a vector over
 the groups) is divided by its sensitivity, so the stack has ℓ2 sensitivity √k (Brownian) or ℓ1
@@ -17,11 +18,13 @@ the path's — the even split of an ordinary query (:mod:`dpch.pipeline.calibrat
 
 - Direct calibration (:func:`plan_direct`): an absolute target on counts and sums only has
   half-widths fixed by the noise scale, so a noise-reduction run would stop at a point known before
-  any data is read. dpch then skips the walk and calibrates ONE Gaussian (variance t) or Laplace
-  (scale b) release at that point: an ordinary fixed-cost release whose exact cost is known in
-  advance, shown by EXPLAIN and charged by every filter. Gaussian: ρ = k/(2t) and the analytic
-  Gaussian ε at the boundary δ (Balle & Wang 2018, Thm 8); Laplace: ε = k/b. Under filters that
-  count ε the cheaper of the two in ε is used, under zCDP filters the cheaper in ρ.
+  any data is read. dpch then skips the walk and calibrates ONE Gaussian or Laplace release: each
+  measure is normalized by the data-unit noise its own target allows (norm_j = h/unit half-width at
+  its level), so at normalized scale 1 every measure is exactly as noisy as its target permits. An
+  ordinary fixed-cost release whose exact cost is known in advance, shown by EXPLAIN and charged by
+  every filter: Gaussian ρ = Σ_j (Δ2_j/norm_j)²/2 and the analytic-Gaussian ε at the boundary δ
+  (Balle & Wang 2018, Thm 8); Laplace ε = Σ_j Δ1_j/norm_j. Under zCDP filters the cheaper in ρ is
+  used, under the others the cheaper in ε.
 
 Everything here is computed before any data is read, from the plan, the target and the ledger.
 """

@@ -226,12 +226,14 @@ def plan_for(ctx: QueryContext, plan: QueryPlan, opts: QueryOptions) -> Accuracy
         uniform=uniform)
 
 
-def _charged(ctx: QueryContext, realized: PrivacyCost) -> PrivacyCost:
-    """What the ledger charges for a realized noise-reduction cost: itself under filters that charge
-    realized costs, else its worst case as a fixed cost (what those filters count anyway)."""
-    if FILTERS[ctx.accountant.status(recent=0).filter].charges_realized:
-        return realized
-    return ex_ante(realized)
+def _charges_realized(ctx: QueryContext) -> bool:
+    """Whether the analyst's filter charges a noise-reduction run its realized cost (else its worst
+    case, which it counts anyway: the ledger then records that worst case as a fixed cost)."""
+    return FILTERS[ctx.accountant.status(recent=0).filter].charges_realized
+
+
+def _as_charged(realized: PrivacyCost, charges_realized: bool) -> PrivacyCost:
+    return realized if charges_realized else ex_ante(realized)
 
 
 def answer(ctx: QueryContext, runs: AccuracyRuns, plan: QueryPlan, opts: QueryOptions, started: float) -> Release:
@@ -243,8 +245,7 @@ def answer(ctx: QueryContext, runs: AccuracyRuns, plan: QueryPlan, opts: QueryOp
     ctx.probe.check(plan, emitted)
     if afplan.direct:
         return _answer_direct(ctx, runs, plan, opts, afplan, emitted, datasets, started)
-    charged_as = _charged(ctx, afplan.worst_cost)  # the filter is fixed for the session's ledger
-    realized_counts = charged_as.ex_post
+    realized_counts = _charges_realized(ctx)  # the filter is fixed for the analyst's ledger
     # durable reservation at the worst case before ClickHouse runs and before any noise is drawn
     reservation = admit.reserve(ctx.accountant, afplan.worst_cost, datasets, plan.query.fingerprint,
                                 afplan.mechanism)
@@ -256,7 +257,7 @@ def answer(ctx: QueryContext, runs: AccuracyRuns, plan: QueryPlan, opts: QueryOp
             path, run = start(afplan, values, source)
             step, noisy, met, chk = iterate(plan, afplan, target, run, values)
         realized = afplan.cost_at(step) if met else afplan.worst_cost
-        charged = realized if realized_counts else ex_ante(realized)
+        charged = _as_charged(realized, realized_counts)
         entry = reservation.settle(charged)
     report = _report(afplan, target, step, met, chk, charged, refinements=0)
     keep = _Path(path) if isinstance(path, BrownianRun) and target.stop_rule == "released" else None
@@ -304,7 +305,7 @@ def explain(ctx: QueryContext, plan: QueryPlan, opts: QueryOptions) -> Explanati
         notes = [f"accuracy-first: the target {afplan.target.describe()} has a data-independent stop, so one "
                  f"{afplan.mechanism} release is calibrated to it; this is the exact cost charged"]
     else:
-        cost = _charged(ctx, afplan.worst_cost)
+        cost = _as_charged(afplan.worst_cost, _charges_realized(ctx))
         step = afplan.points - 1
         notes = [f"accuracy-first by {afplan.mechanism} over {afplan.points} iterates; the cost shown is the "
                  "worst case (the finest iterate), reserved before the run"
@@ -473,7 +474,7 @@ def refine(ctx: QueryContext, runs: AccuracyRuns, release_id: str | None = None,
         assert base_time is not None
         afplan = planner.plan_refinement(stored.afplan, base_time, target, admits=admits, refuse=refuse)
         assert afplan.boundary is not None
-        realized_counts = _charged(ctx, afplan.worst_cost).ex_post
+        realized_counts = _charges_realized(ctx)
         reservation = admit.reserve(ctx.accountant, afplan.worst_cost, stored.datasets,
                                     stored.plan.query.fingerprint, "brownian-refine")
         with reservation, ctx.accountant.tripwire(reservation):
@@ -483,7 +484,7 @@ def refine(ctx: QueryContext, runs: AccuracyRuns, release_id: str | None = None,
                 run = GridRun(afplan, path, source)
                 step, noisy, met, chk = iterate(stored.plan, afplan, target, run, path.values)
             realized = afplan.cost_at(step) if met else afplan.worst_cost
-            charged = realized if realized_counts else ex_ante(realized)
+            charged = _as_charged(realized, realized_counts)
             entry = reservation.settle(charged)
         report = _report(afplan, target, step, met, chk, charged, refinements=old.refinements + 1)
         new = _Stored(stored.plan, opts, afplan, holder, stored.keys, stored.datasets, report, stored.lock)
