@@ -416,14 +416,20 @@ def result_rows(plan: QueryPlan, afplan: AccuracyPlan, step: int, noisy: dict[st
 
 def _measure_reports(plan: QueryPlan, afplan: AccuracyPlan, step: int, cost: PrivacyCost,
                      confidence: float) -> list[MeasureReport]:
-    """Each measure's norm, noise and half-width at iterate ``step``; the cost split evenly for display."""
+    """Each measure's sensitivity, noise and half-width at iterate ``step``, and its share of the cost:
+    its part of the stack's ℓ1 (Laplace: exact, ε adds up) or squared ℓ2 (Gaussian: its share of ρ)."""
     hw = _half_widths(afplan, step)
-    k = afplan.blocks.k
     measures = [m for m in plan.measures if m.kind != "histogram"]
-    sensitivities = afplan.blocks.l2 if afplan.kind == "brownian" else afplan.blocks.l1
+    blocks = afplan.blocks
+    sensitivities = blocks.l2 if afplan.kind == "brownian" else blocks.l1
+    if afplan.kind == "brownian":
+        parts = [(d / n) ** 2 for d, n in zip(blocks.l2, blocks.norms, strict=True)]
+    else:
+        parts = [d / n for d, n in zip(blocks.l1, blocks.norms, strict=True)]
+    shares = [p / math.fsum(parts) for p in parts]
     return [MeasureReport(
         name=m.name, expression=m.sql, sensitivity=sensitivities[j], derivation=m.derivation,
-        mechanism=afplan.mechanism, epsilon=cost.epsilon / k, delta=cost.delta / k,
+        mechanism=afplan.mechanism, epsilon=cost.epsilon * shares[j], delta=cost.delta * shares[j],
         noise_scale=afplan.blocks.norms[j] * (math.sqrt(afplan.scale(step)) if afplan.kind == "brownian"
                                                else afplan.scale(step)),
         half_width=hw(m.name, confidence)) for j, m in enumerate(measures)]

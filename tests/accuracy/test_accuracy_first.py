@@ -291,6 +291,8 @@ def test_each_measure_of_a_direct_release_gets_only_the_noise_its_target_allows(
     assert release.mechanism == "laplace"
     assert explained.cost.epsilon == pytest.approx(expected, rel=1e-9) == pytest.approx(release.cost.epsilon)
     assert [m.sensitivity for m in release.measures] == d1
+    shares = [m.epsilon for m in release.measures]  # each measure's exact Laplace ε, Δ1_j·(ln 20 + 2^-20)/h
+    assert shares == pytest.approx([d * (math.log(20.0) + 2.0**-20) / h for d in d1], rel=1e-9)
     for lo, hi in release.intervals[0]:
         assert h * (1 - 1e-9) < (hi - lo) / 2 <= h
     assert _ledger(s)[0][4] == pytest.approx(expected, rel=1e-9)
