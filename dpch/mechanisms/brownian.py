@@ -49,6 +49,24 @@ def bridge_step(noise: np.ndarray, t_prev: float, t_next: float, rng: np.random.
     return mean + rng.normal(0.0, math.sqrt(var), noise.shape)
 
 
+def simulated_path(times: Sequence[float] | np.ndarray, rng: np.random.Generator,
+                   size: int | None = None) -> np.ndarray:
+    """B at every time of a non-increasing grid at once, for simulations (benchmarks, no private data).
+
+    Built forward from the smallest time (B_{t_K}, then independent N(0, t_i − t_{i+1}) increments up
+    to t_1): the same law as the reversed-path bridge of :func:`bridge_step`, in one vector operation.
+    A release never uses it — :class:`BrownianRun` walks the bridge so that only the current noise
+    exists. Shape (K,) or (size, K)."""
+    t = np.asarray(times, dtype=float)
+    if t.size == 0 or np.any(t <= 0) or np.any(np.diff(t) > 0):
+        raise ValueError("times must be positive and non-increasing")
+    u = t[::-1]  # increasing
+    steps = np.sqrt(np.diff(u, prepend=0.0))
+    draws = rng.standard_normal(t.size if size is None else (size, t.size))
+    path: np.ndarray = np.cumsum(steps * draws, axis=-1)[..., ::-1]
+    return path
+
+
 def accuracy_first_times(
     rho_remaining: float,
     sensitivity: float = 1.0,
