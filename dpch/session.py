@@ -69,6 +69,8 @@ class Session:
 
     def explain_plan(self, plan: QueryPlan, opts: QueryOptions) -> Explanation:
         """:meth:`explain` of an already planned query."""
+        if opts.accuracy_first:  # dp_accuracy / dp_relative_error: the accuracy-first plan's cost
+            return accuracy_first.explain(self.context, plan, opts)
         noise = calibrate(plan, opts)
         admissible, reason = admit.admissible(self.accountant, noise.cost, self.datasets(plan))
         return Explanation(sql=emit_sql(plan, self.engine.database), plan=plan, options=opts,

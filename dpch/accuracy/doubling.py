@@ -17,9 +17,9 @@ repeatedly pick the top remaining item with the exponential mechanism (Gumbel no
 all under one zCDP budget ρ_max(ε, δ'') (000 Thm 2 / Thm 6); report how many counts were returned
 and the share of them within α of the truth (precision; 1 if none returned).
 
-The Brownian path here is built forward (B_{t_K}, then independent N(0, t_i − t_{i+1}) increments
-up to t_1), which has the same law as the reversed-path bridge of :mod:`dpch.mechanisms.brownian`
-and lets a whole grid be simulated in one vector operation. Simulation only: no private data.
+The Brownian path here is :func:`dpch.mechanisms.brownian.simulated_path` (built forward, the same
+law as the bridge a release walks), so a whole grid is simulated in one vector operation.
+Simulation only: no private data.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpch.accuracy.rules import relative_ok
+from dpch.mechanisms.brownian import simulated_path
 from dpch.mechanisms.zcdp import exponential_mechanism_rho, rho_max
 
 
@@ -57,9 +58,7 @@ def brownian_relative(value: float, rho_left: float, alpha: float, rng: np.rando
         return Outcome(None, 0.0, 0)
     space = np.linspace if grid == "linear" else np.geomspace
     eps2 = space(eps2_first, 2 * rho_left, points)
-    t = 1.0 / eps2  # decreasing
-    u = t[::-1]  # increasing: build B forward from the smallest time
-    noise = np.cumsum(np.sqrt(np.diff(u, prepend=0.0)) * rng.standard_normal(points))[::-1]
+    noise = simulated_path(1.0 / eps2, rng)  # t = 1/ε², decreasing
     noisy = value + noise
     ok = _rule(noisy, np.sqrt(eps2), alpha)
     hit = int(np.argmax(ok)) if ok.any() else -1

@@ -1,4 +1,5 @@
-"""The planner: from a target and the measures' sensitivities to a noise-reduction grid.
+"""The planner: from a target and the measures' sensitivities to one calibrated release or a
+noise-reduction grid.
 
 The query's additive measures are stacked into ONE normalized vector: measure j (a vector over
 the groups) is divided by its sensitivity, so the stack has ℓ2 sensitivity √k (Brownian) or ℓ1
@@ -15,6 +16,16 @@ the path's — the even split of an ordinary query (:mod:`dpch.pipeline.calibrat
 - Laplace noise reduction (A1) for pure-ε filters: ε_1 < … < ε_K geometric over three decades
   (64 points), ε_K the largest the filter admits; the run costs ε_N ex post (002 Prop 4.2).
 
+- Direct calibration (:func:`plan_direct`): an absolute target on counts and sums only has
+  half-widths fixed by the noise scale, so a noise-reduction run would stop at a point known before
+  any data is read. dpch then skips the walk and calibrates ONE Gaussian or Laplace release: each
+  measure is normalized by the data-unit noise its own target allows (norm_j = h/unit half-width at
+  its level), so at normalized scale 1 every measure is exactly as noisy as its target permits. An
+  ordinary fixed-cost release whose exact cost is known in advance, shown by EXPLAIN and charged by
+  every filter: Gaussian ρ = Σ_j (Δ2_j/norm_j)²/2 and the analytic-Gaussian ε at the boundary δ
+  (Balle & Wang 2018, Thm 8); Laplace ε = Σ_j Δ1_j/norm_j. Under zCDP filters the cheaper in ρ is
+  used, under the others the cheaper in ε.
+
 Everything here is computed before any data is read, from the plan, the target and the ledger.
 """
 
@@ -25,10 +36,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.special import ndtri
+from scipy.optimize import brentq
+from scipy.special import log_ndtr, ndtri
 
 from dpch.accounting.filters import FILTERS
-from dpch.accuracy import bounds
+from dpch.accuracy import bounds, rules
 from dpch.errors import BudgetExceeded, QueryRejected
 from dpch.mechanisms.boundaries import MixtureBoundary
 from dpch.mechanisms.calibration import analytic_gaussian_sigma
@@ -62,6 +74,15 @@ class Blocks:
     def k(self) -> int:
         return len(self.names)
 
+    def stack_l2_squared(self) -> float:
+        """Squared ℓ2 sensitivity of the normalized stack: Σ_j (Δ2_j/norm_j)² (= k when norms are the ℓ2
+        sensitivities; a direct plan's norms put each measure's noise where its target needs it)."""
+        return math.fsum((d / n) ** 2 for d, n in zip(self.l2, self.norms, strict=True))
+
+    def stack_l1(self) -> float:
+        """ℓ1 sensitivity of the normalized stack: Σ_j Δ1_j/norm_j."""
+        return math.fsum(d / n for d, n in zip(self.l1, self.norms, strict=True))
+
     def stack(self, measures: dict[str, np.ndarray]) -> np.ndarray:
         return np.concatenate([np.asarray(measures[n], dtype=float) / d for n, d in zip(self.names, self.norms,
                                                                                          strict=True)])
@@ -86,10 +107,17 @@ class AccuracyPlan:
     #: a refinement continues a path stopped at ``base_time``: costs are increments over it
     base_time: float | None = None
     notes: list[str] = field(default_factory=list)
+    #: one fixed-cost release calibrated to the target (:func:`plan_direct`), not a noise-reduction walk
+    direct: bool = False
+    #: a refinement of a direct release: the base was charged a fixed (ε, δ), not ψ(base_time), so the
+    #: refinement is charged the path's whole ψ(t) and the boundary's δ (conservative)
+    base_direct: bool = False
 
     @property
     def sensitivity(self) -> float:
-        return math.sqrt(self.blocks.k) if self.kind == "brownian" else float(self.blocks.k)
+        """Sensitivity of the normalized stack: ℓ2 (Brownian) or ℓ1 (Laplace); √k or k for k measures
+        normalized by their own sensitivities."""
+        return math.sqrt(self.blocks.stack_l2_squared()) if self.kind == "brownian" else self.blocks.stack_l1()
 
     @property
     def points(self) -> int:
@@ -97,6 +125,8 @@ class AccuracyPlan:
 
     @property
     def mechanism(self) -> str:
+        if self.direct:
+            return "gaussian" if self.kind == "brownian" else "laplace"
         if self.kind == "laplace":
             return "laplace-noise-reduction"
         return "brownian+rat" if self.target.stop_rule == "exact" else "brownian"
@@ -123,19 +153,32 @@ class AccuracyPlan:
     def cost_at(self, step: int) -> PrivacyCost:
         """Realized cost of a run stopped at ``step`` (an increment for a refinement)."""
         last = self.points - 1
+        if self.direct:
+            return self._direct_cost()
         if self.kind == "laplace":
             eps, worst = float(self.grid[step]), float(self.grid[last])
             return PrivacyCost(eps, 0.0, ex_post=True, worst_epsilon=worst)
-        t, t_k, k = self.scale(step), self.scale(last), self.blocks.k
+        t, t_k, k = self.scale(step), self.scale(last), self.blocks.stack_l2_squared()
         if self.target.stop_rule == "exact":  # 002 Cor 5.2: (2ψ(T_N), δ); no zCDP view
             return PrivacyCost(2 * self._psi(t), self.delta, ex_post=True, worst_epsilon=2 * self._psi(t_k))
         if self.base_time is None:
             return PrivacyCost(self._psi(t), self.delta, rho=k / (2 * t), ex_post=True,
                                worst_epsilon=self._psi(t_k), worst_rho=k / (2 * t_k))
         t0 = self.base_time
-        return PrivacyCost(max(0.0, self._psi(t) - self._psi(t0)), 0.0, rho=k / (2 * t) - k / (2 * t0),
-                           ex_post=True, worst_epsilon=max(0.0, self._psi(t_k) - self._psi(t0)),
-                           worst_rho=k / (2 * t_k) - k / (2 * t0))
+        paid = 0.0 if self.base_direct else self._psi(t0)
+        return PrivacyCost(max(0.0, self._psi(t) - paid), self.delta if self.base_direct else 0.0,
+                           rho=k / (2 * t) - k / (2 * t0), ex_post=True,
+                           worst_epsilon=max(0.0, self._psi(t_k) - paid), worst_rho=k / (2 * t_k) - k / (2 * t0))
+
+    def _direct_cost(self) -> PrivacyCost:
+        """The fixed cost of a direct release: Gaussian N(0, t) per normalized coordinate is
+        k/(2t)-zCDP and (analytic-Gaussian ε, δ)-DP; Laplace at ε is ε-DP (k/b)."""
+        g = float(self.grid[0])
+        if self.kind == "laplace":
+            return PrivacyCost(g, 0.0)
+        k = self.blocks.stack_l2_squared()
+        return PrivacyCost(analytic_gaussian_epsilon(math.sqrt(g), self.delta, math.sqrt(k)), self.delta,
+                           rho=k / (2 * g))
 
     @property
     def worst_cost(self) -> PrivacyCost:
@@ -143,15 +186,19 @@ class AccuracyPlan:
 
     def total_epsilon(self, step: int) -> float:
         """Ex-post ε of the whole path up to ``step`` (a refinement includes what came before)."""
+        if self.direct:
+            return self._direct_cost().epsilon
         if self.kind == "laplace":
             return float(self.grid[step])
         factor = 2.0 if self.target.stop_rule == "exact" else 1.0
         return factor * self._psi(self.scale(step))
 
     def total_rho(self, step: int) -> float | None:
+        if self.direct:
+            return self._direct_cost().rho
         if self.kind == "laplace" or self.target.stop_rule == "exact":
             return None
-        return self.blocks.k / (2 * self.scale(step))
+        return self.blocks.stack_l2_squared() / (2 * self.scale(step))
 
     def fixed_costs(self, step: int, confidence: float, delta: float) -> dict[str, float]:
         """What a fixed-ε query with the same per-measure half-widths would cost (issue 4 part 4).
@@ -290,12 +337,102 @@ def plan_accuracy(plan: QueryPlan, target: AccuracyTarget, *, mechanism: str | N
     return result
 
 
+def analytic_gaussian_epsilon(sigma: float, delta: float, sensitivity: float) -> float:
+    """The smallest ε for which N(0, σ²) on a query of ℓ2 sensitivity Δ is (ε, δ)-DP: the root in ε
+    of Φ(Δ/(2σ) − εσ/Δ) − e^ε·Φ(−Δ/(2σ) − εσ/Δ) = δ (Balle & Wang 2018, Thm 8; the left side
+    decreases in ε), in log space."""
+    a = sensitivity / (2.0 * sigma)
+
+    def excess(eps: float) -> float:
+        b = eps * sigma / sensitivity
+        return math.exp(float(log_ndtr(a - b))) - math.exp(eps + float(log_ndtr(-a - b))) - delta
+
+    if excess(0.0) <= 0:
+        return 0.0
+    hi = 1.0
+    while excess(hi) > 0:
+        hi *= 2.0
+    return float(brentq(excess, 0.0, hi, xtol=1e-15, rtol=1e-13, maxiter=500))
+
+
+def direct_applies(plan: QueryPlan, target: AccuracyTarget) -> bool:
+    """Whether ``target`` has a data-independent stopping point: an absolute target on counts and
+    sums with the default stopping rule (their half-widths depend on the noise scale alone)."""
+    return target.stop_rule == "released" and not rules.data_dependent(plan, target)
+
+
+def _direct_blocks(plan: QueryPlan, target: AccuracyTarget, kind: str, unit: Callable[[float], float]) -> Blocks:
+    """Blocks whose norms put each measure's noise exactly where its target needs it at normalized
+    scale 1: norm_j = h/unit(level_j), ``unit(level)`` being the half-width of unit noise at the level
+    the measure's column reports. Each measure is then noised no more than its own target allows —
+    the cheapest calibration: ρ = Σ_j (Δ2_j/norm_j)²/2, ε = Σ_j Δ1_j/norm_j."""
+    assert target.accuracy is not None
+    levels: dict[str, float] = {}
+    for name, level in rules.checked_stats(plan, target.confidence).items():
+        measure = plan.stats[name].measures[0]
+        levels[measure] = max(levels.get(measure, 0.0), level)
+    base = blocks_for(plan, kind)
+    # one part in 10^12 below the target, so the reported half-width is ≤ h after rounding
+    norms = tuple(target.accuracy * (1.0 - 1e-12) / unit(levels.get(name, target.confidence))
+                  for name in base.names)
+    return Blocks(base.names, norms, base.l1, base.l2)
+
+
+def plan_direct(plan: QueryPlan, target: AccuracyTarget, *, mechanism: str | None, delta: float,
+                budget_delta: float, pure_only: bool, prefer_rho: bool, epsilon_hint: float,
+                admits: Admits) -> AccuracyPlan:
+    """ONE release calibrated to an absolute target on counts and sums (no data read).
+
+    Candidates: Laplace (scale 1 on the normalized stack, ε = its ℓ1 sensitivity) and, unless the filter
+    is pure-only or no δ is available, Gaussian (variance 1, ρ = ℓ2²/2, analytic-Gaussian ε at δ =
+    ``dp_delta`` or 1% of the budget's δ). ``mechanism`` forces one; else the cheaper in the filter's
+    currency (ρ when ``prefer_rho``, else ε), preferring one the filter admits. A cost above
+    ``dp_max_epsilon`` is refused here, before anything is spent."""
+    _refuse_unsupported(plan, target)
+    bdelta = delta if delta > 0 else (budget_delta * BOUNDARY_DELTA_SHARE if budget_delta > 0 else 0.0)
+    kinds = {"gaussian": ["brownian"], "laplace": ["laplace"]}.get(mechanism or "", [])
+    if not kinds:
+        kinds = ["laplace"] + (["brownian"] if not pure_only and bdelta > 0 else [])
+    if "brownian" in kinds and bdelta <= 0:
+        raise QueryRejected("the Gaussian mechanism needs dp_delta > 0 (or a budget with δ > 0)",
+                            hint="add e.g. dp_delta = 1e-6, or use dp_mechanism = 'laplace'")
+    candidates = []
+    for kind in kinds:
+        if kind == "brownian":
+            blocks = _direct_blocks(plan, target, kind, lambda level: bounds.gaussian_fixed(1.0, level))
+            draft = AccuracyPlan("brownian", blocks, np.array([1.0]), target, False, bdelta, direct=True)
+            # the boundary serves a later refinement of this release (its ψ, 002 Thm 3.6)
+            draft.boundary = MixtureBoundary.optimal(target.max_epsilon or max(epsilon_hint, 1e-6), bdelta,
+                                                     draft.sensitivity)
+        else:
+            blocks = _direct_blocks(plan, target, kind, lambda level: bounds.laplace_fixed(1.0, level))
+            draft = AccuracyPlan("laplace", blocks, np.array([blocks.stack_l1()]), target, False, direct=True)
+        candidates.append(draft)
+
+    def price(p: AccuracyPlan) -> tuple[bool, float]:
+        c = p.worst_cost
+        value = (c.rho if c.rho is not None else c.epsilon ** 2 / 2) if prefer_rho else c.epsilon
+        return (not admits(c), value)
+
+    chosen = min(candidates, key=price)
+    cap = target.max_epsilon
+    cost = chosen.worst_cost
+    if cap is not None and cost.epsilon > cap * (1 + 1e-12):
+        raise QueryRejected(
+            f"the target {target.describe()} needs ε {cost.epsilon:.6g} ({chosen.mechanism}), above "
+            f"dp_max_epsilon {cap:g}; nothing was spent",
+            hint="raise dp_max_epsilon or widen dp_accuracy")
+    return chosen
+
+
 def plan_refinement(previous: AccuracyPlan, base_time: float, target: AccuracyTarget, *, admits: Admits,
                     refuse: Callable[[PrivacyCost], None]) -> AccuracyPlan:
     """The grid that continues a Brownian path stopped at ``base_time`` (cost: the increments)."""
     cap = target.max_epsilon
+    base_direct = previous.direct  # a later refinement continues from a ψ already charged
     probe = AccuracyPlan("brownian", previous.blocks, np.array([base_time]), target, previous.uniform,
-                         previous.delta, previous.boundary, previous.mixture_r, base_time=base_time)
+                         previous.delta, previous.boundary, previous.mixture_r, base_time=base_time,
+                         base_direct=base_direct)
 
     def cost_at_time(t: float) -> PrivacyCost:
         probe.grid = np.array([t])
@@ -313,7 +450,7 @@ def plan_refinement(previous: AccuracyPlan, base_time: float, target: AccuracyTa
         raise BudgetExceeded("the budget admits no further refinement")  # pragma: no cover
     s = np.geomspace(s0, s_top, BROWNIAN_POINTS + 1)[1:]
     return AccuracyPlan("brownian", previous.blocks, 1.0 / s, target, previous.uniform, previous.delta,
-                        previous.boundary, previous.mixture_r, base_time=base_time)
+                        previous.boundary, previous.mixture_r, base_time=base_time, base_direct=base_direct)
 
 
 def _mixture_r(plan: AccuracyPlan, s: np.ndarray) -> float:

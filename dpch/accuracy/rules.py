@@ -64,6 +64,7 @@ def intervals(stat: Stat, noisy: dict[str, np.ndarray], half_width: HalfWidth, l
         s, c = noisy[stat.measures[0]], noisy[stat.measures[1]]
         hs, hc = half_width(stat.measures[0], inner), half_width(stat.measures[1], inner)
         iv = stat.interval
+        assert iv is not None  # an avg always has its value interval
         with np.errstate(divide="ignore", invalid="ignore"):
             ratios = np.stack([(s + ds) / (c + dc) for ds in (-hs, hs) for dc in (-hc, hc)])
         lo = np.maximum(iv.lo, iv.mid + ratios.min(axis=0))
@@ -98,7 +99,8 @@ def relative_ok(lo: np.ndarray, hi: np.ndarray, alpha: float) -> np.ndarray:
     excludes = (lo > 0) | (hi < 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.abs(hi / lo)
-    return excludes & (ratio > 1.0 - alpha) & (ratio <= 1.0 + alpha)
+    ok: np.ndarray = excludes & (ratio > 1.0 - alpha) & (ratio <= 1.0 + alpha)
+    return ok
 
 
 def check(plan: QueryPlan, target: AccuracyTarget, noisy: dict[str, np.ndarray], half_width: HalfWidth,

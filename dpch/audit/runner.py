@@ -174,15 +174,15 @@ class AuditRunner:
     # -- accuracy-first (noise reduction) ------------------------------------------------------
 
     def _accuracy_plan(self, session: Any, plan: QueryPlan, opts: QueryOptions) -> tuple[Any, int]:
-        """The accuracy-first grid the production path would build, and where it stops.
+        """The accuracy-first plan the production path would build, and where it stops.
 
-        Audited: absolute targets on counts and sums, whose stop is the first grid point narrow
-        enough whatever the data. The released iterate is then the noise-reduction path at that
-        point, whose marginal is plain Gaussian (Brownian: N(0, t)) or Laplace (LNR: Lap(b)) noise,
-        so the fast path draws it directly; the claim is the realized ex-post cost there.
+        Audited: absolute targets on counts and sums, whose stop is data-independent, so production
+        calibrates ONE Gaussian (variance t) or Laplace (scale b) release to the target
+        (:func:`dpch.pipeline.accuracy_first.plan_for`); the fast path draws that noise directly and the
+        claim is that release's fixed cost.
         """
-        from dpch.accuracy import planner, rules
-        from dpch.pipeline.accuracy_first import admission, iterate, start
+        from dpch.accuracy import rules
+        from dpch.pipeline.accuracy_first import plan_for
         from dpch.sql.accuracy_target import AccuracyTarget
 
         target = AccuracyTarget.from_options(opts)
@@ -190,19 +190,8 @@ class AuditRunner:
             raise QueryRejected(
                 "the audit covers accuracy-first queries whose stop does not depend on the data",
                 hint="audit an absolute dp_accuracy target on counts and sums")
-        status = session.accountant.status(recent=0)
-        admits, refuse = admission(session.context, session.datasets(plan))
-        afplan = planner.plan_accuracy(
-            plan, target, mechanism=opts.mechanism, delta=opts.delta, filter_name=status.filter,
-            budget_delta=status.budget.delta, epsilon_hint=status.remaining.epsilon, admits=admits,
-            refuse=refuse, uniform=False)
-        # the production stopping rule, walked once: its stop cannot depend on the values (checked above)
-        values = np.zeros(afplan.blocks.k * len(plan.group_domain))
-        _, run = start(afplan, values, self._noise)
-        step, _, met, _ = iterate(plan, afplan, target, run, values)
-        if not met:
-            raise QueryRejected("the accuracy target cannot be met within the cap: no release to audit")
-        return afplan, step
+        afplan = plan_for(session.context, plan, opts)
+        return afplan, 0
 
     def _run_accuracy_first(self, trials: int, claimed: PrivacyCost, mechanism: str) -> AuditSamples:
         sides, exact_sides = [], []
@@ -210,14 +199,21 @@ class AuditRunner:
             plan, opts = session.plan(self.sql, **self.options)
             afplan, step = self._accuracy_plan(session, plan, opts)
             exact = execute.exact(session.engine, plan, self.emit(plan, session.engine.database)).measures
-            values = afplan.blocks.stack(exact)  # normalized: each measure divided by its sensitivity
+            blocks = afplan.blocks
+            # observed in units of each measure's sensitivity (a neighbour moves each coordinate by at
+            # most 1); the plan's noise on measure j is norm_j × the normalized noise
+            sens = blocks.l2 if afplan.kind == "brownian" else blocks.l1
+            values = np.concatenate([np.asarray(exact[n], dtype=float) / d for n, d in zip(blocks.names, sens,
+                                                                                            strict=True)])
+            factor = np.concatenate([np.full(len(exact[n]), norm / d) for n, norm, d in zip(
+                blocks.names, blocks.norms, sens, strict=True)])
             scale = self.noise_reduction_scale(afplan, step)
             shape = (trials, values.size)
             if afplan.kind == "brownian":
                 noise = self._noise.generator.normal(0.0, np.sqrt(scale), shape)
             else:
                 noise = self._noise.generator.laplace(0.0, scale, shape)
-            sides.append(values + noise)
+            sides.append(values + noise * factor)
             exact_sides.append({"normalized": values})
         labels = [f"coordinate {i}" for i in range(sides[0].shape[1])]
         return AuditSamples(sides[0], sides[1], labels, claimed, mechanism, "fast", exact_sides[0], exact_sides[1],

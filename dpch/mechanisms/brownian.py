@@ -12,7 +12,7 @@ inverted, we implement the corrected bridge):
     B_{T_m} | B_{T_{m−1}} ~ N((T_m/T_{m−1})·B_{T_{m−1}}, ((T_{m−1} − T_m)·T_m/T_{m−1})·I)
 
 (a Brownian bridge pinned at B_0 = 0). Fresh independent noise per step would lose noise
-reduction (A7 pitfall 1); :class:`FreshNoiseRun` exists only as the negative control in tests.
+reduction (A7 pitfall 1; the tests keep such a broken run as their negative control).
 
 Privacy at the stop N (002 Thm 3.4, Cor 3.7): (ψ(T_N), δ)-ex-post private for a δ-boundary ψ
 (:mod:`.boundaries`), and — for the zCDP filter of 000 Thm 6 — the charge Δ2²/(2T_N): a BM
@@ -49,6 +49,24 @@ def bridge_step(noise: np.ndarray, t_prev: float, t_next: float, rng: np.random.
     return mean + rng.normal(0.0, math.sqrt(var), noise.shape)
 
 
+def simulated_path(times: Sequence[float] | np.ndarray, rng: np.random.Generator,
+                   size: int | None = None) -> np.ndarray:
+    """B at every time of a non-increasing grid at once, for simulations (benchmarks, no private data).
+
+    Built forward from the smallest time (B_{t_K}, then independent N(0, t_i − t_{i+1}) increments up
+    to t_1): the same law as the reversed-path bridge of :func:`bridge_step`, in one vector operation.
+    A release never uses it — :class:`BrownianRun` walks the bridge so that only the current noise
+    exists. Shape (K,) or (size, K)."""
+    t = np.asarray(times, dtype=float)
+    if t.size == 0 or np.any(t <= 0) or np.any(np.diff(t) > 0):
+        raise ValueError("times must be positive and non-increasing")
+    u = t[::-1]  # increasing
+    steps = np.sqrt(np.diff(u, prepend=0.0))
+    draws = rng.standard_normal(t.size if size is None else (size, t.size))
+    path: np.ndarray = np.cumsum(steps * draws, axis=-1)[..., ::-1]
+    return path
+
+
 def accuracy_first_times(
     rho_remaining: float,
     sensitivity: float = 1.0,
@@ -72,7 +90,7 @@ class BrownianMechanism:
 
     name = "brownian"
 
-    def __init__(self, sensitivity: float, times: Sequence[float], boundary: Boundary) -> None:
+    def __init__(self, sensitivity: float, times: Sequence[float] | np.ndarray, boundary: Boundary) -> None:
         t = np.asarray(times, dtype=float)
         if t.size == 0 or np.any(t <= 0) or np.any(np.diff(t) > 0):
             raise ValueError("times must be positive and non-increasing")
@@ -179,18 +197,32 @@ class BrownianRun:
         return self._advance(time)
 
     @property
+    def values(self) -> np.ndarray:
+        """The exact query vector f(x) (stays in the process; needed by ReducedAboveThreshold's utility)."""
+        return self._values
+
+    @property
+    def rng(self) -> np.random.Generator:
+        """The generator the path draws from."""
+        return self._rng
+
+    def continued(self, mechanism: BrownianMechanism) -> BrownianRun:
+        """The same path, continued over ``mechanism``'s finer grid (every time ≤ the current one).
+
+        Given B_{T} the rest of the path below T is again a Brownian noise reduction (time inversion:
+        s·B(1/s) has independent increments), so a refinement is a new run that starts from the
+        current noise instead of a fresh draw."""
+        if self.time is None:
+            raise ValueError("a run continues only after its first release")
+        if float(mechanism.times[0]) > self.time:
+            raise ValueError("a continuation's times must not exceed the current time")
+        run = BrownianRun(mechanism, self._values, self._rng)
+        run._noise, run.time = self._noise, self.time
+        return run
+
+    @property
     def cost(self) -> PrivacyCost:
         """Realized cost at the current stop (zero before any release)."""
         if self.time is None:
             return PrivacyCost(0.0, 0.0, 0.0, ex_post=True)
         return self._mechanism.cost_at(self.time)
-
-
-class FreshNoiseRun(BrownianRun):
-    """BROKEN on purpose: independent N(0, T_n) per step (A7 pitfall 1). Tests only."""
-
-    def _advance(self, time: float) -> np.ndarray:
-        self._noise = self._rng.normal(0.0, math.sqrt(time), self._values.shape)
-        self.time = time
-        self.released += 1
-        return self._values + self._noise

@@ -40,7 +40,8 @@ def snap(values: np.ndarray, scale: float) -> np.ndarray:
     return np.rint(values / width) * width
 
 
-def markov_laplace_path(scales: Sequence[float], size: int | tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+def markov_laplace_path(scales: Sequence[float] | np.ndarray, size: int | tuple[int, ...],
+                        rng: np.random.Generator) -> np.ndarray:
     """ζ_1..ζ_K for increasing ``scales`` (002 eq. 5), shape (K, *size); ζ_n ~ Lap(t_n)."""
     t = np.asarray(scales, dtype=float)
     if t.ndim != 1 or t.size == 0 or np.any(t <= 0) or np.any(np.diff(t) <= 0):
@@ -62,7 +63,7 @@ class LaplaceNoiseReduction:
 
     name = "laplace-noise-reduction"
 
-    def __init__(self, sensitivity: float, epsilons: Sequence[float]) -> None:
+    def __init__(self, sensitivity: float, epsilons: Sequence[float] | np.ndarray) -> None:
         eps = np.asarray(epsilons, dtype=float)
         if eps.size == 0 or np.any(eps <= 0) or np.any(np.diff(eps) <= 0):
             raise ValueError("epsilons must be positive and strictly increasing")
@@ -96,7 +97,7 @@ class LNRRun:
         self.released = 0
 
     def __len__(self) -> int:
-        return self._noisy.shape[0]
+        return int(self._noisy.shape[0])
 
     def next(self) -> np.ndarray:
         """Release the next (less noisy) iterate."""

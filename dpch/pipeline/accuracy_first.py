@@ -1,20 +1,32 @@
-"""Running an accuracy-first query, and refining its answer later.
+"""Running an accuracy-first query, explaining it, and refining its answer later.
 
-Protocol (DESIGN.md data flow; README "Ledger protocol"):
+Two strategies, chosen before any data is read (:func:`plan_for`):
 
-1. plan the grid from the target, the sensitivities and what the filter admits (no data read);
-2. reserve the worst case — the finest grid point — durably in the ledger;
-3. run dpch's SQL; the exact aggregates stay in this process;
-4. release iterates noisiest first along ONE noise path (Brownian bridge, ALGORITHMS.md A2;
-   or the Laplace Markov chain, A1), stop at the first that meets the target (released values only;
-   or ReducedAboveThreshold for ``dp_stop_rule = 'exact'``, A3);
-5. settle the realized cost of the stopping iterate alone (000 Def 4.2, Thm 6); a run that never
-   meets the target settles its worst case and the answer is withheld (:class:`AccuracyNotReached`).
+- **Direct** (an absolute ``dp_accuracy`` on counts and sums, default stopping rule): the half-widths
+  depend on the noise scale alone, so the stopping point is data-independent. The planner
+  calibrates ONE Gaussian or Laplace release to the target (:func:`dpch.accuracy.planner.plan_direct`):
+  an ordinary fixed-cost release — its exact cost is shown by EXPLAIN, admitted or refused before
+  anything runs (under every filter), charged once, and reported as charged.
+- **Noise reduction** (relative targets, avg/var, ``dp_stop_rule = 'exact'``: data-dependent stops):
+
+  1. plan the grid from the target, the sensitivities and what the filter admits (no data read);
+  2. reserve the worst case — the finest grid point — durably in the ledger;
+  3. run dpch's SQL; the exact aggregates stay in this process;
+  4. release iterates noisiest first along ONE noise path — the Brownian mechanism of
+     :mod:`dpch.mechanisms.brownian` (bridge steps, ALGORITHMS.md A2) or the Laplace noise reduction
+     of :mod:`dpch.mechanisms.lnr` (A1) — and stop at the first that meets the target (released
+     values only; or ReducedAboveThreshold, :mod:`dpch.mechanisms.rat`, for ``dp_stop_rule = 'exact'``, A3);
+  5. settle: the realized cost of the stopping iterate alone (000 Def 4.2, Thm 6) under filters that
+     charge realized costs, the worst case (as a fixed cost) under the others; a run that never meets
+     the target settles its worst case and the answer is withheld (:class:`AccuracyNotReached`).
+
+The cost a release reports is always the cost its ledger row charges.
 
 ``refine`` continues the Brownian path of an earlier answer: given the iterate at time t0, the
 path below t0 is again a Brownian noise reduction whose privacy loss is the increment
 L(t) − L(t0) (time inversion makes s·B(1/s) a Brownian motion with independent increments), so it
-is charged k/(2t) − k/(2t0) ρ: the whole path costs what its final iterate costs.
+is charged k/(2t) − k/(2t0) ρ: the whole path costs what its final iterate costs. A direct Gaussian
+release is the path's first iterate (its noise is B_t), so it can be refined too.
 """
 
 from __future__ import annotations
@@ -23,22 +35,24 @@ import math
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
+from dpch.accounting.filters import FILTERS, ex_ante
 from dpch.accuracy import planner, rules
 from dpch.accuracy.planner import AccuracyPlan
-from dpch.errors import AccuracyNotReached, QueryRejected
-from dpch.mechanisms.brownian import bridge_step
-from dpch.mechanisms.lnr import LaplaceNoiseReduction, snap
+from dpch.errors import AccuracyNotReached, BudgetExceeded, QueryRejected
+from dpch.mechanisms.brownian import BrownianMechanism, BrownianRun
+from dpch.mechanisms.lnr import LaplaceNoiseReduction, LNRRun
 from dpch.mechanisms.rat import ReducedAboveThreshold
 from dpch.mechanisms.sampling import NoiseSource
 from dpch.pipeline import admit, execute
 from dpch.pipeline.context import QueryContext
 from dpch.pipeline.postprocess import build_rows, having_order_limit, stat_intervals, stat_values
-from dpch.pipeline.report import MeasureReport, Release
+from dpch.pipeline.report import Explanation, MeasureReport, Release
 from dpch.privacy.cost import PrivacyCost
 from dpch.sql.accuracy_target import AccuracyTarget
 from dpch.sql.analyze import QueryPlan
@@ -47,6 +61,9 @@ from dpch.sql.settings import QueryOptions
 
 #: answers kept per session for ``refine`` (their exact aggregates stay in this process only)
 KEEP_RUNS = 16
+
+Interval = tuple[float, float]
+HalfWidth = Callable[[str, float], float]
 
 
 @dataclass(frozen=True)
@@ -72,18 +89,27 @@ class AccuracyReport:
     fixed: dict[str, float]
     uniform_intervals: bool
     refinements: int = 0
+    #: calibrated directly to the target (one fixed-cost release), not a noise-reduction walk
+    direct: bool = False
 
     def describe(self) -> str:
-        lines = [f"target {self.target}: {'met' if self.met else 'NOT met (answer withheld)'} after "
-                 f"{self.steps} of {self.grid_points} iterates ({self.mechanism})",
+        if self.direct:
+            head = (f"target {self.target}: met by one {self.mechanism} release calibrated to it "
+                    "(data-independent stop: cost known in advance)")
+        else:
+            head = (f"target {self.target}: {'met' if self.met else 'NOT met (answer withheld)'} after "
+                    f"{self.steps} of {self.grid_points} iterates ({self.mechanism})")
+        lines = [head,
                  f"achieved half-width ±{self.achieved_half_width:.4g}"
                  + (f", relative error ≤ {self.achieved_relative_error:.4g}"
                     if self.achieved_relative_error is not None else ""),
-                 f"ex-post ε {self.ex_post_epsilon:.4g}" + (f" (δ {self.delta:g})" if self.delta else "")
+                 ("ε" if self.direct else "ex-post ε") + f" {self.ex_post_epsilon:.4g}"
+                 + (f" (δ {self.delta:g})" if self.delta else "")
                  + (f", ρ {self.rho:.4g}" if self.rho is not None else ""),
-                 f"charged ε {self.charged.epsilon:.4g}" + (f", ρ {self.charged.rho:.4g}" if self.charged.rho else "")
-                 + f" (reserved at worst ε {self.reserved.epsilon:.4g}"
-                 + (f", ρ {self.reserved.rho:.4g}" if self.reserved.rho else "") + ")",
+                 f"charged ε {self.charged.epsilon:.4g}" + (f", δ {self.charged.delta:g}" if self.charged.delta else "")
+                 + (f", ρ {self.charged.rho:.4g}" if self.charged.rho else "")
+                 + ("" if self.direct else f" (reserved at worst ε {self.reserved.epsilon:.4g}"
+                    + (f", ρ {self.reserved.rho:.4g}" if self.reserved.rho else "") + ")"),
                  f"a fixed-ε query with these half-widths: Laplace ε {self.fixed['laplace_epsilon']:.4g}; "
                  f"Gaussian ε {self.fixed['gaussian_epsilon']:.4g} (δ {self.fixed['gaussian_delta']:g}), "
                  f"ρ {self.fixed['gaussian_rho']:.4g}"]
@@ -99,34 +125,18 @@ class AccuracyReport:
         return d
 
 
-class _BrownianPath:
-    """One Brownian path over the normalized stack; only the current noise is kept (002 App. E)."""
-
-    def __init__(self, values: np.ndarray, rng: np.random.Generator) -> None:
-        self.values, self.rng = values, rng
-        self.noise: np.ndarray | None = None
-        self.time: float | None = None
-
-    def at(self, t: float) -> np.ndarray:
-        if self.noise is None:
-            self.noise = self.rng.normal(0.0, math.sqrt(t), self.values.shape)
-        else:
-            assert self.time is not None
-            self.noise = bridge_step(self.noise, self.time, t, self.rng)
-        self.time = t
-        return snap(self.values + self.noise, math.sqrt(t))
+NoiseRun = BrownianRun | LNRRun
 
 
 class GridRun:
-    """Iterates of a plan's grid, noisiest first (``next``), with the realized cost (``cost``)."""
+    """Iterates of a plan's grid, noisiest first (``next``), drawn by the tested mechanisms of
+    :mod:`dpch.mechanisms` (one noise path), with the realized cost (``cost``)."""
 
-    def __init__(self, plan: AccuracyPlan, path: Any) -> None:
-        self.plan, self.path, self.step = plan, path, -1
+    def __init__(self, plan: AccuracyPlan, path: NoiseRun, source: NoiseSource) -> None:
+        self.plan, self.path, self.source, self.step = plan, path, source, -1
 
     def next(self) -> np.ndarray:
         self.step += 1
-        if self.plan.kind == "brownian":
-            return self.path.at(float(self.plan.grid[self.step]))
         return self.path.next()
 
     @property
@@ -134,13 +144,20 @@ class GridRun:
         return self.plan.cost_at(max(self.step, 0))
 
 
+class _Path:
+    """The latest Brownian run of one answer and its refinements (shared: a path is never branched)."""
+
+    def __init__(self, run: BrownianRun) -> None:
+        self.run = run
+
+
 @dataclass
 class _Stored:
     plan: QueryPlan
     opts: QueryOptions
     afplan: AccuracyPlan
-    path: _BrownianPath | None
-    keys: list[tuple]
+    path: _Path | None
+    keys: list[tuple[Any, ...]]
     datasets: tuple[str, ...]
     report: AccuracyReport
     lock: threading.Lock
@@ -177,7 +194,9 @@ class AccuracyRuns:
         return stored
 
 
-def admission(ctx: QueryContext, datasets: tuple[str, ...]) -> tuple[Any, Any]:
+def admission(ctx: QueryContext, datasets: tuple[str, ...]) -> tuple[planner.Admits,
+                                                                     Callable[[PrivacyCost], None]]:
+    """(admits, refuse) for the planner: the filter's decision now, and its refusal as an exception."""
     def admits(cost: PrivacyCost) -> bool:
         return admit.admissible(ctx.accountant, cost, datasets)[0]
 
@@ -187,19 +206,46 @@ def admission(ctx: QueryContext, datasets: tuple[str, ...]) -> tuple[Any, Any]:
     return admits, refuse
 
 
-def answer(ctx: QueryContext, runs: AccuracyRuns, plan: QueryPlan, opts: QueryOptions, started: float) -> Release:
-    """Runs ``plan`` accuracy-first under ``opts`` (``dp_accuracy`` / ``dp_relative_error``)."""
+def plan_for(ctx: QueryContext, plan: QueryPlan, opts: QueryOptions) -> AccuracyPlan:
+    """The accuracy-first plan of ``plan`` under ``opts`` (no data read): a direct calibration when the
+    stop is data-independent, else a noise-reduction grid bounded by what the filter admits."""
     target = AccuracyTarget.from_options(opts)
     datasets = admit.datasets(ctx.database, plan)
     status = ctx.accountant.status(recent=0)
     admits, refuse = admission(ctx, datasets)
+    flt = FILTERS[status.filter]
+    if planner.direct_applies(plan, target):
+        return planner.plan_direct(plan, target, mechanism=opts.mechanism, delta=opts.delta,
+                                   budget_delta=status.budget.delta, pure_only=flt.pure_only,
+                                   prefer_rho=status.remaining.rho is not None,
+                                   epsilon_hint=status.remaining.epsilon, admits=admits)
     uniform = target.stop_rule == "exact" or rules.data_dependent(plan, target)
-    afplan = planner.plan_accuracy(
+    return planner.plan_accuracy(
         plan, target, mechanism=opts.mechanism, delta=opts.delta, filter_name=status.filter,
         budget_delta=status.budget.delta, epsilon_hint=status.remaining.epsilon, admits=admits, refuse=refuse,
         uniform=uniform)
+
+
+def _charges_realized(ctx: QueryContext) -> bool:
+    """Whether the analyst's filter charges a noise-reduction run its realized cost (else its worst
+    case, which it counts anyway: the ledger then records that worst case as a fixed cost)."""
+    return FILTERS[ctx.accountant.status(recent=0).filter].charges_realized
+
+
+def _as_charged(realized: PrivacyCost, charges_realized: bool) -> PrivacyCost:
+    return realized if charges_realized else ex_ante(realized)
+
+
+def answer(ctx: QueryContext, runs: AccuracyRuns, plan: QueryPlan, opts: QueryOptions, started: float) -> Release:
+    """Runs ``plan`` accuracy-first under ``opts`` (``dp_accuracy`` / ``dp_relative_error``)."""
+    target = AccuracyTarget.from_options(opts)
+    datasets = admit.datasets(ctx.database, plan)
+    afplan = plan_for(ctx, plan, opts)
     emitted = emit_sql(plan, ctx.database)
     ctx.probe.check(plan, emitted)
+    if afplan.direct:
+        return _answer_direct(ctx, runs, plan, opts, afplan, emitted, datasets, started)
+    realized_counts = _charges_realized(ctx)  # the filter is fixed for the analyst's ledger
     # durable reservation at the worst case before ClickHouse runs and before any noise is drawn
     reservation = admit.reserve(ctx.accountant, afplan.worst_cost, datasets, plan.query.fingerprint,
                                 afplan.mechanism)
@@ -211,54 +257,110 @@ def answer(ctx: QueryContext, runs: AccuracyRuns, plan: QueryPlan, opts: QueryOp
             path, run = start(afplan, values, source)
             step, noisy, met, chk = iterate(plan, afplan, target, run, values)
         realized = afplan.cost_at(step) if met else afplan.worst_cost
-        entry = reservation.settle(realized)
-    report = _report(afplan, target, step, met, chk, realized, opts, refinements=0)
-    stored = _Stored(plan, opts, afplan, path if afplan.kind == "brownian" and target.stop_rule == "released"
-                     else None, data.keys, datasets, report, threading.Lock())
+        charged = _as_charged(realized, realized_counts)
+        entry = reservation.settle(charged)
+    report = _report(afplan, target, step, met, chk, charged, refinements=0)
+    keep = _Path(path) if isinstance(path, BrownianRun) and target.stop_rule == "released" else None
+    stored = _Stored(plan, opts, afplan, keep, data.keys, datasets, report, threading.Lock())
     runs.remember(entry.release_id, stored)
     if not met:
-        raise AccuracyNotReached(entry.release_id, realized, report)
-    return _release(ctx, stored, noisy, step, realized, entry.release_id, started)
+        raise AccuracyNotReached(entry.release_id, charged, report)
+    return _release(ctx, stored, noisy, step, charged, entry.release_id, started)
 
 
-def start(afplan: AccuracyPlan, values: np.ndarray, source: NoiseSource) -> tuple[Any, GridRun]:
+def _answer_direct(ctx: QueryContext, runs: AccuracyRuns, plan: QueryPlan, opts: QueryOptions,
+                   afplan: AccuracyPlan, emitted: str, datasets: tuple[str, ...], started: float) -> Release:
+    """One fixed-cost release calibrated to the target: charged (durably) before ClickHouse runs."""
+    target = AccuracyTarget.from_options(opts)
+    cost = afplan.worst_cost
+    entry = admit.charge(ctx.accountant, cost, datasets, plan, afplan.mechanism)
+    with ctx.accountant.tripwire(entry):
+        data = execute.exact(ctx.engine, plan, emitted)
+        values = afplan.blocks.stack(data.measures)
+        with ctx.noise.drawing() as source:
+            path, run = start(afplan, values, source)
+            noisy = afplan.blocks.unstack(run.next())
+        hw = _half_widths(afplan, 0)
+        chk = rules.check(plan, target, noisy, hw, rules.noise_view(plan, hw))
+    report = _report(afplan, target, 0, True, chk, cost, refinements=0)
+    keep = _Path(path) if isinstance(path, BrownianRun) else None
+    stored = _Stored(plan, opts, afplan, keep, data.keys, datasets, report, threading.Lock())
+    runs.remember(entry.release_id, stored)
+    return _release(ctx, stored, noisy, 0, cost, entry.release_id, started)
+
+
+def explain(ctx: QueryContext, plan: QueryPlan, opts: QueryOptions) -> Explanation:
+    """EXPLAIN of an accuracy-first query: the plan's mechanism, per-measure noise and the cost it
+    will be charged (direct: exactly; noise reduction: its worst case), without spending anything."""
+    sql = emit_sql(plan, ctx.database)
+    try:
+        afplan = plan_for(ctx, plan, opts)
+    except BudgetExceeded as exc:
+        return Explanation(sql=sql, plan=plan, options=opts, measures=[], cost=PrivacyCost(0.0, 0.0),
+                           admissible=False, reason=exc.message,
+                           notes=["the budget admits no noise-reduction run for this target"])
+    if afplan.direct:
+        cost = afplan.worst_cost
+        step = 0
+        notes = [f"accuracy-first: the target {afplan.target.describe()} has a data-independent stop, so one "
+                 f"{afplan.mechanism} release is calibrated to it; this is the exact cost charged"]
+    else:
+        cost = _as_charged(afplan.worst_cost, _charges_realized(ctx))
+        step = afplan.points - 1
+        notes = [f"accuracy-first by {afplan.mechanism} over {afplan.points} iterates; the cost shown is the "
+                 "worst case (the finest iterate), reserved before the run"
+                 + (", and the realized cost of the stopping iterate is charged" if cost.ex_post
+                    else "; this filter charges that worst case")]
+    admissible, reason = admit.admissible(ctx.accountant, afplan.worst_cost, admit.datasets(ctx.database, plan))
+    return Explanation(sql=sql, plan=plan, options=replace(opts, mechanism=afplan.mechanism), measures=
+                       _measure_reports(plan, afplan, step, cost, opts.confidence), cost=cost,
+                       admissible=admissible, reason=reason, notes=notes)
+
+
+def start(afplan: AccuracyPlan, values: np.ndarray, source: NoiseSource) -> tuple[NoiseRun, GridRun]:
+    """A run of ``afplan``'s mechanism on the normalized ``values``: the Brownian mechanism (one path,
+    bridge steps) or Laplace noise reduction (the Markov chain), both from :mod:`dpch.mechanisms`."""
+    path: NoiseRun
     if afplan.kind == "brownian":
-        path: Any = _BrownianPath(values, source.generator)
+        assert afplan.boundary is not None
+        path = BrownianMechanism(afplan.sensitivity, afplan.grid, afplan.boundary).start(values, source)
     else:
         path = LaplaceNoiseReduction(afplan.sensitivity, afplan.grid).start(values, source)
-    return path, GridRun(afplan, path)
+    return path, GridRun(afplan, path, source)
+
+
+def _half_widths(afplan: AccuracyPlan, step: int) -> HalfWidth:
+    """Data-unit half-width of each measure at iterate ``step``: the normalized one × its norm."""
+    cache: dict[float, float] = {}
+
+    def hw(name: str, level: float) -> float:
+        if level not in cache:
+            cache[level] = afplan.half_width(step, level)
+        return cache[level] * afplan.blocks.norms[afplan.blocks.names.index(name)]
+    return hw
 
 
 def iterate(plan: QueryPlan, afplan: AccuracyPlan, target: AccuracyTarget, run: GridRun,
-             values: np.ndarray) -> tuple[int, dict[str, np.ndarray], bool, rules.Check]:
+            values: np.ndarray) -> tuple[int, dict[str, np.ndarray], bool, rules.Check]:
     """Walks the grid; returns (stopping step, its noisy measures, met, the last check)."""
-    view_hw: dict[str, float] = {}
-
-    def half_width_for(step: int):
-        def hw(name: str, level: float) -> float:
-            key = f"{level!r}"
-            if key not in view_hw:
-                view_hw[key] = afplan.half_width(step, level)
-            return view_hw[key] * afplan.blocks.norms[afplan.blocks.names.index(name)]
-        return hw
-
     if target.stop_rule == "exact":
-        return iterate_rat(plan, afplan, target, run, values, half_width_for)
+        return iterate_rat(plan, afplan, target, run, values)
     chk = rules.Check(False, math.inf, math.inf)
     noisy: dict[str, np.ndarray] = {}
     for step in range(afplan.points):
-        view_hw.clear()
         noisy = afplan.blocks.unstack(run.next())
-        hw = half_width_for(step)
+        hw = _half_widths(afplan, step)
         chk = rules.check(plan, target, noisy, hw, rules.noise_view(plan, hw))
         if chk.met:
             return step, noisy, True, chk
     return afplan.points - 1, noisy, False, chk
 
 
-def iterate_rat(plan, afplan, target, run, values, half_width_for):
+def iterate_rat(plan: QueryPlan, afplan: AccuracyPlan, target: AccuracyTarget, run: GridRun,
+                values: np.ndarray) -> tuple[int, dict[str, np.ndarray], bool, rules.Check]:
     """ReducedAboveThreshold (002 Alg 1) on u = min over coordinates of (h/Δ_j − |ŷ − y|) (normalized:
     sensitivity 1, threshold 0): halts when the *true* error is ≤ h, noisily."""
+    assert target.accuracy is not None
     blocks = afplan.blocks
     sizes = np.split(np.arange(values.size), blocks.k)
     allowed = np.concatenate([np.full(idx.size, target.accuracy / d) for idx, d in zip(sizes, blocks.norms,
@@ -267,39 +369,21 @@ def iterate_rat(plan, afplan, target, run, values, half_width_for):
     def utility(iterate: np.ndarray) -> float:
         return float(np.min(allowed - np.abs(iterate - values)))
 
+    assert afplan.boundary is not None
     epsilons = tuple(afplan.boundary(float(t)) for t in afplan.grid)
     rat = ReducedAboveThreshold(1.0, epsilons[-1], 0.0, epsilons)
-    holder: dict[str, Any] = {}
-
-    class _Inner:
-        def next(self) -> np.ndarray:
-            holder["it"] = run.next()
-            return holder["it"]
-
-        @property
-        def cost(self) -> PrivacyCost:
-            c = afplan.boundary(float(afplan.grid[run.step]))
-            return PrivacyCost(c, afplan.delta, ex_post=True, worst_epsilon=epsilons[-1])
-
-    result = rat.run(_Inner(), utility, _SourceOf(run))
+    result = rat.run(run, utility, run.source)
     step = run.step
-    noisy = blocks.unstack(holder["it"])
-    hw = half_width_for(step)
+    noisy = blocks.unstack(result.iterate)
+    hw = _half_widths(afplan, step)
     chk = rules.check(plan, replace(target, accuracy=None, relative_error=None), noisy, hw,
                       rules.noise_view(plan, hw))
-    return step, noisy, result.halted_at is not None, rules.Check(result.halted_at is not None, chk.half_width,
-                                                                  chk.relative)
-
-
-class _SourceOf:
-    """The RAT's randomness comes from the same generator as the path."""
-
-    def __init__(self, run: GridRun) -> None:
-        self.generator = run.path.rng
+    met = result.halted_at is not None
+    return step, noisy, met, rules.Check(met, chk.half_width, chk.relative)
 
 
 def _report(afplan: AccuracyPlan, target: AccuracyTarget, step: int, met: bool, chk: rules.Check,
-            charged: PrivacyCost, opts: QueryOptions, refinements: int) -> AccuracyReport:
+            charged: PrivacyCost, refinements: int) -> AccuracyReport:
     delta = afplan.delta if afplan.delta > 0 else planner.DEFAULT_BOUNDARY_DELTA
     return AccuracyReport(
         target=target.describe(), accuracy=target.accuracy, relative_error=target.relative_error,
@@ -307,51 +391,63 @@ def _report(afplan: AccuracyPlan, target: AccuracyTarget, step: int, met: bool, 
         achieved_relative_error=chk.relative if target.relative_error is not None else None,
         mechanism=afplan.mechanism, steps=step + 1, grid_points=afplan.points, noise_scale=afplan.scale(step),
         ex_post_epsilon=afplan.total_epsilon(step), delta=afplan.delta if afplan.kind == "brownian" else 0.0,
-        rho=afplan.total_rho(step), charged=charged, reserved=afplan.worst_cost,
+        rho=afplan.total_rho(step), charged=charged, reserved=charged if afplan.direct else afplan.worst_cost,
         fixed=afplan.fixed_costs(step, target.confidence, delta), uniform_intervals=afplan.uniform,
-        refinements=refinements)
+        refinements=refinements, direct=afplan.direct)
 
 
-def result_rows(plan: QueryPlan, afplan: AccuracyPlan, step: int, noisy: dict[str, np.ndarray], keys: list[tuple],
-                confidence: float) -> tuple[list[tuple], list[list[tuple[float, float] | None]]]:
+def result_rows(plan: QueryPlan, afplan: AccuracyPlan, step: int, noisy: dict[str, np.ndarray],
+                keys: list[tuple[Any, ...]], confidence: float
+                ) -> tuple[list[tuple[Any, ...]], list[list[Interval | None]]]:
     """Rows and intervals of iterate ``step`` (post-processing: HAVING/ORDER BY/LIMIT on noisy values)."""
-    def hw(name: str, level: float) -> float:
-        return afplan.half_width(step, level) * afplan.blocks.norms[afplan.blocks.names.index(name)]
-
-    view = rules.noise_view(plan, hw)
+    view = rules.noise_view(plan, _half_widths(afplan, step))
     values = {name: stat_values(stat, noisy, {}) for name, stat in plan.stats.items()}
 
-    def intervals_for(out):
+    def intervals_for(out: Any) -> dict[str, Any] | None:
         level = 1.0 - (1.0 - confidence) / max(1, len(set(out.stats)))
         ivs = {name: stat_intervals(plan.stats[name], noisy, view, level) for name in set(out.stats)}
         return None if any(v is None for v in ivs.values()) else ivs
 
     rows, intervals = build_rows(plan.outputs, keys, values, intervals_for)
-    return having_order_limit(plan, keys, values, rows, intervals)
+    result: tuple[list[tuple[Any, ...]], list[list[Interval | None]]] = having_order_limit(
+        plan, keys, values, rows, intervals)
+    return result
+
+
+def _measure_reports(plan: QueryPlan, afplan: AccuracyPlan, step: int, cost: PrivacyCost,
+                     confidence: float) -> list[MeasureReport]:
+    """Each measure's sensitivity, noise and half-width at iterate ``step``, and its share of the cost:
+    its part of the stack's ℓ1 (Laplace: exact, ε adds up) or squared ℓ2 (Gaussian: its share of ρ)."""
+    hw = _half_widths(afplan, step)
+    measures = [m for m in plan.measures if m.kind != "histogram"]
+    blocks = afplan.blocks
+    sensitivities = blocks.l2 if afplan.kind == "brownian" else blocks.l1
+    if afplan.kind == "brownian":
+        parts = [(d / n) ** 2 for d, n in zip(blocks.l2, blocks.norms, strict=True)]
+    else:
+        parts = [d / n for d, n in zip(blocks.l1, blocks.norms, strict=True)]
+    shares = [p / math.fsum(parts) for p in parts]
+    return [MeasureReport(
+        name=m.name, expression=m.sql, sensitivity=sensitivities[j], derivation=m.derivation,
+        mechanism=afplan.mechanism, epsilon=cost.epsilon * shares[j], delta=cost.delta * shares[j],
+        noise_scale=afplan.blocks.norms[j] * (math.sqrt(afplan.scale(step)) if afplan.kind == "brownian"
+                                               else afplan.scale(step)),
+        half_width=hw(m.name, confidence)) for j, m in enumerate(measures)]
 
 
 def _release(ctx: QueryContext, stored: _Stored, noisy: dict[str, np.ndarray], step: int, charged: PrivacyCost,
              release_id: str, started: float) -> Release:
+    """The Release of iterate ``step``; ``cost`` is what the ledger charged."""
     plan, afplan, conf = stored.plan, stored.afplan, stored.opts.confidence
     rows, intervals = result_rows(plan, afplan, step, noisy, stored.keys, conf)
-
-    def hw(name: str, level: float) -> float:
-        return afplan.half_width(step, level) * afplan.blocks.norms[afplan.blocks.names.index(name)]
-
     report = stored.report
-    measures = [MeasureReport(
-        name=m.name, expression=m.sql, sensitivity=afplan.blocks.norms[j], derivation=m.derivation,
-        mechanism=afplan.mechanism, epsilon=report.ex_post_epsilon / afplan.blocks.k, delta=report.delta,
-        noise_scale=afplan.blocks.norms[j] * (math.sqrt(afplan.scale(step)) if afplan.kind == "brownian"
-                                               else afplan.scale(step)),
-        half_width=hw(m.name, conf)) for j, m in enumerate(m for m in plan.measures if m.kind != "histogram")]
     notes = [report.describe()]
-    if afplan.kind == "brownian" and report.rho is not None:
+    if afplan.kind == "brownian" and not afplan.direct and report.rho is not None:
         notes.append("under the zcdp_bm filter the charge is ρ (000 Thm 6); ex-post filters charge ε (002 Cor 3.7)")
     return Release(columns=plan.columns, rows=rows, intervals=intervals, cost=charged, confidence=conf,
-                   mechanism=afplan.mechanism, measures=measures, budget=ctx.accountant.status(),
-                   release_id=release_id, elapsed_ms=(time.perf_counter() - started) * 1000.0, notes=notes,
-                   accuracy=report)
+                   mechanism=afplan.mechanism, measures=_measure_reports(plan, afplan, step, charged, conf),
+                   budget=ctx.accountant.status(), release_id=release_id,
+                   elapsed_ms=(time.perf_counter() - started) * 1000.0, notes=notes, accuracy=report)
 
 
 def refine(ctx: QueryContext, runs: AccuracyRuns, release_id: str | None = None, *, accuracy: float | None = None,
@@ -360,15 +456,17 @@ def refine(ctx: QueryContext, runs: AccuracyRuns, release_id: str | None = None,
 
     ``release_id`` defaults to the session's latest accuracy-first answer. The new target defaults to
     half the achieved half-width (twice as accurate). Charged: the increment from the earlier
-    iterate to the new one, so the path in total costs what its final iterate costs. A target not met
-    within what the filter admits (or ``max_epsilon``, on the path's total ex-post ε) withholds the
+    iterate to the new one, so the path in total costs what its final iterate costs (after a direct
+    release, whose fixed (ε, δ) is not a ψ, the path's whole ψ(t) and δ). A target not met within
+    what the filter admits (or ``max_epsilon``, on the path's total ex-post ε) withholds the
     refinement and charges the increment's worst case.
     """
     started = time.perf_counter()
     stored = runs.find(release_id)
     if stored.path is None:
-        raise QueryRejected("only answers of the Brownian mechanism with the default stopping rule can be refined",
-                            hint="Laplace noise reduction cannot continue below its last scale; re-run the query")
+        raise QueryRejected("only answers of the Brownian (Gaussian) mechanism with the default stopping rule "
+                            "can be refined",
+                            hint="Laplace noise cannot continue below its last scale; re-run the query")
     with stored.lock:
         old = stored.report
         if accuracy is None and relative_error is None:
@@ -377,20 +475,26 @@ def refine(ctx: QueryContext, runs: AccuracyRuns, release_id: str | None = None,
                        max_epsilon=max_epsilon).validated()
         target = AccuracyTarget.from_options(opts)
         admits, refuse = admission(ctx, stored.datasets)
-        path = stored.path
-        assert path.time is not None
-        afplan = planner.plan_refinement(stored.afplan, path.time, target, admits=admits, refuse=refuse)
+        holder = stored.path
+        base_time = holder.run.time
+        assert base_time is not None
+        afplan = planner.plan_refinement(stored.afplan, base_time, target, admits=admits, refuse=refuse)
+        assert afplan.boundary is not None
+        realized_counts = _charges_realized(ctx)
         reservation = admit.reserve(ctx.accountant, afplan.worst_cost, stored.datasets,
                                     stored.plan.query.fingerprint, "brownian-refine")
         with reservation, ctx.accountant.tripwire(reservation):
-            with ctx.noise.drawing():
-                run = GridRun(afplan, path)
+            with ctx.noise.drawing() as source:
+                path = holder.run.continued(BrownianMechanism(afplan.sensitivity, afplan.grid, afplan.boundary))
+                holder.run = path  # the one path goes on from here, whatever this refinement reaches
+                run = GridRun(afplan, path, source)
                 step, noisy, met, chk = iterate(stored.plan, afplan, target, run, path.values)
             realized = afplan.cost_at(step) if met else afplan.worst_cost
-            entry = reservation.settle(realized)
-        report = _report(afplan, target, step, met, chk, realized, opts, refinements=old.refinements + 1)
-        new = _Stored(stored.plan, opts, afplan, path, stored.keys, stored.datasets, report, stored.lock)
+            charged = _as_charged(realized, realized_counts)
+            entry = reservation.settle(charged)
+        report = _report(afplan, target, step, met, chk, charged, refinements=old.refinements + 1)
+        new = _Stored(stored.plan, opts, afplan, holder, stored.keys, stored.datasets, report, stored.lock)
         runs.remember(entry.release_id, new)
         if not met:
-            raise AccuracyNotReached(entry.release_id, realized, report)
-        return _release(ctx, new, noisy, step, realized, entry.release_id, started)
+            raise AccuracyNotReached(entry.release_id, charged, report)
+        return _release(ctx, new, noisy, step, charged, entry.release_id, started)

@@ -11,10 +11,11 @@ from dpch.mechanisms.boundaries import LinearBoundary, MixtureBoundary
 from dpch.mechanisms.brownian import (
     BrownianMechanism,
     BrownianRun,
-    FreshNoiseRun,
     accuracy_first_times,
+    simulated_path,
 )
 from dpch.mechanisms.lnr import LaplaceNoiseReduction, LaplacePath, markov_laplace_path
+from tests.mechanisms.fresh_noise import FreshNoiseRun
 
 N = 100_000
 P_CRIT = 1e-4
@@ -193,3 +194,40 @@ def test_accuracy_first_grid():
 def test_bm_time_for_half_width():
     t = BrownianMechanism.time_for_half_width(5.0, 0.9)
     assert BrownianMechanism.half_width(t, 0.9) == pytest.approx(5.0, rel=1e-9)
+
+
+def test_a_continued_run_is_the_same_brownian_path(source):
+    """refine() continues a stopped run over a finer grid (BrownianRun.continued): the joint law is
+    still one Brownian path, Cov(B_s, B_t) = min(s, t) across the two runs (4.5 standard errors),
+    and a continuation may not go back up in time."""
+    boundary = LinearBoundary.optimal(1.0, 1e-6)
+    first = BrownianMechanism(1.0, TIMES[:2], boundary).start(np.zeros(N), source)
+    head = [first.next() for _ in TIMES[:2]]
+    rest = first.continued(BrownianMechanism(1.0, TIMES[2:], boundary))
+    paths = np.stack(head + [rest.next() for _ in TIMES[2:]])
+    for i, s in enumerate(TIMES):
+        assert abs(paths[i].var() - s) < 4.5 * s * np.sqrt(2 / N)
+        for j in range(i + 1, len(TIMES)):
+            t = TIMES[j]
+            cov = float(np.mean(paths[i] * paths[j]))
+            assert abs(cov - t) < 4.5 * np.sqrt((s * t + t * t) / N), f"Cov(B_{s}, B_{t}) = {cov:.3f} vs {t}"
+    assert rest.cost.rho == pytest.approx(1 / (2 * TIMES[-1]))
+    with pytest.raises(ValueError, match="must not exceed"):
+        rest.continued(BrownianMechanism(1.0, [50.0], boundary))
+
+
+def test_the_simulated_path_has_the_bridge_s_law(source):
+    """The vectorised forward path the benchmarks use (simulated_path) has the same law as the bridge a
+    release walks: Var B_t = t, Cov(B_s, B_t) = min(s, t) (4.5 standard errors, 10^5 paths); KS against
+    N(0, t) for the last time."""
+    paths = simulated_path(TIMES, source.generator, size=N).T
+    bridge = _noise_paths(BrownianRun, source)
+    for i, s in enumerate(TIMES):
+        assert abs(paths[i].var() - s) < 4.5 * s * np.sqrt(2 / N)
+        for j in range(i + 1, len(TIMES)):
+            t = TIMES[j]
+            for p in (paths, bridge):
+                assert abs(float(np.mean(p[i] * p[j])) - t) < 4.5 * np.sqrt((s * t + t * t) / N)
+    assert stats.kstest(paths[-1], stats.norm(scale=np.sqrt(TIMES[-1])).cdf).pvalue > P_CRIT
+    with pytest.raises(ValueError, match="non-increasing"):
+        simulated_path([1.0, 2.0], source.generator)
