@@ -2,7 +2,7 @@
 
 A rule sees the noisy measures of the current iterate and the (public) half-width of each
 measure — nothing else. It computes every aggregate's interval exactly as the release will
-report it (:func:`dpch.pipeline.postprocess.stat_intervals`, vectorised for count/sum/avg) and checks:
+report it (:func:`dpch.sql.statistics.stat_intervals`, vectorised for count/sum/avg) and checks:
 
 - absolute: (hi − lo)/2 ≤ h for every aggregate and group;
 - relative (000 §7): 0 ∉ [lo, hi] and 1 − α < |hi/lo| ≤ 1 + α for every aggregate and group.
@@ -10,34 +10,14 @@ report it (:func:`dpch.pipeline.postprocess.stat_intervals`, vectorised for coun
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from dpch.pipeline.calibrate import NoisePlan
-from dpch.pipeline.postprocess import stat_intervals
 from dpch.sql.accuracy_target import AccuracyTarget
 from dpch.sql.aggregates import Stat
 from dpch.sql.analyze import QueryPlan
-
-HalfWidth = Callable[[str, float], float]  # (measure name, level) -> half-width at the current iterate
-
-
-class _Fixed:
-    """Duck-typed mechanism for :func:`stat_intervals`: only ``half_width(level)`` is used."""
-
-    def __init__(self, name: str, half_width: HalfWidth) -> None:
-        self._name, self._hw = name, half_width
-
-    def half_width(self, level: float) -> float:
-        return self._hw(self._name, level)
-
-
-def noise_view(plan: QueryPlan, half_width: HalfWidth) -> NoisePlan:
-    """A NoisePlan whose measures report the current iterate's half-widths (post-processing only)."""
-    return NoisePlan(additive={m.name: _Fixed(m.name, half_width)  # type: ignore[misc]
-                               for m in plan.measures if m.kind != "histogram"})
+from dpch.sql.statistics import HalfWidth, stat_intervals
 
 
 def checked_stats(plan: QueryPlan, confidence: float) -> dict[str, float]:
@@ -52,8 +32,8 @@ def checked_stats(plan: QueryPlan, confidence: float) -> dict[str, float]:
     return levels
 
 
-def intervals(stat: Stat, noisy: dict[str, np.ndarray], half_width: HalfWidth, level: float,
-              view: NoisePlan) -> tuple[np.ndarray, np.ndarray]:
+def intervals(stat: Stat, noisy: dict[str, np.ndarray], half_width: HalfWidth,
+              level: float) -> tuple[np.ndarray, np.ndarray]:
     """(lo, hi) per group, identical to what the release reports for ``stat`` at ``level``."""
     m = len(stat.measures)
     inner = 1.0 - (1.0 - level) / m
@@ -71,7 +51,7 @@ def intervals(stat: Stat, noisy: dict[str, np.ndarray], half_width: HalfWidth, l
         hi = np.minimum(iv.hi, iv.mid + ratios.max(axis=0))
         wide = c - hc <= 0
         return np.where(wide, iv.lo, lo), np.where(wide, iv.hi, hi)
-    ivs = stat_intervals(stat, noisy, view, level)
+    ivs = stat_intervals(stat, noisy, half_width, level)
     assert ivs is not None
     arr = np.asarray(ivs, dtype=float).reshape(-1, 2)
     return arr[:, 0], arr[:, 1]
@@ -103,12 +83,12 @@ def relative_ok(lo: np.ndarray, hi: np.ndarray, alpha: float) -> np.ndarray:
     return ok
 
 
-def check(plan: QueryPlan, target: AccuracyTarget, noisy: dict[str, np.ndarray], half_width: HalfWidth,
-          view: NoisePlan) -> Check:
+def check(plan: QueryPlan, target: AccuracyTarget, noisy: dict[str, np.ndarray],
+          half_width: HalfWidth) -> Check:
     """Whether the iterate ``noisy`` meets ``target`` (released values and public widths only)."""
     met, widest, rel = True, 0.0, 0.0
     for name, level in checked_stats(plan, target.confidence).items():
-        lo, hi = intervals(plan.stats[name], noisy, half_width, level, view)
+        lo, hi = intervals(plan.stats[name], noisy, half_width, level)
         if lo.size == 0:
             continue
         hw = float(np.max((hi - lo) / 2.0))

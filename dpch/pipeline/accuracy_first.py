@@ -51,13 +51,14 @@ from dpch.mechanisms.rat import ReducedAboveThreshold
 from dpch.mechanisms.sampling import NoiseSource
 from dpch.pipeline import admit, execute
 from dpch.pipeline.context import QueryContext
-from dpch.pipeline.postprocess import build_rows, having_order_limit, stat_intervals, stat_values
+from dpch.pipeline.postprocess import build_rows, having_order_limit
 from dpch.pipeline.report import Explanation, MeasureReport, Release
 from dpch.privacy.cost import PrivacyCost
 from dpch.sql.accuracy_target import AccuracyTarget
 from dpch.sql.analyze import QueryPlan
 from dpch.sql.rewrite import emit_sql
 from dpch.sql.settings import QueryOptions
+from dpch.sql.statistics import stat_intervals, stat_values
 
 #: answers kept per session for ``refine`` (their exact aggregates stay in this process only)
 KEEP_RUNS = 16
@@ -281,7 +282,7 @@ def _answer_direct(ctx: QueryContext, runs: AccuracyRuns, plan: QueryPlan, opts:
             path, run = start(afplan, values, source)
             noisy = afplan.blocks.unstack(run.next())
         hw = _half_widths(afplan, 0)
-        chk = rules.check(plan, target, noisy, hw, rules.noise_view(plan, hw))
+        chk = rules.check(plan, target, noisy, hw)
     report = _report(afplan, target, 0, True, chk, cost, refinements=0)
     keep = _Path(path) if isinstance(path, BrownianRun) else None
     stored = _Stored(plan, opts, afplan, keep, data.keys, datasets, report, threading.Lock())
@@ -350,7 +351,7 @@ def iterate(plan: QueryPlan, afplan: AccuracyPlan, target: AccuracyTarget, run: 
     for step in range(afplan.points):
         noisy = afplan.blocks.unstack(run.next())
         hw = _half_widths(afplan, step)
-        chk = rules.check(plan, target, noisy, hw, rules.noise_view(plan, hw))
+        chk = rules.check(plan, target, noisy, hw)
         if chk.met:
             return step, noisy, True, chk
     return afplan.points - 1, noisy, False, chk
@@ -376,8 +377,7 @@ def iterate_rat(plan: QueryPlan, afplan: AccuracyPlan, target: AccuracyTarget, r
     step = run.step
     noisy = blocks.unstack(result.iterate)
     hw = _half_widths(afplan, step)
-    chk = rules.check(plan, replace(target, accuracy=None, relative_error=None), noisy, hw,
-                      rules.noise_view(plan, hw))
+    chk = rules.check(plan, replace(target, accuracy=None, relative_error=None), noisy, hw)
     met = result.halted_at is not None
     return step, noisy, met, rules.Check(met, chk.half_width, chk.relative)
 
@@ -400,12 +400,12 @@ def result_rows(plan: QueryPlan, afplan: AccuracyPlan, step: int, noisy: dict[st
                 keys: list[tuple[Any, ...]], confidence: float
                 ) -> tuple[list[tuple[Any, ...]], list[list[Interval | None]]]:
     """Rows and intervals of iterate ``step`` (post-processing: HAVING/ORDER BY/LIMIT on noisy values)."""
-    view = rules.noise_view(plan, _half_widths(afplan, step))
+    half_width = _half_widths(afplan, step)
     values = {name: stat_values(stat, noisy, {}) for name, stat in plan.stats.items()}
 
     def intervals_for(out: Any) -> dict[str, Any] | None:
         level = 1.0 - (1.0 - confidence) / max(1, len(set(out.stats)))
-        ivs = {name: stat_intervals(plan.stats[name], noisy, view, level) for name in set(out.stats)}
+        ivs = {name: stat_intervals(plan.stats[name], noisy, half_width, level) for name in set(out.stats)}
         return None if any(v is None for v in ivs.values()) else ivs
 
     rows, intervals = build_rows(plan.outputs, keys, values, intervals_for)

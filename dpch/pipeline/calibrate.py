@@ -39,6 +39,10 @@ class NoisePlan:
     selection: LaplacePartitionSelection | None = None
     mechanism: str = "laplace"
 
+    def half_width(self, measure: str, level: float) -> float:
+        """The half-width of ``measure``'s noise at confidence ``level``."""
+        return self.additive[measure].half_width(level)
+
     @property
     def parts(self) -> list[tuple[str, PrivacyCost]]:
         parts = [(name, m.cost) for name, m in self.additive.items()]

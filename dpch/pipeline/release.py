@@ -18,11 +18,10 @@ from dpch.pipeline.postprocess import (
     build_rows,
     having_order_limit,
     pick_quantiles,
-    stat_intervals,
-    stat_values,
 )
 from dpch.sql.analyze import QueryPlan
 from dpch.sql.settings import QueryOptions
+from dpch.sql.statistics import stat_intervals, stat_values
 
 Interval = tuple[float, float]
 Rows = tuple[list[str], list[tuple[Any, ...]], list[list[Interval | None]]]
@@ -61,7 +60,7 @@ def release_rows(plan: QueryPlan, opts: QueryOptions, noise: NoisePlan, data: Gr
 
     def intervals_for(out):  # type: ignore[no-untyped-def]
         level = 1.0 - (1.0 - opts.confidence) / max(1, len(set(out.stats)))
-        ivs = {name: stat_intervals(plan.stats[name], noisy, noise, level) for name in set(out.stats)}
+        ivs = {name: stat_intervals(plan.stats[name], noisy, noise.half_width, level) for name in set(out.stats)}
         return None if any(v is None for v in ivs.values()) else ivs
 
     rows, intervals = build_rows(plan.outputs, keys, values, intervals_for)

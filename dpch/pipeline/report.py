@@ -61,7 +61,7 @@ class Release:
     def to_pandas(self) -> Any:
         """The rows as a pandas DataFrame (pandas is optional: ``pip install dpch[pandas]``)."""
         try:
-            import pandas as pd  # type: ignore[import-untyped]
+            import pandas as pd
         except ImportError:  # pragma: no cover - depends on the environment
             raise ImportError("to_pandas() needs pandas: pip install 'dpch[pandas]'") from None
         return pd.DataFrame(self.rows, columns=self.columns)

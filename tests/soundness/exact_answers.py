@@ -24,10 +24,11 @@ import numpy as np
 import dpch
 from dpch.pipeline import execute
 from dpch.pipeline.execute import GroupData
-from dpch.pipeline.postprocess import build_rows, post_order, stat_values
+from dpch.pipeline.postprocess import build_rows, post_order
 from dpch.sql.aggregates import Stat
 from dpch.sql.analyze import QueryPlan
 from dpch.sql.rewrite import emit_sql
+from dpch.sql.statistics import stat_values
 
 FIXTURE_TABLES = ("visits", "people", "regions")
 _SETTINGS = re.compile(r"\s+SETTINGS\s+.*$", re.IGNORECASE | re.DOTALL)
