@@ -176,6 +176,7 @@ class Engine:
         self.dsn = dsn or default_dsn()
         parts = urlsplit(self.dsn)
         self._shared: _SharedClient | None = None
+        self.store_path: str | None
         if parts.scheme == "chdb":
             path = (parts.netloc + parts.path) or str(Path.cwd() / DEFAULT_STORE_DIR)
             self.store_path = str(Path(path).resolve())
@@ -199,9 +200,15 @@ class Engine:
                 f"unsupported DSN scheme {parts.scheme!r}",
                 hint="use chdb:///path/to/store (embedded) or http://user:pass@host:8123/db",
             )
-        check_identifier(self.database, "database")
-        self.command(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(self.database)}")
         self._closed = False
+        try:
+            check_identifier(self.database, "database")
+            self.command(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(self.database)}")
+        except BaseException:
+            # a failed open must not keep the client: an embedded store left referenced would
+            # refuse every other store this process opens until it restarts
+            self.close()
+            raise
 
     #: identifies this opening of the store: caches keyed by it are dropped when the store is
     #: closed and reopened, so a reconnect always re-reads the ledger
