@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit
 
 import clickhouse_connect
@@ -73,8 +73,35 @@ class ColumnInfo:
     comment: str
 
 
+T = TypeVar("T")
+
+
+class SharedState:
+    """Objects shared by every :class:`Engine` on one opening of a store in this process.
+
+    One instance per kind (its class is the key, built with no arguments on first use): e.g. the
+    accountant's per-analyst filter states, which all sessions of a store must share so that
+    concurrent sessions cannot jointly overspend (DESIGN.md "One process per store"). The
+    embedded store's Engines share one; a server Engine has its own. It is dropped with the
+    client when the store's last Engine closes, so a reopened store starts from what is durable.
+    """
+
+    def __init__(self) -> None:
+        self._items: dict[type, Any] = {}
+        self._lock = threading.Lock()
+
+    def get(self, kind: type[T]) -> T:
+        """The store's one ``kind`` object, created on first use."""
+        with self._lock:
+            item = self._items.get(kind)
+            if item is None:
+                item = self._items[kind] = kind()
+            return cast(T, item)
+
+
 class _SharedClient:
-    """A process-wide chdb client with a reference count and a lock serialising calls."""
+    """A process-wide chdb client with a reference count, a lock serialising calls, and the state
+    its Engines share."""
 
     def __init__(self, path: str, client: Any) -> None:
         self.path = path
@@ -82,6 +109,7 @@ class _SharedClient:
         self.refs = 0
         self.lock = threading.RLock()
         self.token = uuid.uuid4().hex
+        self.shared = SharedState()
 
 
 _embedded: dict[str, _SharedClient] = {}
@@ -144,6 +172,12 @@ def _open_embedded(path: str) -> _SharedClient:
         return shared
 
 
+def open_embedded_states() -> list[SharedState]:
+    """The shared state of every embedded store open in this process (chdb holds at most one)."""
+    with _embedded_lock:
+        return [shared.shared for shared in _embedded.values()]
+
+
 def _release_embedded(shared: _SharedClient) -> None:
     with _embedded_lock:
         shared.refs -= 1
@@ -184,6 +218,7 @@ class Engine:
             self._client = self._shared.client
             self._lock: Any = self._shared.lock
             self.token = self._shared.token
+            self.shared = self._shared.shared
             self.database = database or "default"
         elif parts.scheme in ("http", "https"):
             self.store_path = None
@@ -195,6 +230,7 @@ class Engine:
                 raise ConfigError(f"cannot connect to ClickHouse at {parts.hostname}: {exc}") from None
             self._lock = threading.RLock()
             self.token = uuid.uuid4().hex
+            self.shared = SharedState()
         else:
             raise ConfigError(
                 f"unsupported DSN scheme {parts.scheme!r}",
@@ -213,6 +249,8 @@ class Engine:
     #: identifies this opening of the store: caches keyed by it are dropped when the store is
     #: closed and reopened, so a reconnect always re-reads the ledger
     token: str
+    #: state shared by the Engines on this opening of the store (:class:`SharedState`)
+    shared: SharedState
 
     @property
     def embedded(self) -> bool:
