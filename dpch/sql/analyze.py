@@ -47,7 +47,7 @@ class OutputColumn:
     """A result column: a GROUP BY key, or an expression over noisy statistics."""
 
     name: str
-    expr: exp.Expression
+    expr: exp.Expr
     key_index: int | None
     stats: tuple[str, ...]
 
@@ -68,8 +68,8 @@ class QueryPlan:
     outputs: tuple[OutputColumn, ...]
     inner_columns: tuple[tuple[str, str], ...]
     conditions: tuple[str, ...]
-    having: exp.Expression | None = None
-    order: tuple[tuple[exp.Expression, bool], ...] = ()
+    having: exp.Expr | None = None
+    order: tuple[tuple[exp.Expr, bool], ...] = ()
     limit: int | None = None
     offset: int = 0
     groups_per_unit: int = 1
@@ -185,14 +185,14 @@ class _Analyzer:
         order = self._order()
         limit, offset = _limit(select)
         if keys and not partition:
-            domain = tuple(itertools.product(*(k.values for k in keys)))
+            domain = tuple(itertools.product(*(k.values or () for k in keys)))  # no partition: all set
         elif keys:
             domain = None
         else:
             domain = ((),)
-        for key in keys:
-            if key.inner_filter and not partition:
-                conditions.append(key.inner_filter)
+        for group_key in keys:
+            if group_key.inner_filter and not partition:
+                conditions.append(group_key.inner_filter)
         return QueryPlan(
             query=self.parsed,
             relation=self.relation,
@@ -215,7 +215,7 @@ class _Analyzer:
         source = self.relation.resolve(col)
         return source.ref(source.base_sql)
 
-    def _group_expressions(self) -> list[exp.Expression]:
+    def _group_expressions(self) -> list[exp.Expr]:
         group = self.select.args.get("group")
         if group is None:
             return []
@@ -223,7 +223,7 @@ class _Analyzer:
             if group.args.get(key):
                 raise QueryRejected(f"GROUP BY {key.upper().replace('_', ' ')} is not supported")
         aliases = {item.alias: item.this for item in self.select.expressions if isinstance(item, exp.Alias)}
-        result: list[exp.Expression] = []
+        result: list[exp.Expr] = []
         for expr in group.expressions:
             if isinstance(expr, exp.Literal) and not expr.is_string:
                 position = int(expr.this)
@@ -239,13 +239,13 @@ class _Analyzer:
             result.append(expr)
         return result
 
-    def _key_index(self, node: exp.Expression) -> int | None:
+    def _key_index(self, node: exp.Expr) -> int | None:
         for i, expr in enumerate(self.group_exprs):
             if _same(node, expr, self.relation):
                 return i
         return None
 
-    def _output(self, item: exp.Expression) -> OutputColumn:
+    def _output(self, item: exp.Expr) -> OutputColumn:
         expr = item.unalias() if isinstance(item, exp.Alias) else item
         name = item.alias if isinstance(item, exp.Alias) and item.alias else item.sql(DIALECT)
         if isinstance(expr, exp.Star) or (isinstance(expr, exp.Column) and isinstance(expr.this, exp.Star)):
@@ -258,11 +258,11 @@ class _Analyzer:
         return OutputColumn(name, transformed, None, tuple(r for r in outputs.references(transformed)
                                                            if r.startswith("s")))
 
-    def _post(self, expr: exp.Expression, what: str, *, aliases: bool) -> exp.Expression:
+    def _post(self, expr: exp.Expr, what: str, *, aliases: bool) -> exp.Expr:
         """Replaces aggregates by statistics and keys by key references; checks what remains."""
         by_alias = {o.name: o.expr for o in getattr(self, "outputs", [])} if aliases else {}
 
-        def visit(node: exp.Expression) -> exp.Expression:
+        def visit(node: exp.Expr) -> exp.Expr:
             if isinstance(node, exp.Filter):
                 raise QueryRejected(f"{what}: an aggregate's FILTER (WHERE …) clause is not supported",
                                     hint="use the -If form: countIf(condition), sumIf(value, condition), "
@@ -292,7 +292,7 @@ class _Analyzer:
         labels = {f"k{i}": k.label for i, k in enumerate(self.keys)}
         return outputs.check_types(transformed, kinds, what, condition=what == "HAVING", labels=labels)
 
-    def _order(self) -> tuple[tuple[exp.Expression, bool], ...]:
+    def _order(self) -> tuple[tuple[exp.Expr, bool], ...]:
         order = self.select.args.get("order")
         if order is None:
             return ()
@@ -312,7 +312,7 @@ class _Analyzer:
         return tuple(items)
 
 
-def _same(a: exp.Expression, b: exp.Expression, relation: Relation) -> bool:
+def _same(a: exp.Expr, b: exp.Expr, relation: Relation) -> bool:
     if isinstance(a, exp.Column) and isinstance(b, exp.Column):
         try:
             return relation.resolve(a).base_sql == relation.resolve(b).base_sql
@@ -337,7 +337,7 @@ def _limit(select: exp.Select) -> tuple[int | None, int]:
     return value, offset
 
 
-def _non_negative_int(node: exp.Expression | None, what: str) -> int:
+def _non_negative_int(node: exp.Expr | None, what: str) -> int:
     if isinstance(node, exp.Literal) and not node.is_string and node.this.isdigit():
         return int(node.this)
     raise QueryRejected(f"{what} must be a whole number literal")

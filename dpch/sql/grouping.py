@@ -56,7 +56,7 @@ class KeyBuilder:
         self.outer = outer
         self.public_domain = public_domain
 
-    def key(self, expr: exp.Expression) -> GroupKey:
+    def key(self, expr: exp.Expr) -> GroupKey:
         label = expr.sql(DIALECT)
         if isinstance(expr, exp.Column):
             return self._column_key(self.relation.resolve(expr), label)
@@ -105,7 +105,7 @@ class KeyBuilder:
             return self._date_key(source, "day", label)
         return GroupKey(label, sql, None, "partition selection", type=source.type)
 
-    def _intdiv(self, expr: exp.Expression, label: str) -> GroupKey:
+    def _intdiv(self, expr: exp.Expr, label: str) -> GroupKey:
         args = list(expr.expressions)
         if len(args) != 2 or not isinstance(args[0], exp.Column) or not (
                 isinstance(args[1], exp.Literal) and not args[1].is_string and args[1].this.isdigit()
@@ -122,6 +122,8 @@ class KeyBuilder:
         return GroupKey(label, sql, tuple(range(lo, hi + 1)), "bounds", type="Int64")
 
     def _date_key(self, source: SourceColumn, unit: str, label: str) -> GroupKey:
+        """A date bucket key; callers pass only a column with declared date bounds."""
+        assert source.date_bounds is not None
         lo, hi = source.date_bounds
         is_time = base_type(source.type).startswith("DateTime")
         if is_time:
@@ -191,9 +193,10 @@ def _date_domain(unit: str, lo: date, hi: date, label: str) -> tuple:
     return values
 
 
-def _date_bucket(expr: exp.Expression, name: str) -> str | None:
+def _date_bucket(expr: exp.Expr, name: str) -> str | None:
     if isinstance(expr, exp.TimestampTrunc | exp.DateTrunc):
-        unit = str(expr.args.get("unit").name if expr.args.get("unit") is not None else "").lower()
+        unit_node = expr.args.get("unit")
+        unit = str(unit_node.name if unit_node is not None else "").lower()
         return unit if unit in ("day", "month", "quarter", "year") else None
     if name in ("toyear", "tomonth"):
         return name

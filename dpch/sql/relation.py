@@ -157,7 +157,7 @@ class RelationBuilder:
 
     # -- sources -----------------------------------------------------------------------------------
 
-    def _source(self, source: exp.Expression, ctes: dict[str, exp.Select]) -> Relation:
+    def _source(self, source: exp.Expr, ctes: dict[str, exp.Select]) -> Relation:
         if isinstance(source, exp.Final):
             raise QueryRejected("FINAL is not supported", hint="query the table without FINAL")
         if isinstance(source, exp.Subquery):
@@ -321,7 +321,7 @@ class RelationBuilder:
         merged.from_sql = f"{left.from_sql} {emitted} {table} AS {inner} ON {condition}"
         return merged
 
-    def _private_join(self, left: Relation, policy: TablePolicy, alias: str | None, on: exp.Expression | None,
+    def _private_join(self, left: Relation, policy: TablePolicy, alias: str | None, on: exp.Expr | None,
                       using: list | None, words: frozenset[str]) -> Relation:
         if len([t for t in left.tables if t.private]) != 1 or left.source is None:
             raise QueryRejected("only two private tables can be joined, directly (no subqueries)")
@@ -379,7 +379,7 @@ class RelationBuilder:
         order = ", ".join(relation.order_columns) if relation.order_columns else unit
         return f"(SELECT * FROM {table} ORDER BY {order} LIMIT {relation.cap} BY {unit})"
 
-    def _join_condition(self, merged: Relation, on: exp.Expression | None, using: list | None,
+    def _join_condition(self, merged: Relation, on: exp.Expr | None, using: list | None,
                         left: Relation, right_columns: list[SourceColumn]) -> str:
         if on is not None:
             return condition_sql(on, lambda c: _base_ref(merged, c))
@@ -447,13 +447,13 @@ def _join_name(words: frozenset[str]) -> str:
     return " ".join([w for w in order if w in words] + ["JOIN"])
 
 
-def _check_lookup_condition(merged: Relation, on: exp.Expression, right: set[str], *, asof: bool) -> None:
+def _check_lookup_condition(merged: Relation, on: exp.Expr, right: set[str], *, asof: bool) -> None:
     """The ON of a public join equates an expression of the private side with one of the public table.
 
     Without such an equality (``ON 1 = 1``, only inequalities, OR at the top) a ClickHouse join
     repeats each private row once per public row, which a lookup cannot honour: refused.
     """
-    conjuncts: list[exp.Expression] = []
+    conjuncts: list[exp.Expr] = []
     stack = [on]
     while stack:
         node = stack.pop()
@@ -464,10 +464,10 @@ def _check_lookup_condition(merged: Relation, on: exp.Expression, right: set[str
         else:
             conjuncts.append(node)
 
-    def sides(node: exp.Expression) -> set[str]:
+    def sides(node: exp.Expr) -> set[str]:
         return {"public" if merged.resolve(c).base_sql in right else "private" for c in node.find_all(exp.Column)}
 
-    def across(node: exp.Expression) -> bool:
+    def across(node: exp.Expr) -> bool:
         return {frozenset(sides(node.this)), frozenset(sides(node.expression))} == {frozenset({"public"}),
                                                                                     frozenset({"private"})}
 
@@ -498,7 +498,7 @@ def _column(policy: TablePolicy, col: ColumnPolicy, base_sql: str, qualifiers: f
     )
 
 
-def _derived_column(inner: Relation, expr: exp.Expression, name: str, qualifiers: frozenset[str]) -> SourceColumn:
+def _derived_column(inner: Relation, expr: exp.Expr, name: str, qualifiers: frozenset[str]) -> SourceColumn:
     """A projected expression: bounded if it translates as a value, else usable in conditions only."""
     translator = ValueTranslator(lambda c: _base_ref(inner, c))
     try:
