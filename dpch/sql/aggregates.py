@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from sqlglot import exp
 
@@ -100,7 +100,7 @@ class AggregateBuilder:
         self.measures[name] = Measure(name, kind, sql, l1, l1 if l2 is None else l2, integer, derivation)
         return name
 
-    def _stat(self, kind: StatKind, label: str, measures: tuple[str, ...], **kw) -> str:
+    def _stat(self, kind: StatKind, label: str, measures: tuple[str, ...], **kw: Any) -> str:
         for s in self.stats.values():
             if s.kind == kind and s.measures == measures and s.variant == kw.get("variant", "") \
                     and s.quantile == kw.get("quantile", 0.5):
@@ -198,7 +198,7 @@ class AggregateBuilder:
         test = f"isNotNull({sql})"
         return f"({cond}) AND {test}" if cond else test
 
-    def _sum(self, arg: exp.Expr, cond: str | None, label: str, *, centred: bool):
+    def _sum(self, arg: exp.Expr, cond: str | None, label: str, *, centred: bool) -> tuple[str, ValueExpr]:
         value = self.translator.translate(arg, label)
         iv = value.interval
         check_accumulable(value, label, floating=centred)  # a centred sum is accumulated in Float64

@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlglot import exp
 
@@ -23,10 +24,10 @@ from dpch.policy.model import TablePolicy
 from dpch.sql import outputs
 from dpch.sql.aggregates import AggregateBuilder, Measure, Stat, is_aggregate
 from dpch.sql.aliases import check_shadowing
-from dpch.sql.bounds import ValueTranslator, condition_sql
+from dpch.sql.bounds import ColumnRef, ValueTranslator, condition_sql
 from dpch.sql.grouping import MAX_GROUPS, GroupKey, KeyBuilder, PublicDomain, check_domain_size
 from dpch.sql.parse import DIALECT, ParsedQuery
-from dpch.sql.relation import Relation, RelationBuilder, SourceColumn, quote
+from dpch.sql.relation import Relation, RelationBuilder, SourceColumn, TableLookup, quote
 
 _SUPPORTED_CLAUSES = {"expressions", "from_", "where", "group", "order", "limit", "offset", "settings", "joins",
                       "with_", "having"}
@@ -74,7 +75,7 @@ class QueryPlan:
     offset: int = 0
     groups_per_unit: int = 1
     restrict_groups: bool = False
-    group_domain: tuple[tuple, ...] | None = field(default=((),))
+    group_domain: tuple[tuple[Any, ...], ...] | None = field(default=((),))
 
     @property
     def columns(self) -> list[str]:
@@ -100,12 +101,12 @@ def analyze(parsed: ParsedQuery, lookup: Callable[[str], TablePolicy], database:
     return _Analyzer(parsed, lookup, database, public_domain or _no_public_domain).plan()
 
 
-def _no_public_domain(table: str, column: str) -> tuple:
+def _no_public_domain(table: str, column: str) -> tuple[Any, ...]:
     raise QueryRejected(f"GROUP BY {column}: the values of public table {table} are not available here")
 
 
 class _Analyzer:
-    def __init__(self, parsed: ParsedQuery, lookup, database: str, public_domain: PublicDomain) -> None:
+    def __init__(self, parsed: ParsedQuery, lookup: TableLookup, database: str, public_domain: PublicDomain) -> None:
         self.parsed = parsed
         self.select = parsed.select
         self.database = database
@@ -123,7 +124,7 @@ class _Analyzer:
             self.inner[source.base_sql] = name
         return quote(name)
 
-    def outer_ref(self, col: exp.Column):
+    def outer_ref(self, col: exp.Column) -> ColumnRef:
         source = self.relation.resolve(col)
         return source.ref(self.outer(source))
 
@@ -211,7 +212,7 @@ class _Analyzer:
             group_domain=domain,
         )
 
-    def _base_ref(self, col: exp.Column):
+    def _base_ref(self, col: exp.Column) -> ColumnRef:
         source = self.relation.resolve(col)
         return source.ref(source.base_sql)
 
@@ -260,7 +261,7 @@ class _Analyzer:
 
     def _post(self, expr: exp.Expr, what: str, *, aliases: bool) -> exp.Expr:
         """Replaces aggregates by statistics and keys by key references; checks what remains."""
-        by_alias = {o.name: o.expr for o in getattr(self, "outputs", [])} if aliases else {}
+        by_alias: dict[str, exp.Expr] = {o.name: o.expr for o in getattr(self, "outputs", [])} if aliases else {}
 
         def visit(node: exp.Expr) -> exp.Expr:
             if isinstance(node, exp.Filter):

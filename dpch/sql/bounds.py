@@ -181,7 +181,7 @@ def condition_sql(node: exp.Expr, resolve: Resolver) -> str:
     for col in list(holder.find_all(exp.Column)):
         ref = resolve(col)
         col.replace(_tree(read_sql(ref.sql, ref.type)))
-    return holder.this.sql(dialect=DIALECT)
+    return str(holder.this.sql(dialect=DIALECT))
 
 
 def read_sql(sql: str, type_: str) -> str:

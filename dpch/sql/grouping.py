@@ -20,12 +20,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, timedelta
+from typing import Any
 
 from sqlglot import exp
 
 from dpch.errors import QueryRejected
 from dpch.policy.model import base_type
-from dpch.sql.bounds import check_condition, clamp_sql, condition_sql, function_name
+from dpch.sql.bounds import ColumnRef, check_condition, clamp_sql, condition_sql, function_name
 from dpch.sql.parse import DIALECT
 from dpch.sql.relation import Relation, SourceColumn
 from dpch.sql.rewrite_literals import literal
@@ -33,7 +34,7 @@ from dpch.sql.rewrite_literals import literal
 #: the largest domain a GROUP BY may release (product of the keys' domains)
 MAX_GROUPS = 100_000
 
-PublicDomain = Callable[[str, str], tuple]
+PublicDomain = Callable[[str, str], tuple[Any, ...]]
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class GroupKey:
 
     label: str
     sql: str
-    values: tuple | None
+    values: tuple[Any, ...] | None
     origin: str
     inner_filter: str | None = None
     #: the ClickHouse type of the released key
@@ -74,7 +75,7 @@ class KeyBuilder:
         # an expression key is released as text (its values come from the data, through selection)
         return GroupKey(label, f"toString({condition_sql(expr, self._outer_ref)})", None, "partition selection")
 
-    def _outer_ref(self, col: exp.Column):
+    def _outer_ref(self, col: exp.Column) -> ColumnRef:
         source = self.relation.resolve(col)
         return source.ref(self.outer(source))
 
@@ -139,7 +140,7 @@ class KeyBuilder:
         return GroupKey(label, f"{fn}({clamp})", domain, "bounds", type=key_type)
 
 
-def _with_unmatched(source: SourceColumn, domain: tuple, label: str) -> tuple:
+def _with_unmatched(source: SourceColumn, domain: tuple[Any, ...], label: str) -> tuple[Any, ...]:
     """A LEFT-joined public column's domain plus the value an unmatched row reads (its type's
     default, public knowledge), so those rows form their group as in ClickHouse."""
     if not source.unmatched_default:
@@ -174,7 +175,7 @@ def _type_default(ch_type: str) -> object:
     return _NO_DEFAULT
 
 
-def _date_domain(unit: str, lo: date, hi: date, label: str) -> tuple:
+def _date_domain(unit: str, lo: date, hi: date, label: str) -> tuple[Any, ...]:
     """Every value ``unit`` takes on dates in [lo, hi], without listing the days one by one."""
     months = (hi.year - lo.year) * 12 + hi.month - lo.month + 1
     if unit == "day":

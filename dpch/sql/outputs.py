@@ -312,7 +312,7 @@ def arrange(having: exp.Expr | None, order: Sequence[tuple[exp.Expr, bool]], lim
     return kept[offset:stop]
 
 
-def _sort_key(value: Any) -> tuple:
+def _sort_key(value: Any) -> tuple[Any, ...]:
     if value is None:
         return (0.0, "")
     if isinstance(value, int | float):

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from datetime import date
+from typing import Any
 
 from sqlglot import exp
 
@@ -55,10 +57,10 @@ class SourceColumn:
     bounds: Interval | None
     integer: bool
     public: bool = False
-    values: tuple | None = None
+    values: tuple[Any, ...] | None = None
     is_unit: bool = False
     public_table: str | None = None
-    date_bounds: tuple | None = None
+    date_bounds: tuple[date, date] | None = None
     #: visible only through a qualifier: the public side of ``USING (col)``, whose unqualified
     #: name means the private side's column, as in ClickHouse
     qualified_only: bool = False
@@ -322,7 +324,7 @@ class RelationBuilder:
         return merged
 
     def _private_join(self, left: Relation, policy: TablePolicy, alias: str | None, on: exp.Expr | None,
-                      using: list | None, words: frozenset[str]) -> Relation:
+                      using: list[exp.Expr] | None, words: frozenset[str]) -> Relation:
         if len([t for t in left.tables if t.private]) != 1 or left.source is None:
             raise QueryRejected("only two private tables can be joined, directly (no subqueries)")
         if "LEFT" in words:
@@ -379,7 +381,7 @@ class RelationBuilder:
         order = ", ".join(relation.order_columns) if relation.order_columns else unit
         return f"(SELECT * FROM {table} ORDER BY {order} LIMIT {relation.cap} BY {unit})"
 
-    def _join_condition(self, merged: Relation, on: exp.Expr | None, using: list | None,
+    def _join_condition(self, merged: Relation, on: exp.Expr | None, using: list[exp.Expr] | None,
                         left: Relation, right_columns: list[SourceColumn]) -> str:
         if on is not None:
             return condition_sql(on, lambda c: _base_ref(merged, c))

@@ -21,7 +21,7 @@ from __future__ import annotations
 import sqlglot
 from sqlglot import exp
 
-from dpch.policy.model import base_type
+from dpch.policy.model import TablePolicy, base_type
 from dpch.sql.analyze import UNIT_COLUMN, QueryPlan
 from dpch.sql.parse import DIALECT
 from dpch.sql.relation import quote
@@ -138,7 +138,7 @@ def _eager(tree: exp.Expr) -> exp.Expr:
     return tree
 
 
-def _synthetic_row(table) -> exp.Select:
+def _synthetic_row(table: TablePolicy) -> exp.Select:
     columns = ", ".join(
         f"CAST(defaultValueOfTypeName({literal(base_type(c.type))}), {literal(c.type)}) AS {quote(c.name)}"
         for c in table.columns.values()

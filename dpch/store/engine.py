@@ -8,7 +8,9 @@ DSNs:
 
 An embedded store can be opened by one process only (ClickHouse locks its data directory), and
 one process can hold one store at a time. Engines on the same path inside a process share one
-client; opening a second path while the first is open is refused with a clear error.
+client and one :class:`SharedState` (what every session of the store must see, such as the
+analysts' admission states); opening a second path while the first is open is refused with a
+clear error.
 """
 
 from __future__ import annotations
@@ -284,7 +286,7 @@ class Engine:
         bound = {f"p{i}": v for i, (_, v) in enumerate(values.values())}
         self.command(f"INSERT INTO {self.table(table)} ({columns}) SELECT {params}", bound)
 
-    def query_rows(self, sql: str, parameters: dict[str, Any] | None = None) -> list[tuple]:
+    def query_rows(self, sql: str, parameters: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
         with self._lock:
             return list(self._client.query(sql, parameters=parameters).result_rows)
 
@@ -318,7 +320,7 @@ class Engine:
 
     # -- emitted private SQL -----------------------------------------------------------------
 
-    def run_private(self, sql: str) -> list[tuple]:
+    def run_private(self, sql: str) -> list[tuple[Any, ...]]:
         """Runs SQL that dpch emitted from an analyzed plan.
 
         ClickHouse's own error text can quote row values, so it never reaches the caller:
@@ -357,7 +359,7 @@ class Engine:
             "SELECT count() FROM system.tables WHERE database = {db:String} AND name = {t:String}",
             {"db": self.database, "t": table},
         )
-        return rows[0][0] > 0
+        return bool(rows[0][0] > 0)
 
     def list_tables(self) -> list[str]:
         rows = self.query_rows(
