@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -58,7 +58,7 @@ from dpch.errors import (
 )
 from dpch.privacy.cost import PrivacyCost
 from dpch.store.cancel import checkpoint
-from dpch.store.engine import Engine
+from dpch.store.engine import Engine, open_embedded_states
 
 FILTER_ENV = "DPCH_FILTER"
 _HINT = "ask for a smaller dp_epsilon, or ask the data owner for more budget"
@@ -158,15 +158,34 @@ class _AnalystState:
         return [e.counted for e in self.entries.values() if dataset is None or dataset in e.scopes]
 
 
-_states: dict[tuple[str, str, str], _AnalystState] = {}
-_states_lock = threading.Lock()
+class AnalystStates:
+    """The analysts' filter states on one opening of a store, shared by all its sessions in this
+    process: each loaded from the ledger once, then kept in step with every write. The store owns
+    it (``engine.shared``), so it lives exactly as long as the store stays open."""
+
+    def __init__(self) -> None:
+        self._states: dict[tuple[str, str], _AnalystState] = {}
+        self._lock = threading.Lock()
+
+    def get(self, database: str, analyst: str, load: Callable[[], _AnalystState]) -> _AnalystState:
+        """The analyst's state, loaded (once, under the registry's lock) on first use."""
+        with self._lock:
+            state = self._states.get((database, analyst))
+            if state is None:
+                state = self._states[(database, analyst)] = load()
+            return state
+
+    def clear(self) -> None:
+        """Drops every state: the next use re-reads the ledger."""
+        with self._lock:
+            self._states.clear()
 
 
-def forget_cached_state(store: str | None = None) -> None:
-    """Drops cached filter states (of one store, or all): the next use re-reads the ledger."""
-    with _states_lock:
-        for key in [k for k in _states if store is None or k[0] == store]:
-            del _states[key]
+def forget_cached_state(engine: Engine | None = None) -> None:
+    """Drops cached filter states (of ``engine``'s store, or of every embedded store open in this
+    process): the next use re-reads the ledger, as after a restart."""
+    for shared in [engine.shared] if engine is not None else open_embedded_states():
+        shared.get(AnalystStates).clear()
 
 
 class Reservation:
@@ -251,18 +270,13 @@ class Accountant:
         self.budgets = BudgetStore(engine)
         self.ledger = Ledger(engine)
         self.locks = LockStore(engine)
-        self._key = (engine.token, engine.database, analyst)
+        self._states = engine.shared.get(AnalystStates)
 
     # -- state and filters --------------------------------------------------------------------
 
     def _state(self) -> _AnalystState:
-        with _states_lock:
-            state = _states.get(self._key)
-            if state is None:
-                state = _AnalystState(self.ledger.entries(self.analyst), self.budgets.settings(self.analyst),
-                                      self.locks.get(self.analyst))
-                _states[self._key] = state
-            return state
+        return self._states.get(self.engine.database, self.analyst, lambda: _AnalystState(
+            self.ledger.entries(self.analyst), self.budgets.settings(self.analyst), self.locks.get(self.analyst)))
 
     def _filter(self, state: _AnalystState, dataset: str = "") -> PrivacyFilter:
         top = state.settings.get("")

@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 from scipy import optimize, stats
 
 #: thresholds scanned per statistic (dense in both tails, where the best tests live)
@@ -61,13 +62,13 @@ def clopper_pearson_upper(k: np.ndarray | int, n: int, alpha: float) -> np.ndarr
     return np.where(k >= n, 1.0, upper)
 
 
-def epsilon_from_rates(fpr_u: np.ndarray, fnr_u: np.ndarray, delta: float) -> np.ndarray:
+def epsilon_from_rates(fpr_u: npt.ArrayLike, fnr_u: npt.ArrayLike, delta: float) -> np.ndarray:
     """max(log((1 − FNR_u − δ)/FPR_u), log((1 − FPR_u − δ)/FNR_u)), or 0 where both are ≤ 0."""
-    fpr_u = np.asarray(fpr_u, dtype=float)
-    fnr_u = np.asarray(fnr_u, dtype=float)
+    fpr = np.asarray(fpr_u, dtype=float)
+    fnr = np.asarray(fnr_u, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
-        a = np.log(np.maximum(1.0 - fnr_u - delta, 0.0) / fpr_u)
-        b = np.log(np.maximum(1.0 - fpr_u - delta, 0.0) / fnr_u)
+        a = np.log(np.maximum(1.0 - fnr - delta, 0.0) / fpr)
+        b = np.log(np.maximum(1.0 - fpr - delta, 0.0) / fnr)
     out = np.fmax(np.nan_to_num(a, nan=-np.inf), np.nan_to_num(b, nan=-np.inf))
     return np.maximum(out, 0.0)
 

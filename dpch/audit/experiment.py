@@ -116,7 +116,7 @@ def audit_query(
     try:
         sessions = [_audit_session(session, db, None if seed is None else seed + i)
                     for i, db in enumerate((pair.d_database, pair.dprime_database))]
-        runner = runner_class(*sessions, sql, seed=seed, **options)
+        runner = runner_class(sessions[0], sessions[1], sql, seed=seed, **options)
         samples = runner.run_fast(trials) if mode == "fast" else runner.run_full(trials)
     finally:
         for s in sessions:

@@ -285,7 +285,7 @@ def _join_neighbours(
             for _, t in private:
                 engine.command(
                     f"INSERT INTO {table_in(pair_dbs[1], t.table)} SELECT * FROM {table_in(source_db, t.table)} "
-                    f"WHERE {quote_identifier(t.privacy_unit)} != {literal(victim)}")
+                    f"WHERE {quote_identifier(t.unit_column)} != {literal(victim)}")
             return NeighbourPair(plan.table.table, *pair_dbs, "remove", victim, int(count),
                                  f"D′ = D minus unit {victim} from {names}, which has {count} joined rows passing "
                                  "the query's filter")
@@ -338,9 +338,10 @@ def _add_joined_unit(engine: Engine, plan: QueryPlan, private: list, pair_dbs: t
     for level in range(2 if measured else 0):
         variant = {i: list(r) for i, r in rows_of.items()}
         for i, column in measured:
-            policy = relation.tables[i]
-            variant[i][_columns_of(layout, i).index(column)] = _extreme(policy.columns[column].type,
-                                                                         policy.columns[column].bounds)[level]
+            measured_column = relation.tables[i].columns[column]
+            bounds = measured_column.bounds
+            assert bounds is not None  # only columns with bounds are measured (above)
+            variant[i][_columns_of(layout, i).index(column)] = _extreme(measured_column.type, bounds)[level]
         variants.append(variant)
     variants.append(rows_of)
     check = (f"SELECT count() FROM {from_in(pair_dbs[1])} WHERE {condition} "

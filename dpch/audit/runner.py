@@ -143,7 +143,7 @@ class AuditRunner:
         return AuditSamples(sides[0], sides[1], labels, claimed, mechanism, "fast",
                             exact_sides[0], exact_sides[1], sensitivities, discrete=discrete)
 
-    def _observe(self, plan: QueryPlan, noise: NoisePlan, data: GroupData,
+    def _observe(self, plan: QueryPlan, noise: NoisePlan, data: _AlignedData,
                  trials: int) -> tuple[list[np.ndarray], list[str], dict[str, np.ndarray]]:
         """One side's (trials × coordinates) observations, their labels, and its exact measures."""
         groups = [_group_label(k) for k in data.keys]
@@ -163,9 +163,9 @@ class AuditRunner:
         for stat in plan.stats.values():
             if stat.kind != "quantile":
                 continue
-            mech = noise.selectors[stat.name]
+            selector = noise.selectors[stat.name]
             for g, hist in enumerate(data.histograms[stat.measures[0]]):
-                index = mech.select_many(grid_utilities(stat, hist), trials, self._noise).astype(float)
+                index = selector.select_many(grid_utilities(stat, hist), trials, self._noise).astype(float)
                 columns.append(np.where(keep[:, g], index, -1.0))
                 labels.append(f"{stat.label} index {groups[g]}".rstrip())
         exact = {name: data.measures[name] for name in noise.additive}

@@ -101,6 +101,14 @@ class TablePolicy:
         return self.privacy_unit is not None
 
     @property
+    def unit_column(self) -> str:
+        """The privacy unit column of a private table (a public table has none: PolicyError)."""
+        if self.privacy_unit is None:
+            raise PolicyError(f"table {self.table!r} is public: it has no privacy unit",
+                              hint="only a private table (dp: privacy_unit=...) has one")
+        return self.privacy_unit
+
+    @property
     def unit_ordered(self) -> bool:
         """Whether the table is stored ordered by its privacy unit first (fast LIMIT BY)."""
         return bool(self.sorting_key) and self.sorting_key[0] == self.privacy_unit

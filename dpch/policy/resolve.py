@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,21 +17,33 @@ if TYPE_CHECKING:
     from dpch.store.engine import Engine
 
 
+#: how long a table's policy is reused before its COMMENTs are read again. A long-running
+#: process (the gateway) sees a data owner's ``ALTER TABLE ... COMMENT`` within this time
+#: without a restart; a query reads its tables' policies once, when it is planned.
+POLICY_TTL_SECONDS = 10.0
+
+
 class Policy:
     """The privacy policy of a database: ``dp:`` annotations, overridden by a TOML file.
 
     ``Policy.from_toml(path)`` or ``Policy.from_mapping({...})`` give the overrides; pass
     the result to :func:`dpch.connect`. Table policies are read from ClickHouse on first use
-    and cached; :meth:`reload` forgets the cache after the comments change.
+    and cached for ``ttl`` seconds (by ``clock``, monotonic); :meth:`reload` forgets the cache
+    at once (``dpch load`` does, after it writes the comments).
     """
 
     def __init__(self, overrides: dict[str, dict[str, Any]] | None = None, *, source: str = "",
-                 privacy: dict[str, Any] | None = None) -> None:
+                 privacy: dict[str, Any] | None = None, ttl: float = POLICY_TTL_SECONDS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.overrides = overrides or {}
         self.source = source
         #: deployment-wide privacy settings from the file's [privacy] table (filter choice)
         self.privacy = privacy or {}
-        self._cache: dict[tuple[str, str], TablePolicy] = {}
+        self.ttl = ttl
+        self._clock = clock
+        # (store opening, database, table) → (policy, time read); the token keeps two stores'
+        # equally named databases apart
+        self._cache: dict[tuple[str, str, str], tuple[TablePolicy, float]] = {}
         self._lock = threading.Lock()
 
     @classmethod
@@ -46,14 +60,15 @@ class Policy:
 
     def table(self, engine: Engine, table: str) -> TablePolicy:
         """The effective policy of ``table`` in the engine's database."""
-        key = (engine.database, table)
+        key = (engine.token, engine.database, table)
+        now = self._clock()
         with self._lock:
             cached = self._cache.get(key)
-        if cached is not None:
-            return cached
+        if cached is not None and now - cached[1] < self.ttl:
+            return cached[0]
         policy = self._build(engine, table)
         with self._lock:
-            self._cache[key] = policy
+            self._cache[key] = (policy, now)
         return policy
 
     def _build(self, engine: Engine, table: str) -> TablePolicy:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from sqlglot import exp
 
@@ -77,8 +77,8 @@ class Stat:
 class AggregateBuilder:
     """Turns aggregate calls into measures and statistics (sharing identical measures)."""
 
-    def __init__(self, translator: ValueTranslator, condition: Callable[[exp.Expression], str],
-                 is_unit: Callable[[exp.Expression], bool], cap: int, unit_sql: str,
+    def __init__(self, translator: ValueTranslator, condition: Callable[[exp.Expr], str],
+                 is_unit: Callable[[exp.Expr], bool], cap: int, unit_sql: str,
                  distinct_unit_groups: int | None) -> None:
         self.translator = translator
         self.condition = condition
@@ -100,7 +100,7 @@ class AggregateBuilder:
         self.measures[name] = Measure(name, kind, sql, l1, l1 if l2 is None else l2, integer, derivation)
         return name
 
-    def _stat(self, kind: StatKind, label: str, measures: tuple[str, ...], **kw) -> str:
+    def _stat(self, kind: StatKind, label: str, measures: tuple[str, ...], **kw: Any) -> str:
         for s in self.stats.values():
             if s.kind == kind and s.measures == measures and s.variant == kw.get("variant", "") \
                     and s.quantile == kw.get("quantile", 0.5):
@@ -115,15 +115,15 @@ class AggregateBuilder:
 
     # -- aggregate calls --------------------------------------------------------------------------
 
-    def aggregate(self, node: exp.Expression) -> str:
+    def aggregate(self, node: exp.Expr) -> str:
         """Registers the aggregate ``node``; returns the name of its statistic."""
         label = node.sql(DIALECT)
         name = function_name(node)
         if isinstance(node, exp.Count):
             return self._count_call(node, label)
         if isinstance(node, exp.CountIf) or name == "countif":
-            cond = self._args(node, 1, label)[0]
-            return self._stat("count", label, (self._count(self.condition(cond), label),))
+            predicate = self._args(node, 1, label)[0]
+            return self._stat("count", label, (self._count(self.condition(predicate), label),))
         if isinstance(node, exp.Sum) or name == "sumif":
             arg, cond = self._arg_and_condition(node, name == "sumif", label)
             return self._stat("sum", label, (self._sum(arg, cond, label, centred=False)[0],))
@@ -157,7 +157,7 @@ class AggregateBuilder:
         return self._stat("count", label, (self._count(self._not_null(self.condition(arg), None) if nullable
                                                        else None, label),))
 
-    def _distinct(self, arg: exp.Expression, label: str) -> str:
+    def _distinct(self, arg: exp.Expr, label: str) -> str:
         if self.is_unit(arg):
             sql = self.unit_sql
             groups = self.distinct_unit_groups
@@ -172,7 +172,7 @@ class AggregateBuilder:
                                     f"{label}: one unit's {self.cap} rows add at most {self.cap} distinct values")
         return self._stat("count", label, (measure,))
 
-    def _args(self, node: exp.Expression, count: int, label: str) -> list[exp.Expression]:
+    def _args(self, node: exp.Expr, count: int, label: str) -> list[exp.Expr]:
         if isinstance(node, exp.CountIf):
             args = [node.this]
         elif isinstance(node, exp.Anonymous | exp.AnonymousAggFunc | exp.CombinedAggFunc):
@@ -184,8 +184,8 @@ class AggregateBuilder:
         return args
 
     def _arg_and_condition(
-        self, node: exp.Expression, conditional: bool, label: str
-    ) -> tuple[exp.Expression, str | None]:
+        self, node: exp.Expr, conditional: bool, label: str
+    ) -> tuple[exp.Expr, str | None]:
         if not conditional:
             arg = node.this
             if isinstance(arg, exp.Distinct):
@@ -198,7 +198,7 @@ class AggregateBuilder:
         test = f"isNotNull({sql})"
         return f"({cond}) AND {test}" if cond else test
 
-    def _sum(self, arg: exp.Expression, cond: str | None, label: str, *, centred: bool):
+    def _sum(self, arg: exp.Expr, cond: str | None, label: str, *, centred: bool) -> tuple[str, ValueExpr]:
         value = self.translator.translate(arg, label)
         iv = value.interval
         check_accumulable(value, label, floating=centred)  # a centred sum is accumulated in Float64
@@ -216,17 +216,19 @@ class AggregateBuilder:
         sql = f"sumIf({expr}, {cond})" if cond else f"sum({expr})"
         return self._measure("sum", sql, l1, integer, why), value
 
-    def _variance(self, node: exp.Expression, name: str, label: str) -> str:
+    def _variance(self, node: exp.Expr, name: str, label: str) -> str:
         arg = self._args(node, 1, label)[0]
-        variant = {
+        variant: str | None = {
             "varpop": "varPop", "var_pop": "varPop", "variance_pop": "varPop",
             "varsamp": "varSamp", "var_samp": "varSamp", "variance": "varSamp", "variance_samp": "varSamp",
             "stddevpop": "stddevPop", "stddev_pop": "stddevPop",
             "stddevsamp": "stddevSamp", "stddev_samp": "stddevSamp", "stddev": "stddevSamp",
         }.get(name)
         if variant is None:
-            variant = {exp.VariancePop: "varPop", exp.Variance: "varSamp", exp.StddevPop: "stddevPop",
-                       exp.StddevSamp: "stddevSamp", exp.Stddev: "stddevSamp"}[type(node)]
+            variants: dict[type, str] = {exp.VariancePop: "varPop", exp.Variance: "varSamp",
+                                         exp.StddevPop: "stddevPop", exp.StddevSamp: "stddevSamp",
+                                         exp.Stddev: "stddevSamp"}
+            variant = variants[type(node)]
         value = self.translator.translate(arg, label)
         iv = value.interval
         check_accumulable(value, label, floating=True)
@@ -239,7 +241,7 @@ class AggregateBuilder:
                            f"{label}: Σ(value − mid)²: {self.cap} rows × {num(r * r)}")
         return self._stat("var", label, (count, s1, s2), interval=iv, variant=variant)
 
-    def _quantile(self, node: exp.Expression, name: str, label: str) -> str:
+    def _quantile(self, node: exp.Expr, name: str, label: str) -> str:
         level = 0.5
         arg = node.this
         if isinstance(node, exp.Quantile):
@@ -294,11 +296,11 @@ def as_float(value: ValueExpr) -> str:
     return f"toFloat64({value.sql})" if value.integer else value.sql
 
 
-def is_aggregate(node: exp.Expression) -> bool:
+def is_aggregate(node: exp.Expr) -> bool:
     return isinstance(node, exp.AggFunc) or function_name(node) in AGGREGATE_NAMES
 
 
-def _literal(node: exp.Expression, label: str) -> float:
+def _literal(node: exp.Expr, label: str) -> float:
     if isinstance(node, exp.Literal) and not node.is_string:
         return float(node.this)
     raise QueryRejected(f"{label}: expected a number")

@@ -56,7 +56,9 @@ def check_shadowing(select: exp.Select, columns: Iterable[str]) -> None:
             as_alias.add(id(item))
     for clause in ("having", "order"):
         node = select.args.get(clause)
-        for col in node.find_all(exp.Column) if node is not None else []:
+        if node is None:
+            continue
+        for col in node.find_all(exp.Column):
             if not _inside_aggregate(col, node):
                 as_alias.add(id(col))
     for col in _own_columns(select):
@@ -84,7 +86,7 @@ def _own_columns(select: exp.Select) -> Iterator[exp.Column]:
                     yield col
 
 
-def _inside_aggregate(node: exp.Expression, top: exp.Expression) -> bool:
+def _inside_aggregate(node: exp.Expr, top: exp.Expr) -> bool:
     parent = node.parent
     while parent is not None and parent is not top:
         if is_aggregate(parent):
@@ -93,7 +95,7 @@ def _inside_aggregate(node: exp.Expression, top: exp.Expression) -> bool:
     return False
 
 
-def _within(node: exp.Expression, ancestor: exp.Expression) -> bool:
+def _within(node: exp.Expr, ancestor: exp.Expr) -> bool:
     parent = node.parent
     while parent is not None:
         if parent is ancestor:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlglot import exp
 
@@ -23,10 +24,10 @@ from dpch.policy.model import TablePolicy
 from dpch.sql import outputs
 from dpch.sql.aggregates import AggregateBuilder, Measure, Stat, is_aggregate
 from dpch.sql.aliases import check_shadowing
-from dpch.sql.bounds import ValueTranslator, condition_sql
+from dpch.sql.bounds import ColumnRef, ValueTranslator, condition_sql
 from dpch.sql.grouping import MAX_GROUPS, GroupKey, KeyBuilder, PublicDomain, check_domain_size
 from dpch.sql.parse import DIALECT, ParsedQuery
-from dpch.sql.relation import Relation, RelationBuilder, SourceColumn, quote
+from dpch.sql.relation import Relation, RelationBuilder, SourceColumn, TableLookup, quote
 
 _SUPPORTED_CLAUSES = {"expressions", "from_", "where", "group", "order", "limit", "offset", "settings", "joins",
                       "with_", "having"}
@@ -47,7 +48,7 @@ class OutputColumn:
     """A result column: a GROUP BY key, or an expression over noisy statistics."""
 
     name: str
-    expr: exp.Expression
+    expr: exp.Expr
     key_index: int | None
     stats: tuple[str, ...]
 
@@ -68,13 +69,13 @@ class QueryPlan:
     outputs: tuple[OutputColumn, ...]
     inner_columns: tuple[tuple[str, str], ...]
     conditions: tuple[str, ...]
-    having: exp.Expression | None = None
-    order: tuple[tuple[exp.Expression, bool], ...] = ()
+    having: exp.Expr | None = None
+    order: tuple[tuple[exp.Expr, bool], ...] = ()
     limit: int | None = None
     offset: int = 0
     groups_per_unit: int = 1
     restrict_groups: bool = False
-    group_domain: tuple[tuple, ...] | None = field(default=((),))
+    group_domain: tuple[tuple[Any, ...], ...] | None = field(default=((),))
 
     @property
     def columns(self) -> list[str]:
@@ -100,12 +101,12 @@ def analyze(parsed: ParsedQuery, lookup: Callable[[str], TablePolicy], database:
     return _Analyzer(parsed, lookup, database, public_domain or _no_public_domain).plan()
 
 
-def _no_public_domain(table: str, column: str) -> tuple:
+def _no_public_domain(table: str, column: str) -> tuple[Any, ...]:
     raise QueryRejected(f"GROUP BY {column}: the values of public table {table} are not available here")
 
 
 class _Analyzer:
-    def __init__(self, parsed: ParsedQuery, lookup, database: str, public_domain: PublicDomain) -> None:
+    def __init__(self, parsed: ParsedQuery, lookup: TableLookup, database: str, public_domain: PublicDomain) -> None:
         self.parsed = parsed
         self.select = parsed.select
         self.database = database
@@ -123,7 +124,7 @@ class _Analyzer:
             self.inner[source.base_sql] = name
         return quote(name)
 
-    def outer_ref(self, col: exp.Column):
+    def outer_ref(self, col: exp.Column) -> ColumnRef:
         source = self.relation.resolve(col)
         return source.ref(self.outer(source))
 
@@ -185,14 +186,14 @@ class _Analyzer:
         order = self._order()
         limit, offset = _limit(select)
         if keys and not partition:
-            domain = tuple(itertools.product(*(k.values for k in keys)))
+            domain = tuple(itertools.product(*(k.values or () for k in keys)))  # no partition: all set
         elif keys:
             domain = None
         else:
             domain = ((),)
-        for key in keys:
-            if key.inner_filter and not partition:
-                conditions.append(key.inner_filter)
+        for group_key in keys:
+            if group_key.inner_filter and not partition:
+                conditions.append(group_key.inner_filter)
         return QueryPlan(
             query=self.parsed,
             relation=self.relation,
@@ -211,11 +212,11 @@ class _Analyzer:
             group_domain=domain,
         )
 
-    def _base_ref(self, col: exp.Column):
+    def _base_ref(self, col: exp.Column) -> ColumnRef:
         source = self.relation.resolve(col)
         return source.ref(source.base_sql)
 
-    def _group_expressions(self) -> list[exp.Expression]:
+    def _group_expressions(self) -> list[exp.Expr]:
         group = self.select.args.get("group")
         if group is None:
             return []
@@ -223,7 +224,7 @@ class _Analyzer:
             if group.args.get(key):
                 raise QueryRejected(f"GROUP BY {key.upper().replace('_', ' ')} is not supported")
         aliases = {item.alias: item.this for item in self.select.expressions if isinstance(item, exp.Alias)}
-        result: list[exp.Expression] = []
+        result: list[exp.Expr] = []
         for expr in group.expressions:
             if isinstance(expr, exp.Literal) and not expr.is_string:
                 position = int(expr.this)
@@ -239,13 +240,13 @@ class _Analyzer:
             result.append(expr)
         return result
 
-    def _key_index(self, node: exp.Expression) -> int | None:
+    def _key_index(self, node: exp.Expr) -> int | None:
         for i, expr in enumerate(self.group_exprs):
             if _same(node, expr, self.relation):
                 return i
         return None
 
-    def _output(self, item: exp.Expression) -> OutputColumn:
+    def _output(self, item: exp.Expr) -> OutputColumn:
         expr = item.unalias() if isinstance(item, exp.Alias) else item
         name = item.alias if isinstance(item, exp.Alias) and item.alias else item.sql(DIALECT)
         if isinstance(expr, exp.Star) or (isinstance(expr, exp.Column) and isinstance(expr.this, exp.Star)):
@@ -258,11 +259,11 @@ class _Analyzer:
         return OutputColumn(name, transformed, None, tuple(r for r in outputs.references(transformed)
                                                            if r.startswith("s")))
 
-    def _post(self, expr: exp.Expression, what: str, *, aliases: bool) -> exp.Expression:
+    def _post(self, expr: exp.Expr, what: str, *, aliases: bool) -> exp.Expr:
         """Replaces aggregates by statistics and keys by key references; checks what remains."""
-        by_alias = {o.name: o.expr for o in getattr(self, "outputs", [])} if aliases else {}
+        by_alias: dict[str, exp.Expr] = {o.name: o.expr for o in getattr(self, "outputs", [])} if aliases else {}
 
-        def visit(node: exp.Expression) -> exp.Expression:
+        def visit(node: exp.Expr) -> exp.Expr:
             if isinstance(node, exp.Filter):
                 raise QueryRejected(f"{what}: an aggregate's FILTER (WHERE …) clause is not supported",
                                     hint="use the -If form: countIf(condition), sumIf(value, condition), "
@@ -292,7 +293,7 @@ class _Analyzer:
         labels = {f"k{i}": k.label for i, k in enumerate(self.keys)}
         return outputs.check_types(transformed, kinds, what, condition=what == "HAVING", labels=labels)
 
-    def _order(self) -> tuple[tuple[exp.Expression, bool], ...]:
+    def _order(self) -> tuple[tuple[exp.Expr, bool], ...]:
         order = self.select.args.get("order")
         if order is None:
             return ()
@@ -312,7 +313,7 @@ class _Analyzer:
         return tuple(items)
 
 
-def _same(a: exp.Expression, b: exp.Expression, relation: Relation) -> bool:
+def _same(a: exp.Expr, b: exp.Expr, relation: Relation) -> bool:
     if isinstance(a, exp.Column) and isinstance(b, exp.Column):
         try:
             return relation.resolve(a).base_sql == relation.resolve(b).base_sql
@@ -337,7 +338,7 @@ def _limit(select: exp.Select) -> tuple[int | None, int]:
     return value, offset
 
 
-def _non_negative_int(node: exp.Expression | None, what: str) -> int:
+def _non_negative_int(node: exp.Expr | None, what: str) -> int:
     if isinstance(node, exp.Literal) and not node.is_string and node.this.isdigit():
         return int(node.this)
     raise QueryRejected(f"{what} must be a whole number literal")

@@ -115,7 +115,7 @@ AGGREGATE_NAMES = frozenset({
 _NAMED = (exp.Anonymous, exp.AnonymousAggFunc, exp.CombinedAggFunc, exp.ParameterizedAgg)
 
 
-def function_name(node: exp.Expression) -> str:
+def function_name(node: exp.Expr) -> str:
     """The lower-case SQL name of a function node ('' for anything else)."""
     if isinstance(node, _NAMED):
         return str(node.this).lower()
@@ -151,7 +151,7 @@ def clamp_float_sql(sql: str, interval: Interval) -> str:
     return f"least(greatest({sql}, {float(interval.lo)!r}), {float(interval.hi)!r})"
 
 
-def check_condition(node: exp.Expression, resolve: Resolver) -> None:
+def check_condition(node: exp.Expr, resolve: Resolver) -> None:
     """Validates a condition: every node in the totality registry (:mod:`.functions`), constant
     arguments literal, known columns, no subqueries or aggregates."""
     for sub in node.walk():
@@ -170,7 +170,7 @@ def check_condition(node: exp.Expression, resolve: Resolver) -> None:
         check_total(sub)
 
 
-def condition_sql(node: exp.Expression, resolve: Resolver) -> str:
+def condition_sql(node: exp.Expr, resolve: Resolver) -> str:
     """The SQL of a validated condition with column references mapped to the capped rows.
 
     Decimal columns are read as Float64 (:func:`read_sql`): Decimal division by zero and Decimal
@@ -181,7 +181,7 @@ def condition_sql(node: exp.Expression, resolve: Resolver) -> str:
     for col in list(holder.find_all(exp.Column)):
         ref = resolve(col)
         col.replace(_tree(read_sql(ref.sql, ref.type)))
-    return holder.this.sql(dialect=DIALECT)
+    return str(holder.this.sql(dialect=DIALECT))
 
 
 def read_sql(sql: str, type_: str) -> str:
@@ -193,14 +193,14 @@ def _is_decimal(type_: str) -> bool:
     return "Decimal" in type_
 
 
-def _tree(sql: str) -> exp.Expression:
+def _tree(sql: str) -> exp.Expr:
     """A column reference dpch built (quoted identifiers, maybe wrapped in toFloat64) as a tree node,
     so the condition stays one tree (no raw text spliced into it)."""
     return _parsed_reference(sql).copy()
 
 
 @functools.lru_cache(maxsize=4096)
-def _parsed_reference(sql: str) -> exp.Expression:
+def _parsed_reference(sql: str) -> exp.Expr:
     return sqlglot.parse_one(sql, read=DIALECT)
 
 
@@ -210,7 +210,7 @@ class ValueTranslator:
     def __init__(self, resolve: Resolver) -> None:
         self.resolve = resolve
 
-    def translate(self, node: exp.Expression, context: str) -> ValueExpr:
+    def translate(self, node: exp.Expr, context: str) -> ValueExpr:
         """``context`` names the aggregate for error messages, e.g. ``sum(x * 2)``."""
         while isinstance(node, exp.Paren):
             node = node.this
@@ -233,7 +233,7 @@ class ValueTranslator:
             sql = f"toInt128({sql})"
         return ValueExpr(keep_null(inner, sql) if nullable else sql, interval, value.integer, nullable)
 
-    def nullable(self, node: exp.Expression) -> bool:
+    def nullable(self, node: exp.Expr) -> bool:
         """Whether ``node`` can evaluate to NULL on some row."""
         if any(isinstance(n, exp.Null) for n in node.walk()):
             return True
@@ -241,7 +241,7 @@ class ValueTranslator:
 
     # -- the recursion ---------------------------------------------------------------------------
 
-    def _value(self, node: exp.Expression, context: str) -> ValueExpr:
+    def _value(self, node: exp.Expr, context: str) -> ValueExpr:
         if isinstance(node, exp.Paren):
             return self._value(node.this, context)
         if isinstance(node, exp.Column):
@@ -303,7 +303,7 @@ class ValueTranslator:
             return self._function(node, context)
         raise QueryRejected(f"{context}: {node.key.upper()} expressions are not supported inside aggregates")
 
-    def _branches(self, branches: list[tuple[exp.Expression | None, exp.Expression | None]], context: str) -> ValueExpr:
+    def _branches(self, branches: list[tuple[exp.Expr | None, exp.Expr | None]], context: str) -> ValueExpr:
         """if/CASE: the value lies in the union of the branches' intervals (a missing ELSE is 0)."""
         parts, interval, integer = [], None, True
         for cond, value in branches:
@@ -402,12 +402,12 @@ class ValueTranslator:
         )
 
 
-def _is_condition(node: exp.Expression) -> bool:
+def _is_condition(node: exp.Expr) -> bool:
     return isinstance(node, exp.And | exp.Or | exp.Not | exp.EQ | exp.NEQ | exp.GT | exp.GTE | exp.LT
                       | exp.LTE | exp.In | exp.Between | exp.Like | exp.ILike | exp.Is)
 
 
-def _literal_number(node: exp.Expression | None, context: str) -> float:
+def _literal_number(node: exp.Expr | None, context: str) -> float:
     if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal) and not node.this.is_string:
         value = -float(node.this.this)
     elif isinstance(node, exp.Literal) and not node.is_string:

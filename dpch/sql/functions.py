@@ -54,7 +54,7 @@ _NULL = Totality("NULL tests and NULL replacement are total")
 _PARSE = Totality("the …OrNull form returns NULL on a value that does not parse, never an error")
 
 #: operators and functions sqlglot parses into their own node classes
-NODE_RULES: dict[type[exp.Expression], Totality] = {
+NODE_RULES: dict[type[exp.Expr], Totality] = {
     # structure
     exp.Column: _STRUCTURE, exp.Identifier: _STRUCTURE, exp.Literal: _STRUCTURE, exp.Boolean: _STRUCTURE,
     exp.Null: _STRUCTURE, exp.Paren: _STRUCTURE, exp.Tuple: _STRUCTURE, exp.Array: _STRUCTURE,
@@ -117,7 +117,7 @@ TYPED_NAMES = (
 _UNIT_PARENTS = (exp.Interval, exp.DateTrunc, exp.TimestampTrunc)
 
 
-def rule(node: exp.Expression) -> Totality | None:
+def rule(node: exp.Expr) -> Totality | None:
     """The totality rule of ``node`` (None: not allowed in emitted SQL)."""
     found = NODE_RULES.get(type(node))
     if found is not None:
@@ -129,7 +129,7 @@ def rule(node: exp.Expression) -> Totality | None:
     return None
 
 
-def display_name(node: exp.Expression) -> str:
+def display_name(node: exp.Expr) -> str:
     """How the analyst would write ``node``'s function or operator (never a sqlglot class name)."""
     if isinstance(node, exp.Anonymous):
         return f"{node.this}()"
@@ -146,14 +146,14 @@ def display_name(node: exp.Expression) -> str:
     return node.key.replace("_", " ").upper()
 
 
-def _argument(node: exp.Expression, where: str | int) -> exp.Expression | None:
+def _argument(node: exp.Expr, where: str | int) -> exp.Expr | None:
     if isinstance(where, int):
         items = node.expressions
         return items[where] if where < len(items) else None
     return node.args.get(where)
 
 
-def is_constant(node: exp.Expression | None) -> bool:
+def is_constant(node: exp.Expr | None) -> bool:
     """A literal (string, number, NULL, or a signed number): the same value on every row."""
     if node is None:
         return True  # an omitted optional argument takes ClickHouse's constant default
@@ -176,7 +176,7 @@ ALTERNATIVES = {
 }
 
 
-def check_total(node: exp.Expression, where: str = "") -> None:
+def check_total(node: exp.Expr, where: str = "") -> None:
     """Raises :class:`QueryRejected` unless ``node`` (one node, not its children) is in the registry
     and its constant arguments are literals."""
     found = rule(node)

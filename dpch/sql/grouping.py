@@ -20,12 +20,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, timedelta
+from typing import Any
 
 from sqlglot import exp
 
 from dpch.errors import QueryRejected
 from dpch.policy.model import base_type
-from dpch.sql.bounds import check_condition, clamp_sql, condition_sql, function_name
+from dpch.sql.bounds import ColumnRef, check_condition, clamp_sql, condition_sql, function_name
 from dpch.sql.parse import DIALECT
 from dpch.sql.relation import Relation, SourceColumn
 from dpch.sql.rewrite_literals import literal
@@ -33,7 +34,7 @@ from dpch.sql.rewrite_literals import literal
 #: the largest domain a GROUP BY may release (product of the keys' domains)
 MAX_GROUPS = 100_000
 
-PublicDomain = Callable[[str, str], tuple]
+PublicDomain = Callable[[str, str], tuple[Any, ...]]
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class GroupKey:
 
     label: str
     sql: str
-    values: tuple | None
+    values: tuple[Any, ...] | None
     origin: str
     inner_filter: str | None = None
     #: the ClickHouse type of the released key
@@ -56,7 +57,7 @@ class KeyBuilder:
         self.outer = outer
         self.public_domain = public_domain
 
-    def key(self, expr: exp.Expression) -> GroupKey:
+    def key(self, expr: exp.Expr) -> GroupKey:
         label = expr.sql(DIALECT)
         if isinstance(expr, exp.Column):
             return self._column_key(self.relation.resolve(expr), label)
@@ -74,7 +75,7 @@ class KeyBuilder:
         # an expression key is released as text (its values come from the data, through selection)
         return GroupKey(label, f"toString({condition_sql(expr, self._outer_ref)})", None, "partition selection")
 
-    def _outer_ref(self, col: exp.Column):
+    def _outer_ref(self, col: exp.Column) -> ColumnRef:
         source = self.relation.resolve(col)
         return source.ref(self.outer(source))
 
@@ -105,7 +106,7 @@ class KeyBuilder:
             return self._date_key(source, "day", label)
         return GroupKey(label, sql, None, "partition selection", type=source.type)
 
-    def _intdiv(self, expr: exp.Expression, label: str) -> GroupKey:
+    def _intdiv(self, expr: exp.Expr, label: str) -> GroupKey:
         args = list(expr.expressions)
         if len(args) != 2 or not isinstance(args[0], exp.Column) or not (
                 isinstance(args[1], exp.Literal) and not args[1].is_string and args[1].this.isdigit()
@@ -122,6 +123,8 @@ class KeyBuilder:
         return GroupKey(label, sql, tuple(range(lo, hi + 1)), "bounds", type="Int64")
 
     def _date_key(self, source: SourceColumn, unit: str, label: str) -> GroupKey:
+        """A date bucket key; callers pass only a column with declared date bounds."""
+        assert source.date_bounds is not None
         lo, hi = source.date_bounds
         is_time = base_type(source.type).startswith("DateTime")
         if is_time:
@@ -137,7 +140,7 @@ class KeyBuilder:
         return GroupKey(label, f"{fn}({clamp})", domain, "bounds", type=key_type)
 
 
-def _with_unmatched(source: SourceColumn, domain: tuple, label: str) -> tuple:
+def _with_unmatched(source: SourceColumn, domain: tuple[Any, ...], label: str) -> tuple[Any, ...]:
     """A LEFT-joined public column's domain plus the value an unmatched row reads (its type's
     default, public knowledge), so those rows form their group as in ClickHouse."""
     if not source.unmatched_default:
@@ -172,7 +175,7 @@ def _type_default(ch_type: str) -> object:
     return _NO_DEFAULT
 
 
-def _date_domain(unit: str, lo: date, hi: date, label: str) -> tuple:
+def _date_domain(unit: str, lo: date, hi: date, label: str) -> tuple[Any, ...]:
     """Every value ``unit`` takes on dates in [lo, hi], without listing the days one by one."""
     months = (hi.year - lo.year) * 12 + hi.month - lo.month + 1
     if unit == "day":
@@ -191,9 +194,10 @@ def _date_domain(unit: str, lo: date, hi: date, label: str) -> tuple:
     return values
 
 
-def _date_bucket(expr: exp.Expression, name: str) -> str | None:
+def _date_bucket(expr: exp.Expr, name: str) -> str | None:
     if isinstance(expr, exp.TimestampTrunc | exp.DateTrunc):
-        unit = str(expr.args.get("unit").name if expr.args.get("unit") is not None else "").lower()
+        unit_node = expr.args.get("unit")
+        unit = str(unit_node.name if unit_node is not None else "").lower()
         return unit if unit in ("day", "month", "quarter", "year") else None
     if name in ("toyear", "tomonth"):
         return name

@@ -19,7 +19,7 @@ They follow ClickHouse's rules, so an expression means what it would mean there:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import date, datetime
 from typing import Any
 
@@ -41,12 +41,12 @@ def placeholder(name: str) -> exp.Var:
     return exp.Var(this=f"{PLACEHOLDER}{name}")
 
 
-def references(node: exp.Expression) -> list[str]:
+def references(node: exp.Expr) -> list[str]:
     """Names (statistic or key ids) an expression refers to, in order of appearance."""
     return [v.name[len(PLACEHOLDER):] for v in node.find_all(exp.Var) if v.name.startswith(PLACEHOLDER)]
 
 
-def check(node: exp.Expression, what: str) -> None:
+def check(node: exp.Expr, what: str) -> None:
     for sub in node.walk():
         if isinstance(sub, exp.Var) and not sub.name.startswith(PLACEHOLDER):
             raise QueryRejected(f"{what}: {sub.name} is not a result column or aggregate")
@@ -58,7 +58,7 @@ def check(node: exp.Expression, what: str) -> None:
             )
 
 
-def evaluate(node: exp.Expression, env: Mapping[str, Any]) -> Any:
+def evaluate(node: exp.Expr, env: Mapping[str, Any]) -> Any:
     """The value of a post-processing expression (None propagates like SQL NULL)."""
     if isinstance(node, exp.Var):
         return env[node.name[len(PLACEHOLDER):]]
@@ -103,8 +103,7 @@ def evaluate(node: exp.Expression, env: Mapping[str, Any]) -> Any:
         v = evaluate(node.this, env)
         if v is None:
             return None
-        fn = {exp.Abs: abs, exp.Sqrt: lambda x: math.sqrt(x) if x >= 0 else math.nan,
-              exp.Floor: math.floor, exp.Ceil: math.ceil}[type(node)]
+        fn: Callable[[Any], Any] = _UNARY[type(node)]
         return float(fn(v))
     if isinstance(node, exp.Least | exp.Greatest):
         values = [evaluate(e, env) for e in [node.this, *node.expressions]]
@@ -114,7 +113,7 @@ def evaluate(node: exp.Expression, env: Mapping[str, Any]) -> Any:
     raise QueryRejected(f"cannot evaluate {node.sql()}")
 
 
-def _binary(node: exp.Expression, a: Any, b: Any) -> Any:
+def _binary(node: exp.Expr, a: Any, b: Any) -> Any:
     if isinstance(node, exp.Add):
         return a + b
     if isinstance(node, exp.Sub):
@@ -129,7 +128,12 @@ def _binary(node: exp.Expression, a: Any, b: Any) -> Any:
     raise QueryRejected(f"cannot evaluate {node.sql()}")
 
 
-_COMPARISONS = {
+_UNARY: dict[type, Callable[[Any], Any]] = {
+    exp.Abs: abs, exp.Sqrt: lambda x: math.sqrt(x) if x >= 0 else math.nan,
+    exp.Floor: math.floor, exp.Ceil: math.ceil,
+}
+
+_COMPARISONS: dict[type, Callable[[Any, Any], bool]] = {
     exp.EQ: lambda a, b: a == b, exp.NEQ: lambda a, b: a != b, exp.GT: lambda a, b: a > b,
     exp.GTE: lambda a, b: a >= b, exp.LT: lambda a, b: a < b, exp.LTE: lambda a, b: a <= b,
 }
@@ -181,8 +185,8 @@ _ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Neg, exp.Round, exp.Abs, 
 _LOGIC = (exp.And, exp.Or, exp.Not)
 
 
-def check_types(node: exp.Expression, kinds: Mapping[str, str], what: str, *,
-                condition: bool = False, labels: Mapping[str, str] | None = None) -> exp.Expression:
+def check_types(node: exp.Expr, kinds: Mapping[str, str], what: str, *,
+                condition: bool = False, labels: Mapping[str, str] | None = None) -> exp.Expr:
     """Checks ``node`` (after :func:`check`) as ClickHouse would type it; returns it with each string
     literal compared with a number replaced by that number. ``kinds`` maps a placeholder name
     (``k0``, ``s1``) to its kind; statistics are numbers. ``condition``: ``node`` is a HAVING.
@@ -190,7 +194,7 @@ def check_types(node: exp.Expression, kinds: Mapping[str, str], what: str, *,
     node = node.copy()
     names = dict(labels or {})
 
-    def describe(n: exp.Expression, k: str) -> str:
+    def describe(n: exp.Expr, k: str) -> str:
         while isinstance(n, exp.Paren):
             n = n.this
         if isinstance(n, exp.Var):
@@ -198,7 +202,7 @@ def check_types(node: exp.Expression, kinds: Mapping[str, str], what: str, *,
             return f"{label} (a {k})" if label else f"a {k} value"
         return f"{n.sql()} (a {k})"
 
-    def kind(n: exp.Expression) -> str:
+    def kind(n: exp.Expr) -> str:
         if isinstance(n, exp.Var):
             return kinds.get(n.name[len(PLACEHOLDER):], NUMBER)
         if isinstance(n, exp.Paren):
@@ -244,7 +248,7 @@ def check_types(node: exp.Expression, kinds: Mapping[str, str], what: str, *,
             return NUMBER
         return NUMBER
 
-    def _condition(n: exp.Expression) -> None:
+    def _condition(n: exp.Expr) -> None:
         k = kind(n)
         if k not in (NUMBER, NULL):
             raise QueryRejected(f"{what}: {describe(n, k)} is not a condition",
@@ -257,7 +261,7 @@ def check_types(node: exp.Expression, kinds: Mapping[str, str], what: str, *,
     return node
 
 
-def _operands(n: exp.Expression) -> list[exp.Expression]:
+def _operands(n: exp.Expr) -> list[exp.Expr]:
     if isinstance(n, exp.In):
         return [n.this, *n.expressions]
     if isinstance(n, exp.Between):
@@ -269,7 +273,7 @@ def _operands(n: exp.Expression) -> list[exp.Expression]:
     return [a for a in (n.this, n.args.get("expression")) if isinstance(a, exp.Expression)]
 
 
-def _coerce(arg: exp.Expression, kinds: set[str], what: str) -> None:
+def _coerce(arg: exp.Expr, kinds: set[str], what: str) -> None:
     """A string literal compared with a number or date becomes one (as ClickHouse converts it)."""
     while isinstance(arg, exp.Paren):
         arg = arg.this
@@ -292,7 +296,7 @@ def _coerce(arg: exp.Expression, kinds: set[str], what: str) -> None:
                                 hint="write a date as 'YYYY-MM-DD'") from None
 
 
-def arrange(having: exp.Expression | None, order: Sequence[tuple[exp.Expression, bool]], limit: int | None,
+def arrange(having: exp.Expr | None, order: Sequence[tuple[exp.Expr, bool]], limit: int | None,
             offset: int, envs: Sequence[Mapping[str, Any]]) -> list[int]:
     """The groups HAVING keeps, in ORDER BY order, after LIMIT/OFFSET: indices into ``envs``
     (each group's key and statistic values). HAVING keeps a group when its value is true
@@ -308,7 +312,7 @@ def arrange(having: exp.Expression | None, order: Sequence[tuple[exp.Expression,
     return kept[offset:stop]
 
 
-def _sort_key(value: Any) -> tuple:
+def _sort_key(value: Any) -> tuple[Any, ...]:
     if value is None:
         return (0.0, "")
     if isinstance(value, int | float):
@@ -318,7 +322,7 @@ def _sort_key(value: Any) -> tuple:
     return (0.0, str(value))
 
 
-def interval(node: exp.Expression, env: Mapping[str, Interval]) -> Interval:
+def interval(node: exp.Expr, env: Mapping[str, Interval]) -> Interval:
     """Interval arithmetic over statistic intervals (keys are exact: [v, v])."""
     if isinstance(node, exp.Var):
         return env[node.name[len(PLACEHOLDER):]]

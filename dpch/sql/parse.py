@@ -27,7 +27,7 @@ class DpchClickHouse(ClickHouse):
     ``dateTrunc('YEAR', d)``, which returns Date, not Date32: every date before 1970 becomes 1970-01-01.
     Emitted SQL is rendered from trees (DESIGN.md rule 4), so such a rename would change answers."""
 
-    class Generator(ClickHouse.Generator):  # type: ignore[misc]
+    class Generator(ClickHouse.Generator):  # type: ignore[misc,valid-type]
         TRANSFORMS = {
             **ClickHouse.Generator.TRANSFORMS,
             exp.TimestampTrunc: lambda gen, node: _to_start_of(gen, node),
@@ -81,9 +81,10 @@ def parse_query(text: str) -> ParsedQuery:
     """Parses ``text`` as one ClickHouse SELECT; raises a :class:`QueryRejected` otherwise."""
     if not text or not text.strip().rstrip(";").strip():
         raise ParseError("the query is empty", hint="write a SELECT statement")
-    explain = _EXPLAIN_DP.match(text) is not None
-    if explain:
-        text = text[_EXPLAIN_DP.match(text).end():]
+    explain_prefix = _EXPLAIN_DP.match(text)
+    explain = explain_prefix is not None
+    if explain_prefix is not None:
+        text = text[explain_prefix.end():]
     if _INTO_OUTFILE.search(text):
         raise QueryRejected(
             "INTO OUTFILE is not allowed: dpch returns results only to you",

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from datetime import date
+from typing import Any
 
 from sqlglot import exp
 
@@ -55,10 +57,10 @@ class SourceColumn:
     bounds: Interval | None
     integer: bool
     public: bool = False
-    values: tuple | None = None
+    values: tuple[Any, ...] | None = None
     is_unit: bool = False
     public_table: str | None = None
-    date_bounds: tuple | None = None
+    date_bounds: tuple[date, date] | None = None
     #: visible only through a qualifier: the public side of ``USING (col)``, whose unqualified
     #: name means the private side's column, as in ClickHouse
     qualified_only: bool = False
@@ -157,7 +159,7 @@ class RelationBuilder:
 
     # -- sources -----------------------------------------------------------------------------------
 
-    def _source(self, source: exp.Expression, ctes: dict[str, exp.Select]) -> Relation:
+    def _source(self, source: exp.Expr, ctes: dict[str, exp.Select]) -> Relation:
         if isinstance(source, exp.Final):
             raise QueryRejected("FINAL is not supported", hint="query the table without FINAL")
         if isinstance(source, exp.Subquery):
@@ -321,8 +323,8 @@ class RelationBuilder:
         merged.from_sql = f"{left.from_sql} {emitted} {table} AS {inner} ON {condition}"
         return merged
 
-    def _private_join(self, left: Relation, policy: TablePolicy, alias: str | None, on: exp.Expression | None,
-                      using: list | None, words: frozenset[str]) -> Relation:
+    def _private_join(self, left: Relation, policy: TablePolicy, alias: str | None, on: exp.Expr | None,
+                      using: list[exp.Expr] | None, words: frozenset[str]) -> Relation:
         if len([t for t in left.tables if t.private]) != 1 or left.source is None:
             raise QueryRejected("only two private tables can be joined, directly (no subqueries)")
         if "LEFT" in words:
@@ -379,7 +381,7 @@ class RelationBuilder:
         order = ", ".join(relation.order_columns) if relation.order_columns else unit
         return f"(SELECT * FROM {table} ORDER BY {order} LIMIT {relation.cap} BY {unit})"
 
-    def _join_condition(self, merged: Relation, on: exp.Expression | None, using: list | None,
+    def _join_condition(self, merged: Relation, on: exp.Expr | None, using: list[exp.Expr] | None,
                         left: Relation, right_columns: list[SourceColumn]) -> str:
         if on is not None:
             return condition_sql(on, lambda c: _base_ref(merged, c))
@@ -447,13 +449,13 @@ def _join_name(words: frozenset[str]) -> str:
     return " ".join([w for w in order if w in words] + ["JOIN"])
 
 
-def _check_lookup_condition(merged: Relation, on: exp.Expression, right: set[str], *, asof: bool) -> None:
+def _check_lookup_condition(merged: Relation, on: exp.Expr, right: set[str], *, asof: bool) -> None:
     """The ON of a public join equates an expression of the private side with one of the public table.
 
     Without such an equality (``ON 1 = 1``, only inequalities, OR at the top) a ClickHouse join
     repeats each private row once per public row, which a lookup cannot honour: refused.
     """
-    conjuncts: list[exp.Expression] = []
+    conjuncts: list[exp.Expr] = []
     stack = [on]
     while stack:
         node = stack.pop()
@@ -464,10 +466,10 @@ def _check_lookup_condition(merged: Relation, on: exp.Expression, right: set[str
         else:
             conjuncts.append(node)
 
-    def sides(node: exp.Expression) -> set[str]:
+    def sides(node: exp.Expr) -> set[str]:
         return {"public" if merged.resolve(c).base_sql in right else "private" for c in node.find_all(exp.Column)}
 
-    def across(node: exp.Expression) -> bool:
+    def across(node: exp.Expr) -> bool:
         return {frozenset(sides(node.this)), frozenset(sides(node.expression))} == {frozenset({"public"}),
                                                                                     frozenset({"private"})}
 
@@ -498,7 +500,7 @@ def _column(policy: TablePolicy, col: ColumnPolicy, base_sql: str, qualifiers: f
     )
 
 
-def _derived_column(inner: Relation, expr: exp.Expression, name: str, qualifiers: frozenset[str]) -> SourceColumn:
+def _derived_column(inner: Relation, expr: exp.Expr, name: str, qualifiers: frozenset[str]) -> SourceColumn:
     """A projected expression: bounded if it translates as a value, else usable in conditions only."""
     translator = ValueTranslator(lambda c: _base_ref(inner, c))
     try:

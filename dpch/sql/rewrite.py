@@ -21,7 +21,7 @@ from __future__ import annotations
 import sqlglot
 from sqlglot import exp
 
-from dpch.policy.model import base_type
+from dpch.policy.model import TablePolicy, base_type
 from dpch.sql.analyze import UNIT_COLUMN, QueryPlan
 from dpch.sql.parse import DIALECT
 from dpch.sql.relation import quote
@@ -77,7 +77,7 @@ def emit_tree(plan: QueryPlan) -> exp.Query:
     return sqlglot.parse_one(_assemble(plan), read=DIALECT)  # type: ignore[return-value]
 
 
-def render(tree: exp.Expression) -> str:
+def render(tree: exp.Expr) -> str:
     """The one way an emitted tree becomes SQL text."""
     return tree.sql(dialect=DIALECT)
 
@@ -109,7 +109,7 @@ def emit_probe_sqls(plan: QueryPlan, database: str) -> tuple[str, str]:
     """
     synthetic = {table.table: _synthetic_row(table) for table in plan.relation.tables}
 
-    def swap(node: exp.Expression) -> exp.Expression:
+    def swap(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Table) and node.args.get("db") is not None and node.db == database \
                 and node.name in synthetic:
             return exp.Subquery(this=synthetic[node.name].copy(), alias=node.args.get("alias"))
@@ -120,7 +120,7 @@ def emit_probe_sqls(plan: QueryPlan, database: str) -> tuple[str, str]:
     return render(_eager(filtered)), render(_eager(unfiltered))
 
 
-def _unfiltered(node: exp.Expression) -> exp.Expression:
+def _unfiltered(node: exp.Expr) -> exp.Expr:
     if isinstance(node, exp.Select) and node.args.get("where") is not None:
         node.set("where", None)
     if isinstance(node, exp.Join):
@@ -129,7 +129,7 @@ def _unfiltered(node: exp.Expression) -> exp.Expression:
     return node
 
 
-def _eager(tree: exp.Expression) -> exp.Expression:
+def _eager(tree: exp.Expr) -> exp.Expr:
     """``tree`` with short-circuit evaluation off: every branch runs on the probe's row."""
     settings = list(tree.args.get("settings") or [])
     settings.append(exp.EQ(this=exp.column("short_circuit_function_evaluation"),
@@ -138,7 +138,7 @@ def _eager(tree: exp.Expression) -> exp.Expression:
     return tree
 
 
-def _synthetic_row(table) -> exp.Select:
+def _synthetic_row(table: TablePolicy) -> exp.Select:
     columns = ", ".join(
         f"CAST(defaultValueOfTypeName({literal(base_type(c.type))}), {literal(c.type)}) AS {quote(c.name)}"
         for c in table.columns.values()

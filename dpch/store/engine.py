@@ -8,7 +8,9 @@ DSNs:
 
 An embedded store can be opened by one process only (ClickHouse locks its data directory), and
 one process can hold one store at a time. Engines on the same path inside a process share one
-client; opening a second path while the first is open is refused with a clear error.
+client and one :class:`SharedState` (what every session of the store must see, such as the
+analysts' admission states); opening a second path while the first is open is refused with a
+clear error.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit
 
 import clickhouse_connect
@@ -73,8 +75,35 @@ class ColumnInfo:
     comment: str
 
 
+T = TypeVar("T")
+
+
+class SharedState:
+    """Objects shared by every :class:`Engine` on one opening of a store in this process.
+
+    One instance per kind (its class is the key, built with no arguments on first use): e.g. the
+    accountant's per-analyst filter states, which all sessions of a store must share so that
+    concurrent sessions cannot jointly overspend (DESIGN.md "One process per store"). The
+    embedded store's Engines share one; a server Engine has its own. It is dropped with the
+    client when the store's last Engine closes, so a reopened store starts from what is durable.
+    """
+
+    def __init__(self) -> None:
+        self._items: dict[type, Any] = {}
+        self._lock = threading.Lock()
+
+    def get(self, kind: type[T]) -> T:
+        """The store's one ``kind`` object, created on first use."""
+        with self._lock:
+            item = self._items.get(kind)
+            if item is None:
+                item = self._items[kind] = kind()
+            return cast(T, item)
+
+
 class _SharedClient:
-    """A process-wide chdb client with a reference count and a lock serialising calls."""
+    """A process-wide chdb client with a reference count, a lock serialising calls, and the state
+    its Engines share."""
 
     def __init__(self, path: str, client: Any) -> None:
         self.path = path
@@ -82,6 +111,7 @@ class _SharedClient:
         self.refs = 0
         self.lock = threading.RLock()
         self.token = uuid.uuid4().hex
+        self.shared = SharedState()
 
 
 _embedded: dict[str, _SharedClient] = {}
@@ -144,6 +174,12 @@ def _open_embedded(path: str) -> _SharedClient:
         return shared
 
 
+def open_embedded_states() -> list[SharedState]:
+    """The shared state of every embedded store open in this process (chdb holds at most one)."""
+    with _embedded_lock:
+        return [shared.shared for shared in _embedded.values()]
+
+
 def _release_embedded(shared: _SharedClient) -> None:
     with _embedded_lock:
         shared.refs -= 1
@@ -176,6 +212,7 @@ class Engine:
         self.dsn = dsn or default_dsn()
         parts = urlsplit(self.dsn)
         self._shared: _SharedClient | None = None
+        self.store_path: str | None
         if parts.scheme == "chdb":
             path = (parts.netloc + parts.path) or str(Path.cwd() / DEFAULT_STORE_DIR)
             self.store_path = str(Path(path).resolve())
@@ -183,6 +220,7 @@ class Engine:
             self._client = self._shared.client
             self._lock: Any = self._shared.lock
             self.token = self._shared.token
+            self.shared = self._shared.shared
             self.database = database or "default"
         elif parts.scheme in ("http", "https"):
             self.store_path = None
@@ -194,18 +232,27 @@ class Engine:
                 raise ConfigError(f"cannot connect to ClickHouse at {parts.hostname}: {exc}") from None
             self._lock = threading.RLock()
             self.token = uuid.uuid4().hex
+            self.shared = SharedState()
         else:
             raise ConfigError(
                 f"unsupported DSN scheme {parts.scheme!r}",
                 hint="use chdb:///path/to/store (embedded) or http://user:pass@host:8123/db",
             )
-        check_identifier(self.database, "database")
-        self.command(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(self.database)}")
         self._closed = False
+        try:
+            check_identifier(self.database, "database")
+            self.command(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(self.database)}")
+        except BaseException:
+            # a failed open must not keep the client: an embedded store left referenced would
+            # refuse every other store this process opens until it restarts
+            self.close()
+            raise
 
     #: identifies this opening of the store: caches keyed by it are dropped when the store is
     #: closed and reopened, so a reconnect always re-reads the ledger
     token: str
+    #: state shared by the Engines on this opening of the store (:class:`SharedState`)
+    shared: SharedState
 
     @property
     def embedded(self) -> bool:
@@ -239,7 +286,7 @@ class Engine:
         bound = {f"p{i}": v for i, (_, v) in enumerate(values.values())}
         self.command(f"INSERT INTO {self.table(table)} ({columns}) SELECT {params}", bound)
 
-    def query_rows(self, sql: str, parameters: dict[str, Any] | None = None) -> list[tuple]:
+    def query_rows(self, sql: str, parameters: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
         with self._lock:
             return list(self._client.query(sql, parameters=parameters).result_rows)
 
@@ -273,7 +320,7 @@ class Engine:
 
     # -- emitted private SQL -----------------------------------------------------------------
 
-    def run_private(self, sql: str) -> list[tuple]:
+    def run_private(self, sql: str) -> list[tuple[Any, ...]]:
         """Runs SQL that dpch emitted from an analyzed plan.
 
         ClickHouse's own error text can quote row values, so it never reaches the caller:
@@ -312,7 +359,7 @@ class Engine:
             "SELECT count() FROM system.tables WHERE database = {db:String} AND name = {t:String}",
             {"db": self.database, "t": table},
         )
-        return rows[0][0] > 0
+        return bool(rows[0][0] > 0)
 
     def list_tables(self) -> list[str]:
         rows = self.query_rows(

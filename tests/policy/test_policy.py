@@ -110,3 +110,28 @@ def test_policy_file_rejects_unknown_privacy_keys(tmp_path):
     path.write_text('[privacy]\nfiltre = "zcdp"\n')
     with pytest.raises(PolicyError, match="unknown \\[privacy\\] key"):
         Policy.from_toml(path)
+
+
+class _Clock:
+    """A hand-moved monotonic clock: the cache's expiry is tested without sleeping."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_table_policies_are_read_again_after_their_ttl(connect):
+    clock = _Clock()
+    s = connect(policy=Policy(ttl=10.0, clock=clock))
+    make_table(s, COLUMNS, [], [])
+    assert s.table_policy("t").column("x").bounds == (0.0, 10.0)
+    s.engine.command(f"ALTER TABLE {s.engine.table('t')} COMMENT COLUMN x 'dp: bounds=[0, 5]'")
+    clock.now += 9.0  # within the TTL: the cached policy (the comment is not read per query)
+    assert s.table_policy("t").column("x").bounds == (0.0, 10.0)
+    clock.now += 1.0  # expired: the data owner's change is seen without reload() or a restart
+    assert s.table_policy("t").column("x").bounds == (0.0, 5.0)
+    s.engine.command(f"ALTER TABLE {s.engine.table('t')} COMMENT COLUMN x 'dp: bounds=[0, 2]'")
+    s.policy.reload()  # what `dpch load` does after writing comments: at once
+    assert s.table_policy("t").column("x").bounds == (0.0, 2.0)

@@ -1,7 +1,7 @@
 """Exact (noise-free) answers of dpch queries, and the same question asked of ClickHouse directly.
 
 ``exact_answer(session, sql)`` is what dpch would release with every noise draw equal to zero:
-the emitted SQL's exact measures (``Session._exact``, the exact inputs the audit and the
+the emitted SQL's exact measures (``dpch.pipeline.execute.exact``, the exact inputs the audit and the
 accuracy-first runner also read), each statistic computed from them with no noise (a quantile's
 exact pick on its grid: the candidate of best rank utility), the result columns, then HAVING,
 ORDER BY and LIMIT exactly as a release applies them. Only groups with rows are kept, because

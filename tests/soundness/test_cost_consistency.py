@@ -7,7 +7,7 @@ mechanism of each quantile statistic, partition selection — and their basic co
 
 Counting rule (why an exponential mechanism run over several groups counts once): calibration
 gives one quantile *statistic* one ε over all groups together, since one unit moves the rank
-utility by at most k summed over all groups (dpch/calibrate.py). So one call of
+utility by at most k summed over all groups (dpch/pipeline/calibrate.py). So one call of
 ``pick_quantiles`` (one statistic, every group) is one run; ``ExponentialMechanism.select`` must
 be called exactly once per group inside it and nowhere else (checked too, so a hidden draw is
 not missed). The same holds for additive measures: one ``release`` of a whole vector is one run.
