@@ -93,6 +93,12 @@ class GatewayServer(ThreadingHTTPServer):
         super().__init__(address, Handler)
 
     @property
+    def host(self) -> str:
+        """The address bound."""
+        host = self.server_address[0]
+        return host.decode() if isinstance(host, bytes) else str(host)
+
+    @property
     def port(self) -> int:
         return self.server_address[1]
 
