@@ -77,7 +77,7 @@ class Explained(Protocol):
 
     @property
     def reason(self) -> str:
-        """Why the filter would refuse it ("" when admissible)."""
+        """The filter's verdict in words (why it would refuse the charge, when it would)."""
         ...
 
     @property
