@@ -7,7 +7,10 @@
 - responses with ``X-ClickHouse-Query-Id/-Format/-Timezone/-Server-Display-Name/-Summary`` and
   ``X-Dpch-*`` (cost, budget left, cache), compressed (gzip, deflate, zstd, lz4, br) when the
   client asks; errors as ClickHouse writes them, with ``X-ClickHouse-Exception-Code``;
-- ``/ping``, and ``/dpch/v1/{release,explain,budget,tables}`` (JSON) for dpch's own clients.
+- ``/ping``, and ``/dpch/v1/{release,refine,explain,budget,tables}`` (JSON, :mod:`.wire`) for dpch's
+  own clients: a release, an explanation with its cost and budget check as data, and errors as
+  ``{"error": {"kind", "message", "hint", "code", "name", ...}}`` with the kind of
+  :data:`dpch.errors.KINDS` (every error also carries ``X-Dpch-Error-Kind``).
 
 Threaded, with bounded request size, execution time and concurrency; graceful shutdown; one
 JSON access-log line per request.
