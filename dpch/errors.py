@@ -160,6 +160,9 @@ class AccuracyNotReached(DpchError):
     """
 
     kind = "accuracy"
+    release_id: str = ""
+    charged: object = None
+    report: object = None
 
     def __init__(self, release_id: str, charged: object, report: object) -> None:
         eps = getattr(charged, "epsilon", 0.0)
@@ -179,6 +182,8 @@ class CostCheckFailed(DpchError):
     it would be charged (DESIGN.md rule 7). Nothing was run or charged; this is a dpch bug."""
 
     kind = "internal"
+    #: what did not compose, for the data owner's logs; never sent to a client ("" when rebuilt from the wire)
+    detail: str = ""
 
     def __init__(self, detail: str) -> None:
         super().__init__("dpch refused to release: its privacy cost self-check failed (nothing was charged)",
