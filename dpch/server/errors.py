@@ -15,7 +15,7 @@ import json
 import re
 from typing import Any
 
-from dpch.errors import DpchError, ExecutionError, ParseError, kind_of
+from dpch.errors import DpchError, ExecutionError, ParseError, QueryFailedAfterCharge, kind_of
 from dpch.server.wire import error_to_wire
 
 # code: (name, HTTP status) — codes and names as ClickHouse defines them
@@ -94,6 +94,8 @@ def from_dpch(exc: DpchError) -> GatewayError:
     """A dpch error (whose message is already free of data) as the gateway answers it: the code
     of its kind (:data:`dpch.errors.KINDS`); no sqlglot internals in what is sent."""
     row = kind_of(exc)
+    if row.error is QueryFailedAfterCharge:  # the fixed sentence, whatever failed (DESIGN.md rule 5)
+        exc = QueryFailedAfterCharge()
     wire = error_to_wire(exc)
     wire["message"] = scrub(wire["message"])
     if wire.get("hint"):
@@ -121,8 +123,8 @@ def metadata_error(clickhouse_text: str, timeout: float) -> GatewayError:
     code = int(match.group(1)) if match else 1002
     message = _METADATA_FAILURES.get(code)
     if message is None:
-        return GatewayError(
-            36 if code not in CODES else code, ExecutionError.kind, "dpch: ClickHouse cannot run this metadata query")
+        return GatewayError(36 if code not in CODES else code, ExecutionError.kind,
+                            "dpch: ClickHouse cannot run this metadata query")
     return GatewayError(code, ExecutionError.kind, "dpch: " + message.format(timeout=timeout))
 
 
@@ -131,8 +133,8 @@ def syntax_error(sql: str) -> GatewayError:
     if "$" in sql:
         macro = re.search(r"\$\{?[A-Za-z_][A-Za-z0-9_]*", sql)
         name = macro.group(0) if macro else "$"
-        return GatewayError(
-            62, ParseError.kind, f"dpch: cannot parse the query: {name} is a client macro that was not expanded "
-                                "(ClickHouse SQL has no $); let the client expand it, or write the value")
+        return GatewayError(62, ParseError.kind,
+                            f"dpch: cannot parse the query: {name} is a client macro that was not expanded "
+                            "(ClickHouse SQL has no $); let the client expand it, or write the value")
     return GatewayError(62, ParseError.kind, "dpch: cannot parse the query: it cannot be read as SQL tokens "
-                            "(is a quote, backquote or comment left open?)")
+                                             "(is a quote, backquote or comment left open?)")

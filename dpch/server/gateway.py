@@ -156,10 +156,9 @@ class Gateway:
                         raise GatewayError(36, ConfigError.kind, f"Invalid value {value!r} for setting {name}")
                     output[name] = value
             else:
-                raise GatewayError(
-                    115, QueryRejected.kind, f"Setting {name} is not accepted by dpch (only dp_* settings and "
-                                        "harmless client settings are; ClickHouse settings are fixed by "
-                                        "the data owner)")
+                raise GatewayError(115, QueryRejected.kind,
+                                   f"Setting {name} is not accepted by dpch (only dp_* settings and harmless "
+                                   "client settings are; ClickHouse settings are fixed by the data owner)")
         return options, binds, output
 
     def settings_rows(self) -> list[tuple[Any, ...]]:
@@ -181,10 +180,10 @@ class Gateway:
         fmt_name = clause_format or default_format or "TabSeparated"
         fmt = canonical_format(fmt_name)
         if fmt is None:
-            raise GatewayError(
-                73, QueryRejected.kind, f"Unknown output format {fmt_name} (dpch serves: TabSeparated[WithNames"
-                                   "[AndTypes]], CSV[WithNames], JSON, JSONCompact, JSONEachRow, Native, "
-                                   "RowBinary, Arrow, Parquet, Pretty)")
+            raise GatewayError(73, QueryRejected.kind,
+                               f"Unknown output format {fmt_name} (dpch serves: TabSeparated[WithNames[AndTypes]], "
+                               "CSV[WithNames], JSON, JSONCompact, JSONEachRow, Native, RowBinary, Arrow, Parquet, "
+                               "Pretty)")
         text = bind_parameters(text, binds)
         engine = self.engine(database)
         catalog = self._catalog(user, engine.database)

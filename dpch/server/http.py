@@ -386,9 +386,9 @@ def dpch_request(path: str, body: bytes) -> dict[str, Any]:
     try:
         request = json.loads(body or b"{}")
     except ValueError:  # includes bodies that are not UTF-8
-        raise GatewayError(
-            36, ConfigError.kind, f"dpch: the body of {path} must be a JSON object, e.g. {{\"sql\": \"SELECT ...\"}}; "
-                               "it is not valid JSON") from None
+        raise GatewayError(36, ConfigError.kind,
+                           f"dpch: the body of {path} must be a JSON object, e.g. {{\"sql\": \"SELECT ...\"}}; "
+                           "it is not valid JSON") from None
     if not isinstance(request, dict):
         raise GatewayError(
             36, ConfigError.kind, f"dpch: the body of {path} must be a JSON object, not a JSON {_json_kind(request)}")
@@ -396,7 +396,7 @@ def dpch_request(path: str, body: bytes) -> dict[str, Any]:
         spec = _REQUEST_FIELDS.get(name)
         if spec is None:
             raise GatewayError(36, ConfigError.kind, f"dpch: unknown field {name!r} in the body of {path} "
-                                   f"(known: {', '.join(sorted(_REQUEST_FIELDS))})")
+                                                     f"(known: {', '.join(sorted(_REQUEST_FIELDS))})")
         kinds, wanted = spec
         if value is not None and (not isinstance(value, kinds) or isinstance(value, bool)):
             raise GatewayError(
@@ -407,7 +407,7 @@ def dpch_request(path: str, body: bytes) -> dict[str, Any]:
     for name, value in (request.get("options") or {}).items():
         if value is not None and not isinstance(value, _OPTION_TYPES):
             raise GatewayError(36, ConfigError.kind, f"dpch: option {name!r} must be a string, number or boolean, "
-                                   f"not a JSON {_json_kind(value)}")
+                                                     f"not a JSON {_json_kind(value)}")
     return request
 
 

@@ -192,7 +192,7 @@ def introspect(sql: str, catalog: Catalog) -> Introspection | None:
     tree: exp.Expression | None = translate_statement(sql, catalog)
     if tree is None and _is_metadata_statement(sql):
         raise GatewayError(48, QueryRejected.kind, "dpch serves SHOW DATABASES, SHOW TABLES, DESCRIBE and "
-                           "EXISTS; this metadata statement is not supported")
+                                                   "EXISTS; this metadata statement is not supported")
     if tree is None:
         try:
             tree = cast(exp.Expression, sqlglot.parse_one(sql, read=DIALECT))  # sqlglot 30 types it Expr
