@@ -31,6 +31,9 @@ from dpch.store.engine import Engine
 class Session:
     """A private connection for one analyst. Create it with :func:`dpch.connect`."""
 
+    #: queries are planned, charged and noised in this process (:class:`dpch.api.PrivateSession`)
+    in_process = True
+
     def __init__(
         self,
         engine: Engine,

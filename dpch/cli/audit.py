@@ -2,30 +2,13 @@
 
 from __future__ import annotations
 
-import functools
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal, cast
 
 import click
 
+from dpch.cli.context import Context, friendly_errors
 from dpch.errors import ConfigError
-
-if TYPE_CHECKING:
-    from dpch.cli.main import Context
-
-
-def friendly_errors(func: Callable[..., Any]) -> Callable[..., Any]:
-    """dpch.cli.main's error handling, imported when called: main imports this module to
-    register the command, so importing main here at load time would be circular."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from dpch.cli.main import friendly_errors as handle
-
-        return handle(func)(*args, **kwargs)
-
-    return wrapper
 
 
 @click.command()
@@ -55,12 +38,13 @@ def audit(obj: Context, table: str | None, sql: str | None, trials: int | None, 
     the same store), runs the query thousands of times on each, and bounds ε from below
     with a threshold test and a classifier. Spends no analyst's budget.
     """
+    # start-up: the audit's estimators (scipy, ~0.4 s) load only when an audit runs
     from dpch.audit.experiment import DEFAULT_TRIALS, audit_query
     from dpch.audit.report import summary, write_report
     from dpch.audit.suite import run_suite
 
     if suite:
-        session = obj.session()
+        session = obj.store("dpch audit")
         outcomes = run_suite(session.engine.dsn, trials=trials or DEFAULT_TRIALS, confidence=confidence,
                              seed=seed, echo=click.echo)
         bad = [o.entry.name for o in outcomes if o.violation]
@@ -72,15 +56,16 @@ def audit(obj: Context, table: str | None, sql: str | None, trials: int | None, 
     if not sql:
         raise ConfigError("dpch audit needs --query (or --suite)",
                           hint='e.g. dpch audit --table visits --query "SELECT count(*) FROM visits"')
-    session = obj.session()
-    options = {k: v for k, v in (("epsilon", epsilon), ("delta", delta)) if v is not None}
+    session = obj.store("dpch audit")
+    options: dict[str, Any] = {k: v for k, v in (("epsilon", epsilon), ("delta", delta)) if v is not None}
     plan, _ = session.plan(sql, **options)
     if table is not None and plan.table.table != table:
         raise ConfigError(f"the query reads table {plan.table.table}, not {table}",
                           hint="pass the query's own table to --table")
     mode = "full" if full_stack else "fast"
     result = audit_query(session, sql, trials=trials or (500 if full_stack else DEFAULT_TRIALS), mode=mode,
-                         confidence=confidence, direction=direction, seed=seed, **options)
+                         confidence=confidence, direction=cast(Literal["add", "remove"], direction), seed=seed,
+                         **options)
     click.echo(summary(result))
     if report_path:
         click.echo(f"report: {write_report(result, report_path)}")

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from dpch.accounting.budget import Budget, BudgetStore
 from dpch.cli.output import render_budget, render_table
-from dpch.connection import connect
+from dpch.connection import connect_local
 from dpch.errors import BudgetExceeded
 from sql_fixtures import tables
 
@@ -25,7 +25,7 @@ DEMO_QUERIES = [
 
 
 def run_demo(dsn: str | None, *, database: str | None, reset: bool, echo: Callable[[str], None]) -> None:
-    with connect(dsn, analyst=DEMO_ANALYST, database=database, default_budget=DEMO_BUDGET) as session:
+    with connect_local(dsn, analyst=DEMO_ANALYST, database=database, default_budget=DEMO_BUDGET) as session:
         engine = session.engine
         echo(f"dpch demo — {engine.describe()}, database {engine.database}")
         tables.load_all(engine, replace=reset)

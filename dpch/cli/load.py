@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from dpch.errors import ConfigError
 from dpch.policy.model import base_type
@@ -43,7 +44,7 @@ def load_file(
     source = f"file({quote_string(str(path))}, {fmt})"
     columns = engine.query_rows(f"DESCRIBE {source}")
     types = {row[0]: row[1] for row in columns}
-    comments = {name: {} for name in types}
+    comments: dict[str, dict[str, Any]] = {name: {} for name in types}
     if privacy_unit not in types:
         raise ConfigError(f"the file has no column {privacy_unit!r}", hint=f"columns are {sorted(types)}")
     for spec in bounds:

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
-import traceback
-from collections.abc import Callable
 from typing import Any
 
 import click
@@ -15,63 +12,17 @@ from dpch import __version__
 from dpch.accounting.accountant import Accountant
 from dpch.accounting.budget import Budget, BudgetStore
 from dpch.accounting.locks import LockStore
-from dpch.cli.budget_view import lock_text
+from dpch.cli.audit import audit
+from dpch.cli.budget_view import budget_json, budget_text, lock_text
+from dpch.cli.context import Context, friendly_errors
+from dpch.cli.demo import run_demo
+from dpch.cli.load import load_file
 from dpch.cli.output import FORMATS, render
-from dpch.connection import connect
-from dpch.errors import ConfigError, DpchError
-from dpch.session import Session
+from dpch.cli.serve import serve
+from dpch.cli.shell import Shell
+from dpch.errors import ConfigError
 from dpch.sql.settings import given_options
-from dpch.store.engine import DSN_ENV, Engine
-
-
-class Context:
-    """Global options, and the session opened lazily by the first command that needs it."""
-
-    def __init__(self, dsn: str | None, analyst: str, database: str | None, policy: str | None,
-                 debug: bool) -> None:
-        self.dsn = dsn
-        self.analyst = analyst
-        self.database = database
-        self.policy = policy
-        self.debug = debug
-        self._session: Session | None = None
-
-    def session(self, seed: int | None = None) -> Session:
-        if self._session is None:
-            self._session = connect(self.dsn, analyst=self.analyst, database=self.database,
-                                    policy=self.policy, seed=seed)
-        return self._session
-
-    def close(self) -> None:
-        if self._session is not None:
-            self._session.close()
-            self._session = None
-
-
-def friendly_errors(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Turns errors into one line on stderr and exit code 1 (tracebacks only with --debug)."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        ctx = click.get_current_context()
-        debug = isinstance(ctx.obj, Context) and ctx.obj.debug
-        try:
-            return func(*args, **kwargs)
-        except DpchError as exc:
-            if debug:
-                traceback.print_exc()
-            click.secho(f"error: {exc}", fg="red", err=True)
-            sys.exit(1)
-        except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
-            raise
-        except Exception as exc:  # never show a traceback (or an unvetted message) by default
-            if debug:
-                traceback.print_exc()
-            click.secho(f"error: internal error ({type(exc).__name__}); rerun with --debug for details",
-                        fg="red", err=True)
-            sys.exit(1)
-
-    return wrapper
+from dpch.store.engine import DSN_ENV
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -141,17 +92,15 @@ def budget(ctx: click.Context, target: str | None, as_json: bool) -> None:
     """Show a budget per filter scope: budget, spent (odometer), reserved, remaining, last releases."""
     if ctx.invoked_subcommand is not None:
         return
-    from dpch.cli.budget_view import budget_json, budget_text
-
-    session = ctx.obj.session()
-    accountant = session.accountant
-    if target and target != accountant.analyst:
-        if not isinstance(accountant, Accountant):
-            raise ConfigError("another analyst's budget is visible only to the data owner, on the store itself",
-                              hint="run `dpch budget --analyst NAME` where the store is, not through a gateway")
-        accountant = Accountant(session.engine, target, default_budget=accountant.default_budget,
-                                filter=accountant.filter_name, filter_options=accountant.filter_options)
-    status = accountant.status(recent=10 if as_json else 5)
+    obj: Context = ctx.obj
+    session = obj.session()
+    recent = 10 if as_json else 5
+    if target and target != session.analyst:  # another analyst's budget: the data owner's, on the store
+        own = obj.store("another analyst's budget (dpch budget --analyst NAME)").accountant
+        status = Accountant(own.engine, target, default_budget=own.default_budget, filter=own.filter_name,
+                            filter_options=own.filter_options).status(recent=recent)
+    else:
+        status = session.accountant.status(recent=recent)
     click.echo(budget_json(status) if as_json else budget_text(status))
 
 
@@ -167,9 +116,7 @@ def budget(ctx: click.Context, target: str | None, as_json: bool) -> None:
 def budget_set(obj: Context, target: str, epsilon: float, delta: float, dataset: str, filter_name: str,
                filter_options: str) -> None:
     """(Data owner) Set an analyst's total budget (or a per-dataset one)."""
-    from dpch.errors import ConfigError
-
-    engine = obj.session().engine
+    engine = obj.store("dpch budget set").engine
     if dataset and "." not in dataset:
         dataset = f"{engine.database}.{dataset}"
     try:
@@ -189,7 +136,7 @@ def budget_set(obj: Context, target: str, epsilon: float, delta: float, dataset:
 @friendly_errors
 def budget_list(obj: Context) -> None:
     """(Data owner) List the budgets that have been set, and the locked analysts."""
-    engine = obj.session().engine
+    engine = obj.store("dpch budget list").engine
     locks = {lock.analyst: lock for lock in LockStore(engine).all()}
     for analyst, b in BudgetStore(engine).all().items():
         click.echo(f"{analyst}: ε {b.epsilon:g}, δ {b.delta:g}" + ("  LOCKED" if analyst in locks else ""))
@@ -203,10 +150,7 @@ def budget_list(obj: Context) -> None:
 @friendly_errors
 def budget_unlock(obj: Context, target: str) -> None:
     """(Data owner) Clear the lock of an analyst whose query failed after its charge (the tripwire)."""
-    session = obj.session()
-    if not isinstance(session.accountant, Accountant):
-        raise ConfigError("only the data owner unlocks an analyst, on the store itself",
-                          hint="run `dpch budget unlock --analyst NAME` where the store is, not through a gateway")
+    session = obj.store("dpch budget unlock")
     if Accountant(session.engine, target).unlock():
         click.echo(f"analyst {target} unlocked")
     else:
@@ -249,15 +193,14 @@ def policy_show(obj: Context, table: str | None, as_json: bool) -> None:
 def load(obj: Context, file: str, table: str, privacy_unit: str, max_rows_per_unit: int | None,
          unique_units: bool, bounds: tuple[str, ...], public: tuple[str, ...], replace: bool) -> None:
     """(Data owner) Load a CSV or Parquet FILE into a new annotated table."""
-    from dpch.cli.load import load_file
-
-    engine = obj.session().engine
+    session = obj.store("dpch load")
+    engine = session.engine
     rows = load_file(engine, file, table=table, privacy_unit=privacy_unit,
                      max_rows_per_unit=max_rows_per_unit, unique_units=unique_units,
                      bounds=bounds, public=public, replace=replace)
-    obj.session().policy.reload()
+    session.policy.reload()
     click.echo(f"loaded {rows} rows into {engine.database}.{table}")
-    click.echo(obj.session().table_policy(table).describe())
+    click.echo(session.table_policy(table).describe())
 
 
 @cli.command()
@@ -266,8 +209,6 @@ def load(obj: Context, file: str, table: str, privacy_unit: str, max_rows_per_un
 @friendly_errors
 def demo(obj: Context, reset: bool) -> None:
     """Load an annotated demo table and run a few private queries on it."""
-    from dpch.cli.demo import run_demo
-
     run_demo(obj.dsn, database=obj.database, reset=reset, echo=click.echo)
 
 
@@ -291,8 +232,6 @@ def shell(obj: Context, command: str | None, file: Any, fmt: str, assume_yes: bo
           intervals: str, epsilon: float | None, delta: float | None, confidence: float | None,
           seed: int | None) -> None:
     """An interactive SQL shell (statements end with ';'; \\q quits, \\help for more)."""
-    from dpch.cli.shell import Shell
-
     interactive = command is None and file is None and sys.stdin.isatty()
     sh = Shell(obj.session(seed=seed), fmt=fmt, debug=obj.debug, interactive=interactive, assume_yes=assume_yes,
                confirm_share=confirm_share, intervals=intervals,
@@ -311,16 +250,10 @@ def shell(obj: Context, command: str | None, file: Any, fmt: str, assume_yes: bo
 @friendly_errors
 def engine_info(obj: Context) -> None:
     """Where the data lives."""
-    engine: Engine = obj.session().engine
-    click.echo(engine.describe())
+    click.echo(obj.session().engine.describe())
 
 
-from dpch.cli.audit import audit as _audit  # noqa: E402  (defined in its own module; needs Context)
-
-cli.add_command(_audit)
-
-from dpch.cli.serve import serve  # noqa: E402 - the gateway command lives in its own module
-
+cli.add_command(audit)  # defined in their own modules
 cli.add_command(serve)
 
 

@@ -9,17 +9,18 @@ prompt: they stop at the first error (an unconfirmed expensive query is one) and
 
 from __future__ import annotations
 
-import re
 import traceback
 from typing import Any
 
 import click
 
 from dpch import __version__
+from dpch.api import PrivateSession
+from dpch.cli.budget_view import budget_text
 from dpch.cli.output import FORMATS, budget_bar, render, stream_is_utf8, to_ascii
 from dpch.cli.running import Cancelled, Runner
 from dpch.errors import DpchError
-from dpch.privacy.cost import PrivacyCost
+from dpch.sql.settings import SETTING_NAMES, QueryOptions
 
 DEFAULT_CONFIRM_SHARE = 0.25
 
@@ -49,7 +50,9 @@ class ConfirmationRequired(DpchError):
 
 def split_statements(text: str) -> list[str]:
     """Splits on ';' outside quotes; drops empty statements and '--' comment lines."""
-    statements, current, quote = [], [], ""
+    statements: list[str] = []
+    current: list[str] = []
+    quote = ""
     for ch in text:
         if quote:
             if ch == quote:
@@ -75,19 +78,16 @@ class Quit(Exception):
 
 
 class Shell:
-    """One shell over a session (in-process :class:`~dpch.session.Session` or a gateway's
-    :class:`~dpch.server.client.RemoteSession`).
+    """One shell over a :class:`~dpch.api.PrivateSession` (in-process, or a gateway's).
 
     ``interactive``: a person is at a terminal (prompts and spinners allowed). ``assume_yes``
     skips the confirmation; ``confirm_share`` is its threshold, a share of the remaining ε (and δ).
     ``options`` are session defaults for every query (``epsilon``, ``delta``, ...).
     """
 
-    def __init__(self, session: Any, *, fmt: str = "table", debug: bool = False, interactive: bool = False,
+    def __init__(self, session: PrivateSession, *, fmt: str = "table", debug: bool = False, interactive: bool = False,
                  assume_yes: bool = False, confirm_share: float = DEFAULT_CONFIRM_SHARE,
                  intervals: str = "half", options: dict[str, Any] | None = None) -> None:
-        from dpch.session import Session
-
         self.session = session
         self.fmt = fmt
         self.debug = debug
@@ -97,7 +97,7 @@ class Shell:
         self.intervals = intervals
         self.options: dict[str, Any] = dict(options or {})
         self.ascii = not stream_is_utf8()
-        self.runner = Runner(local=isinstance(session, Session), progress=interactive, ascii=self.ascii)
+        self.runner = Runner(local=session.in_process, progress=interactive, ascii=self.ascii)
         self.released: dict[str, str] = {}  # release id -> SQL, for \history
         self._schema: dict[str, list[str]] | None = None
 
@@ -157,9 +157,9 @@ class Shell:
         """Asks before a query costing more than ``confirm_share`` of what is left (spends nothing)."""
         explanation, status = self.runner.call(lambda: (self.session.explain(sql, **options), self.session.budget()),
                                                label="planning")
-        cost = explained_cost(explanation)
-        if cost is None or not _admissible(explanation):
+        if not explanation.admissible:
             return True  # the query itself reports the refusal, charging nothing
+        cost = explanation.cost
         left = status.remaining
         share = max(cost.epsilon / left.epsilon if left.epsilon > 0 else float("inf"),
                     cost.delta / left.delta if cost.delta and left.delta > 0 else 0.0)
@@ -195,8 +195,6 @@ class Shell:
         raise Quit
 
     def _budget(self, arg: str) -> None:
-        from dpch.cli.budget_view import budget_text
-
         status = self.runner.call(lambda: self.session.accountant.status(recent=0))
         self.echo(f"budget: {budget_bar(status)}")
         self.echo(budget_text(status))
@@ -224,12 +222,8 @@ class Shell:
         self.echo(self.runner.call(lambda: self.session.explain(arg, **options), label="planning").describe())
 
     def _refine(self, arg: str) -> None:
-        refine = getattr(self.session, "refine", None)
-        if refine is None:
-            raise DpchError("\\refine is not available: this dpch has no accuracy-first queries",
-                            hint="ask for the accuracy you need with SETTINGS dp_accuracy once it is supported")
-        release = self.runner.call(refine, label="refining")
-        if getattr(release, "release_id", ""):
+        release = self.runner.call(self.session.refine, label="refining")
+        if release.release_id:
             self.released[release.release_id] = "\\refine"
         self.echo(render(release, self.fmt, intervals=self.intervals, ascii=self.ascii))
 
@@ -244,13 +238,11 @@ class Shell:
         self.intervals = arg
 
     def _set(self, arg: str) -> None:
-        from dpch.sql.settings import SETTING_NAMES, QueryOptions
-
         if not arg:
             defaults = QueryOptions().__dict__ | self.options
-            for key, value in defaults.items():
-                mark = "" if key in self.options else "  (default)"
-                self.echo(f"dp_{key} = {value}{mark}")
+            for setting, value in defaults.items():
+                mark = "" if setting in self.options else "  (default)"
+                self.echo(f"dp_{setting} = {value}{mark}")
             self.echo(f"confirm_share = {self.confirm_share:g}   format = {self.fmt}   intervals = {self.intervals}")
             return
         name, _, raw = arg.partition(" ")
@@ -273,8 +265,6 @@ class Shell:
         self.options[key] = value
 
     def _unset(self, arg: str) -> None:
-        from dpch.sql.settings import SETTING_NAMES
-
         name = arg.lower()
         if name == "confirm_share":
             self.confirm_share = DEFAULT_CONFIRM_SHARE
@@ -325,6 +315,7 @@ class Shell:
 
     def loop(self) -> None:
         """The interactive loop (prompt_toolkit): returns on ``\\q`` or Ctrl-D."""
+        # start-up: prompt_toolkit (~0.2 s) loads only for an interactive shell, not for scripts
         from dpch.cli.shell_input import PROMPT, make_prompt
 
         try:
@@ -354,22 +345,6 @@ _COMMANDS = {
     "\\explain": Shell._explain, "\\refine": Shell._refine, "\\format": Shell._format,
     "\\intervals": Shell._intervals, "\\set": Shell._set, "\\unset": Shell._unset, "\\history": Shell._history,
 }
-
-
-def explained_cost(explanation: Any) -> PrivacyCost | None:
-    """The cost in an explanation (a gateway's carries only its text: read the ``cost:`` line)."""
-    cost = getattr(explanation, "cost", None)
-    if isinstance(cost, PrivacyCost):
-        return cost
-    match = re.search(r"^cost: ε ([0-9.e+-]+)(?:, δ ([0-9.e+-]+))?", explanation.describe(), re.MULTILINE)
-    return PrivacyCost(float(match.group(1)), float(match.group(2) or 0.0)) if match else None
-
-
-def _admissible(explanation: Any) -> bool:
-    admissible = getattr(explanation, "admissible", None)
-    if admissible is not None:
-        return bool(admissible)
-    return "budget check: REFUSED" not in explanation.describe()
 
 
 def _number(raw: str) -> Any:

@@ -11,26 +11,27 @@
 
 Every ``execute`` is one private release (or one re-served from a gateway's release cache).
 Parameters are bound client-side as SQL literals (``paramstyle = "pyformat"``: ``%(name)s`` or
-``%s``). dpch errors are raised as the standard exception classes below; the original dpch error
-is the exception's ``__cause__`` and its ``dpch_error`` attribute.
+``%s``). dpch errors are raised as the standard exception classes below, chosen by the error's
+kind (:data:`dpch.errors.KINDS`); the original dpch error is the exception's ``__cause__`` and
+its ``dpch_error`` attribute.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from dpch.errors import (
-    BudgetExceeded,
-    ConfigError,
-    DpchError,
-    ExecutionError,
-    PolicyError,
-    QueryRejected,
-    StoreLocked,
-)
+from dpch.accounting.accountant import BudgetStatus
+from dpch.api import PrivateSession
+from dpch.connection import connect_gateway, connect_local, is_gateway_dsn
+from dpch.errors import DpchError, kind_of
+from dpch.pipeline.report import Release
+from dpch.privacy.cost import PrivacyCost
+from dpch.session import Session
+from dpch.sql.result_types import release_types, typed_rows
 
 apilevel = "2.0"
 threadsafety = 1  # threads may share the module, not connections
@@ -79,20 +80,17 @@ class NotSupportedError(DatabaseError):
     pass
 
 
+#: the PEP 249 classes by the names :data:`dpch.errors.KINDS` gives them
+_PEP249: dict[str, type[Error]] = {cls.__name__: cls for cls in (
+    Error, InterfaceError, DatabaseError, DataError, OperationalError, IntegrityError, InternalError,
+    ProgrammingError, NotSupportedError)}
+
+
 def _translate(exc: DpchError) -> Error:
-    """The PEP 249 class for a dpch error: the query's fault → ProgrammingError; budget, lock,
-    unreachable gateway → OperationalError; bad configuration → InterfaceError."""
-    if isinstance(exc, QueryRejected | PolicyError):
-        cls: type[Error] = ProgrammingError
-    elif isinstance(exc, BudgetExceeded | StoreLocked):
-        cls = OperationalError
-    elif isinstance(exc, ConfigError):
-        cls = InterfaceError
-    elif isinstance(exc, ExecutionError):
-        cls = InternalError
-    else:
-        cls = DatabaseError
-    err = cls(str(exc))
+    """The PEP 249 exception for a dpch error: its kind's class in :data:`dpch.errors.KINDS` (the
+    query's fault → ProgrammingError; budget, locks → OperationalError; configuration →
+    InterfaceError; ClickHouse or dpch failing → InternalError)."""
+    err = _PEP249[kind_of(exc).pep249](str(exc))
     err.dpch_error = exc
     return err
 
@@ -196,18 +194,35 @@ class _Literal:
 # -- connection and cursor ---------------------------------------------------------------------
 
 
+#: runs one query and gives its release and its columns' ClickHouse types
+TypedQuery = Callable[[str], tuple[Release, list[str]]]
+
+
 def connect(dsn: str | None = None, *, analyst: str = "default", password: str | None = None,
             database: str | None = None, **kwargs: Any) -> Connection:
     """Opens a DB-API connection: ``dsn`` as for :func:`dpch.connect` (``chdb:///path``,
     ``http://...``, or ``dpch://host:port`` for a gateway); other keywords (``policy``,
-    ``epsilon``, ``delta``, ``confidence``, ``seed``) are passed on."""
-    import dpch
-
+    ``epsilon``, ``delta``, ``confidence``, ``seed``) are passed on (through a gateway only
+    ``epsilon``, ``delta`` and ``confidence`` apply)."""
     try:
-        session = dpch.connect(dsn, analyst=analyst, password=password, database=database, **kwargs)
+        if is_gateway_dsn(dsn):
+            remote = connect_gateway(dsn, analyst=analyst, password=password, database=database,
+                                     **{k: kwargs[k] for k in ("epsilon", "delta", "confidence") if k in kwargs})
+            return Connection(remote, remote.query_with_types)  # the gateway planned the types
+        local = connect_local(dsn, analyst=analyst, database=database, **kwargs)
+        return Connection(local, planned_query(local))
     except DpchError as exc:
         raise _translate(exc) from exc
-    return Connection(session)
+
+
+def planned_query(session: Session) -> TypedQuery:
+    """A local session's queries with their column types, from the query's plan."""
+
+    def run(sql: str) -> tuple[Release, list[str]]:
+        plan, _ = session.plan(sql)
+        return session.query(sql), release_types(plan)
+
+    return run
 
 
 class Connection:
@@ -224,8 +239,9 @@ class Connection:
     ProgrammingError = ProgrammingError
     NotSupportedError = NotSupportedError
 
-    def __init__(self, session: Any) -> None:
+    def __init__(self, session: PrivateSession, query: TypedQuery) -> None:
         self.session = session
+        self.query = query
         self.closed = False
 
     def _check(self) -> None:
@@ -247,7 +263,7 @@ class Connection:
             self.closed = True
             self.session.close()
 
-    def budget(self) -> Any:
+    def budget(self) -> BudgetStatus:
         """The analyst's budget status (a dpch extension)."""
         self._check()
         return self.session.budget()
@@ -270,7 +286,7 @@ class Cursor:
 
     def __init__(self, connection: Connection) -> None:
         self.connection = connection
-        self.release: Any = None
+        self.release: Release | None = None
         self.types: list[str] = []
         self._pos = 0
         self.closed = False
@@ -292,43 +308,34 @@ class Cursor:
         return self.release.intervals if self.release is not None else None
 
     @property
-    def cost(self) -> Any:
+    def cost(self) -> PrivacyCost | None:
         return self.release.cost if self.release is not None else None
 
     @property
-    def budget(self) -> Any:
+    def budget(self) -> BudgetStatus | None:
         return self.release.budget if self.release is not None else None
 
     def row_intervals(self, index: int) -> list[tuple[float, float] | None]:
         """The intervals of row ``index`` of the last result."""
-        self._require_result()
-        return self.release.intervals[index]
+        return self._result().intervals[index]
 
-    def _require_result(self) -> None:
+    def _result(self) -> Release:
         if self.closed:
             raise InterfaceError("the cursor is closed")
         if self.release is None:
             raise ProgrammingError("no result: call execute() first")
+        return self.release
 
     def execute(self, operation: str, parameters: Mapping[str, Any] | Sequence[Any] | None = None) -> Cursor:
         if self.closed:
             raise InterfaceError("the cursor is closed")
         self.connection._check()
         sql = bind(operation, parameters)
-        session = self.connection.session
         try:
-            if hasattr(session, "query_with_types"):
-                release, types = session.query_with_types(sql)
-            else:
-                from dpch.sql.result_types import release_types
-
-                plan, _ = session.plan(sql)
-                release, types = session.query(sql), release_types(plan)
+            release, types = self.connection.query(sql)
         except DpchError as exc:
             raise _translate(exc) from exc
-        from dpch.sql.result_types import typed_rows
-
-        self.release = _with_rows(release, typed_rows(release.rows, types))
+        self.release = dataclasses.replace(release, rows=typed_rows(release.rows, types))
         self.types = types
         self._pos = 0
         self.rowcount = len(release.rows)  # the declared group domain (and LIMIT): data-independent
@@ -339,24 +346,24 @@ class Cursor:
             self.execute(operation, params)
 
     def fetchone(self) -> tuple[Any, ...] | None:
-        self._require_result()
-        if self._pos >= len(self.release.rows):
+        release = self._result()
+        if self._pos >= len(release.rows):
             return None
-        row = self.release.rows[self._pos]
+        row = release.rows[self._pos]
         self._pos += 1
         return row
 
     def fetchmany(self, size: int | None = None) -> list[tuple[Any, ...]]:
-        self._require_result()
+        release = self._result()
         size = self.arraysize if size is None else size
-        rows = self.release.rows[self._pos:self._pos + size]
+        rows = release.rows[self._pos:self._pos + size]
         self._pos += len(rows)
         return list(rows)
 
     def fetchall(self) -> list[tuple[Any, ...]]:
-        self._require_result()
-        rows = self.release.rows[self._pos:]
-        self._pos = len(self.release.rows)
+        release = self._result()
+        rows = release.rows[self._pos:]
+        self._pos = len(release.rows)
         return list(rows)
 
     def __iter__(self) -> Cursor:
@@ -382,12 +389,6 @@ class Cursor:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _with_rows(release: Any, rows: list[tuple[Any, ...]]) -> Any:
-    import dataclasses
-
-    return dataclasses.replace(release, rows=rows)
 
 
 __all__ = [

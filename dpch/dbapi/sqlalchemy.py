@@ -9,13 +9,17 @@ columns and types, read from the policy, never from rows). No DDL, no writes, no
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import types as sqltypes
 from sqlalchemy.engine import default
+from sqlalchemy.engine.interfaces import ReflectedColumn, ReflectedPrimaryKeyConstraint, ReflectedTableComment
 from sqlalchemy.engine.url import URL
+from sqlalchemy.exc import NoSuchTableError
 from sqlalchemy.sql import compiler
 
+from dpch import dbapi
+from dpch.api import PrivateSession, TableInfo
 from dpch.errors import DpchError
 
 _WRAPPER = re.compile(r"^(?:Nullable|LowCardinality)\((.*)\)$")
@@ -44,8 +48,13 @@ def sqlalchemy_type(ch_type: str) -> sqltypes.TypeEngine:
 
 
 class DpchIdentifierPreparer(compiler.IdentifierPreparer):
-    def __init__(self, dialect: Any) -> None:
-        super().__init__(dialect, initial_quote="`", final_quote="`", escape_quote="\\`")
+    """ClickHouse quotes identifiers with backquotes (the base class's signature, other defaults)."""
+
+    def __init__(self, dialect: Any, initial_quote: str = "`", final_quote: str | None = "`",
+                 escape_quote: str = "\\`", quote_case_sensitive_collations: bool = True,
+                 omit_schema: bool = False) -> None:
+        super().__init__(dialect, initial_quote, final_quote, escape_quote, quote_case_sensitive_collations,
+                         omit_schema)
 
 
 class DpchCompiler(compiler.SQLCompiler):
@@ -81,8 +90,6 @@ class DpchDialect(default.DefaultDialect):
 
     @classmethod
     def import_dbapi(cls) -> Any:
-        from dpch import dbapi
-
         return dbapi
 
     def create_connect_args(self, url: URL) -> tuple[list[Any], dict[str, Any]]:
@@ -90,9 +97,9 @@ class DpchDialect(default.DefaultDialect):
         kwargs: dict[str, Any] = {}
         for key in ("epsilon", "delta", "confidence"):
             if key in query:
-                kwargs[key] = float(query.pop(key))
+                kwargs[key] = float(_one(query.pop(key)))
         if "policy" in query:
-            kwargs["policy"] = query.pop("policy")
+            kwargs["policy"] = _one(query.pop("policy"))
         if url.get_driver_name() in ("chdb", "embedded"):
             path = url.database or ""
             kwargs["dsn"] = "chdb:///" + path.lstrip("/") if path else None
@@ -133,12 +140,11 @@ class DpchDialect(default.DefaultDialect):
     # -- reflection: from the policy -------------------------------------------------------------------
 
     @staticmethod
-    def _session(connection: Any) -> Any:
-        dbapi_conn = getattr(connection, "connection", connection)
-        dbapi_conn = getattr(dbapi_conn, "dbapi_connection", dbapi_conn)
-        return dbapi_conn.session
+    def _session(connection: Any) -> PrivateSession:
+        """The dpch session under SQLAlchemy's connection (its pool's DB-API connection)."""
+        return cast(dbapi.Connection, connection.connection.dbapi_connection).session
 
-    def _policies(self, connection: Any, schema: str | None) -> dict[str, Any]:
+    def _policies(self, connection: Any, schema: str | None) -> dict[str, TableInfo]:
         session = self._session(connection)
         if schema not in (None, session.engine.database):
             return {}
@@ -156,22 +162,18 @@ class DpchDialect(default.DefaultDialect):
     def has_table(self, connection: Any, table_name: str, schema: str | None = None, **kw: Any) -> bool:
         return table_name in self._policies(connection, schema)
 
-    def get_columns(self, connection: Any, table_name: str, schema: str | None = None, **kw: Any) -> list[dict]:
+    def get_columns(self, connection: Any, table_name: str, schema: str | None = None,
+                    **kw: Any) -> list[ReflectedColumn]:
         policy = self._policies(connection, schema).get(table_name)
         if policy is None:
-            from sqlalchemy.exc import NoSuchTableError
-
             raise NoSuchTableError(table_name)
-        result = []
-        for name, col in policy.columns.items():
-            ch_type = col["type"] if isinstance(col, dict) else col.type
-            result.append({"name": name, "type": sqlalchemy_type(ch_type), "nullable": ch_type.startswith("Nullable"),
-                           "default": None, "autoincrement": False,
-                           "comment": None if isinstance(col, dict) else col.describe()})
-        return result
+        return [ReflectedColumn(name=name, type=sqlalchemy_type(col.type), nullable=col.type.startswith("Nullable"),
+                                default=None, autoincrement=False, comment=col.describe() or None)
+                for name, col in policy.columns.items()]
 
-    def get_pk_constraint(self, connection: Any, table_name: str, schema: str | None = None, **kw: Any) -> dict:
-        return {"constrained_columns": [], "name": None}
+    def get_pk_constraint(self, connection: Any, table_name: str, schema: str | None = None,
+                          **kw: Any) -> ReflectedPrimaryKeyConstraint:
+        return ReflectedPrimaryKeyConstraint(constrained_columns=[], name=None)
 
     def get_foreign_keys(self, connection: Any, table_name: str, schema: str | None = None, **kw: Any) -> list:
         return []
@@ -185,12 +187,18 @@ class DpchDialect(default.DefaultDialect):
     def get_check_constraints(self, connection: Any, table_name: str, schema: str | None = None, **kw: Any) -> list:
         return []
 
-    def get_table_comment(self, connection: Any, table_name: str, schema: str | None = None, **kw: Any) -> dict:
+    def get_table_comment(self, connection: Any, table_name: str, schema: str | None = None,
+                          **kw: Any) -> ReflectedTableComment:
         policy = self._policies(connection, schema).get(table_name)
         try:
-            return {"text": policy.describe() if policy is not None else None}
+            return ReflectedTableComment(text=policy.describe() if policy is not None else None)
         except DpchError:
-            return {"text": None}
+            return ReflectedTableComment(text=None)
+
+
+def _one(value: str | tuple[str, ...]) -> str:
+    """A URL query parameter given once (SQLAlchemy gives repeated ones as a tuple: the last wins)."""
+    return value if isinstance(value, str) else value[-1]
 
 
 dialect = DpchDialect

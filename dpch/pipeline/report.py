@@ -138,6 +138,21 @@ class Explanation:
         lines.append(f"  {self.sql}")
         return "\n".join(lines)
 
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON a gateway sends for EXPLAIN: the cost and the budget check as data (a remote
+        client reads them, never the text), and ``describe`` for people."""
+        return {
+            "sql": self.sql,
+            "cost": {"epsilon": self.cost.epsilon, "delta": self.cost.delta, "rho": self.cost.rho},
+            "admissible": self.admissible,
+            "reason": self.reason,
+            "mechanism": self.options.resolved_mechanism,
+            "confidence": self.options.confidence,
+            "measures": [m.as_dict() for m in self.measures],
+            "notes": list(self.notes),
+            "describe": self.describe(),
+        }
+
 
 def explanation_release(explanation: Explanation, budget: BudgetStatus, elapsed_ms: float) -> Release:
     """``EXPLAIN DP SELECT ...`` as a one-column result (so every client can show it); free."""

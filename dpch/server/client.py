@@ -1,115 +1,110 @@
 """The ``dpch://host:port`` remote session: an analyst's Session served by a ``dpch serve`` gateway.
 
 ``dpch.connect("dpch://host:port/db", analyst="ana", password="...")`` returns a
-:class:`RemoteSession` with the same methods as an in-process :class:`~dpch.session.Session`
-(``query``, ``explain``, ``budget``, ``tables``, ``table_policy``) and the same
-:class:`~dpch.pipeline.report.Release` results (values, intervals, cost, budget left). It speaks the
-gateway's JSON endpoints under ``/dpch/v1/``; ordinary ClickHouse clients use ``/``.
+:class:`RemoteSession`, a :class:`dpch.api.PrivateSession` like an in-process
+:class:`~dpch.session.Session`, with the same :class:`~dpch.pipeline.report.Release` results
+(values, intervals, cost, budget left), explanations with their cost as data, and the same dpch
+errors (each crosses the wire as its kind, :mod:`dpch.server.wire`). It speaks the gateway's JSON
+endpoints under ``/dpch/v1/``; ordinary ClickHouse clients use ``/``.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import re
+import os
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import urllib3
 
 from dpch.accounting.accountant import BudgetStatus
-from dpch.errors import (
-    AnalystLocked,
-    BudgetExceeded,
-    ConfigError,
-    DpchError,
-    ExecutionError,
-    ParseError,
-    PolicyError,
-    QueryFailedAfterCharge,
-    QueryRejected,
-    StoreLocked,
-)
+from dpch.accounting.ledger import LedgerEntry
+from dpch.errors import ConfigError, DpchError, PolicyError
 from dpch.pipeline.report import Release
-from dpch.privacy.cost import PrivacyCost
-from dpch.server.wire import budget_from_wire, release_from_wire
+from dpch.server.wire import (
+    RemoteExplanation,
+    budget_from_wire,
+    error_from_wire,
+    explanation_from_wire,
+    release_from_wire,
+)
 
 DEFAULT_PORT = 8123
-_BODY = re.compile(r"^Code: (\d+)\. DB::Exception: (?:dpch: )?(.*?)\. \([A-Z_]+\) \(version [^)]*\)\s*$", re.DOTALL)
-_HINT = re.compile(r"^(.*) \(hint: (.*)\)$", re.DOTALL)
-_CODE_ERRORS: dict[int, type[DpchError]] = {
-    62: ParseError, 201: BudgetExceeded, 497: QueryRejected, 60: PolicyError, 36: ConfigError,
-    202: StoreLocked, 1002: ExecutionError, 516: ConfigError, 81: ConfigError, 115: QueryRejected,
-    291: AnalystLocked, 1001: QueryFailedAfterCharge,
-}
+
+
+@dataclass(frozen=True)
+class RemoteColumn:
+    """A column of a table's policy as the gateway describes it."""
+
+    name: str
+    type: str
+    text: str
+
+    def describe(self) -> str:
+        return self.text
 
 
 @dataclass(frozen=True)
 class RemoteTable:
-    """A table's policy as the gateway describes it (what ``\\tables``/``\\policy`` show)."""
+    """A table's policy as the gateway describes it (what ``\\tables``/``\\policy`` show); a
+    :class:`dpch.api.TableInfo`."""
 
     table: str
     public: bool
     privacy_unit: str | None
-    columns: dict[str, dict[str, Any]]
+    columns: dict[str, RemoteColumn]
     text: str
+    data: dict[str, Any]
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> RemoteTable:
+        """The table as :meth:`dpch.server.gateway.Gateway.table_policies` sends it."""
+        columns = {name: RemoteColumn(name, c["type"], c.get("describe", "")) for name, c in data["columns"].items()}
+        policy = {k: v for k, v in data.items() if k != "describe"}
+        policy["columns"] = {name: {k: v for k, v in c.items() if k != "describe"}
+                             for name, c in data["columns"].items()}
+        return cls(data["table"], data["public"], data["privacy_unit"], columns, data.get("describe", ""), policy)
 
     def describe(self) -> str:
         return self.text
 
     def as_dict(self) -> dict[str, Any]:
-        return {"table": self.table, "public": self.public, "privacy_unit": self.privacy_unit,
-                "columns": self.columns}
+        return dict(self.data)
 
 
-@dataclass(frozen=True)
-class RemoteEntry:
-    """One recent release as the gateway's ledger records it."""
+class RemoteStore:
+    """Where a remote session's data lives: a gateway and one of its databases (a :class:`dpch.api.Store`)."""
 
-    release_id: str
-    time: datetime
-    dataset: str
-    mechanism: str
-    status: str
-    cost: PrivacyCost
-
-
-@dataclass(frozen=True)
-class _Explanation:
-    text: str
-
-    def describe(self) -> str:
-        return self.text
-
-
-class _RemoteEngine:
-    def __init__(self, url: str, database: str | None) -> None:
+    def __init__(self, url: str, database: str) -> None:
         self.url = url
-        self.database = database or "default"
-        self.embedded = False
+        self.database = database
 
     def describe(self) -> str:
         return f"dpch gateway at {self.url}"
 
 
-class _RemoteAccountant:
-    """The budget view of a remote session (what ``dpch budget`` and ``\\budget`` read)."""
+class RemoteLedger:
+    """The budget view of a remote session (what ``dpch budget`` and ``\\budget`` read; a
+    :class:`dpch.api.Ledger`)."""
 
     def __init__(self, session: RemoteSession) -> None:
         self._session = session
         self.analyst = session.analyst
 
-    def recent(self, limit: int = 10) -> list[RemoteEntry]:
-        return self._session._budget(limit)[1]
+    def status(self, *, recent: int = 5) -> BudgetStatus:
+        return self._session.budget_status(recent)
 
-    def status(self, recent: int = 0) -> BudgetStatus:
-        return self._session._budget(recent)[0]
+    def recent(self, limit: int = 10) -> list[LedgerEntry]:
+        return list(self._session.budget_status(limit).recent)
 
 
 class RemoteSession:
     """A private session through a ``dpch serve`` gateway (see :func:`connect_remote`)."""
+
+    #: queries are charged by the gateway, not in this process (:class:`dpch.api.PrivateSession`)
+    in_process = False
 
     def __init__(self, url: str, *, user: str, password: str, database: str | None = None,
                  options: dict[str, Any] | None = None, timeout: float = 60.0) -> None:
@@ -121,11 +116,9 @@ class RemoteSession:
         self._headers = {"Authorization": f"Basic {auth}", "Content-Type": "application/json"}
         self._pool = urllib3.PoolManager(maxsize=4, timeout=urllib3.Timeout(connect=5.0, read=timeout),
                                          retries=False)
-        self.engine = _RemoteEngine(self.url, database)
-        self.accountant = _RemoteAccountant(self)
-        self._types: list[str] = []
         tables = self._call("tables", {})
-        self.engine.database = tables["database"]
+        self.engine = RemoteStore(self.url, tables["database"])
+        self.accountant = RemoteLedger(self)
 
     def _call(self, endpoint: str, payload: dict[str, Any]) -> Any:
         if self.database:
@@ -137,17 +130,18 @@ class RemoteSession:
             raise ConfigError(f"cannot reach the dpch gateway at {self.url} ({type(exc).__name__})",
                               hint="check the address, and that `dpch serve` runs there") from None
         if response.status != 200:
-            raise _error(response.status, response.headers.get("X-ClickHouse-Exception-Code"),
-                         response.data.decode("utf-8", errors="replace"))
+            raise _error(response.status, response.data)
         return json.loads(response.data)
 
-    # -- the Session interface -------------------------------------------------------------------
+    # -- the PrivateSession interface ------------------------------------------------------------
 
     def query(self, sql: str, **options: Any) -> Release:
         """Answers ``sql`` privately through the gateway (same options as Session.query)."""
-        data = self._call("release", {"sql": sql, "options": {**self.options, **options}})
-        release, self._types = release_from_wire(data)
-        return release
+        return self.query_with_types(sql, **options)[0]
+
+    def query_with_types(self, sql: str, **options: Any) -> tuple[Release, list[str]]:
+        """:meth:`query` and the ClickHouse types of the release's columns (as the gateway planned them)."""
+        return release_from_wire(self._call("release", {"sql": sql, "options": {**self.options, **options}}))
 
     def refine(self, release_id: str | None = None, *, accuracy: float | None = None,
                relative_error: float | None = None, max_epsilon: float | None = None) -> Release:
@@ -155,30 +149,21 @@ class RemoteSession:
         :meth:`dpch.session.Session.refine`); charged only the increment."""
         data = self._call("refine", {"release_id": release_id, "accuracy": accuracy,
                                      "relative_error": relative_error, "max_epsilon": max_epsilon})
-        release, self._types = release_from_wire(data)
-        return release
+        return release_from_wire(data)[0]
 
-    def query_with_types(self, sql: str, **options: Any) -> tuple[Release, list[str]]:
-        release = self.query(sql, **options)
-        return release, list(self._types)
-
-    def explain(self, sql: str, **options: Any) -> _Explanation:
-        data = self._call("explain", {"sql": sql, "options": {**self.options, **options}})
-        return _Explanation(data["describe"])
+    def explain(self, sql: str, **options: Any) -> RemoteExplanation:
+        """What ``query(sql)`` would do and cost, as the gateway plans it; spends nothing."""
+        return explanation_from_wire(self._call("explain", {"sql": sql, "options": {**self.options, **options}}))
 
     def budget(self) -> BudgetStatus:
-        return self._budget(0)[0]
+        return self.budget_status(0)
 
-    def _budget(self, recent: int) -> tuple[BudgetStatus, list[RemoteEntry]]:
-        data = self._call("budget", {"recent": recent})
-        entries = [RemoteEntry(e["release_id"], datetime.fromisoformat(e["time"]), e["dataset"], e["mechanism"],
-                               e["status"], PrivacyCost(e["epsilon"], e["delta"])) for e in data["recent"]]
-        return budget_from_wire(data["status"]), entries
+    def budget_status(self, recent: int) -> BudgetStatus:
+        """The analyst's budget with the last ``recent`` releases."""
+        return budget_from_wire(self._call("budget", {"recent": recent})["status"])
 
     def tables(self) -> list[RemoteTable]:
-        data = self._call("tables", {})
-        return [RemoteTable(t["table"], t["public"], t["privacy_unit"], t["columns"], t["describe"])
-                for t in data["tables"]]
+        return [RemoteTable.from_wire(t) for t in self._call("tables", {})["tables"]]
 
     def table_policy(self, table: str) -> RemoteTable:
         for t in self.tables():
@@ -198,18 +183,14 @@ class RemoteSession:
         self.close()
 
 
-def _error(status: int, code: str | None, body: str) -> DpchError:
-    """The dpch error a gateway's ClickHouse-style error body stands for."""
-    match = _BODY.match(body.strip())
-    text = match.group(2) if match else body.strip()[:500]
-    hint = None
-    if (h := _HINT.match(text)) is not None:
-        text, hint = h.group(1), h.group(2).rstrip(".")
-    kind = _CODE_ERRORS.get(int(code), DpchError) if code and code.isdigit() else DpchError
-    if code == "516":
-        return ConfigError(f"the gateway refused the credentials: {text}",
-                           hint="check the analyst name and password (the gateway's [users] config)")
-    return kind(text, hint=hint)
+def _error(status: int, body: bytes) -> DpchError:
+    """The dpch error a gateway's JSON error body carries (its kind, message, hint and fields)."""
+    try:
+        data = json.loads(body)["error"]
+    except (ValueError, KeyError, TypeError):  # not the gateway's JSON: a proxy in between, or not dpch
+        return DpchError(f"the gateway answered HTTP {status} without a dpch error",
+                         hint="check that the address is a `dpch serve` gateway")
+    return error_from_wire(data)
 
 
 def parse_remote_dsn(dsn: str) -> tuple[str, str | None, str | None, str | None]:
@@ -231,8 +212,6 @@ def connect_remote(dsn: str, *, analyst: str | None = None, password: str | None
     """Opens a :class:`RemoteSession` on the gateway at ``dsn``. ``analyst`` is the gateway user
     name (default: the DSN's user, else ``default``); ``password`` its password (default: the
     DSN's, else ``$DPCH_PASSWORD``)."""
-    import os
-
     url, dsn_user, dsn_password, dsn_database = parse_remote_dsn(dsn)
     user = analyst if analyst not in (None, "default") else (dsn_user or analyst or "default")
     secret = password if password is not None else (dsn_password or os.environ.get("DPCH_PASSWORD", ""))

@@ -1,26 +1,22 @@
-"""ClickHouse-style errors of the gateway: a code, its name, an HTTP status, and a message.
+"""ClickHouse-style errors of the gateway: a code, its name, an HTTP status, a message and a kind.
 
-The body is what ClickHouse writes (``Code: N. DB::Exception: message. (NAME) (version V)``)
-and the ``X-ClickHouse-Exception-Code`` header carries the code, so clients raise their own
-error types with dpch's message in them.
+To ClickHouse clients the body is what ClickHouse writes (``Code: N. DB::Exception: message.
+(NAME) (version V)``) and the ``X-ClickHouse-Exception-Code`` header carries the code, so they
+raise their own error types with dpch's message in them. To dpch's own clients (``/dpch/v1/``)
+the body is JSON with the error's kind (:meth:`GatewayError.as_json`), from which the remote
+session rebuilds the same dpch error. A dpch error's code is its kind's row of
+:data:`dpch.errors.KINDS`; an error of the protocol itself (authentication, limits, a bad
+request) names its code and kind where it is raised.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from typing import Any
 
-from dpch.errors import (
-    AnalystLocked,
-    BudgetExceeded,
-    ConfigError,
-    DpchError,
-    ExecutionError,
-    ParseError,
-    PolicyError,
-    QueryFailedAfterCharge,
-    QueryRejected,
-    StoreLocked,
-)
+from dpch.errors import DpchError, ExecutionError, ParseError, QueryFailedAfterCharge, kind_of
+from dpch.server.wire import error_to_wire
 
 # code: (name, HTTP status) — codes and names as ClickHouse defines them
 CODES = {
@@ -51,12 +47,15 @@ CODES = {
 
 
 class GatewayError(Exception):
-    """An error answered to the client in ClickHouse's shape."""
+    """An error answered to the client: ``message`` in ClickHouse's shape, ``wire`` as dpch's JSON."""
 
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: int, kind: str, message: str, *, wire: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.kind = kind
+        self.wire = wire if wire is not None else {"kind": kind, "message": message.removeprefix("dpch: "),
+                                                   "hint": None}
 
     @property
     def name(self) -> str:
@@ -69,6 +68,10 @@ class GatewayError(Exception):
     def body(self, version: str) -> bytes:
         text = self.message.rstrip(".")
         return f"Code: {self.code}. DB::Exception: {text}. ({self.name}) (version {version})\n".encode()
+
+    def as_json(self) -> bytes:
+        """The body for dpch's own clients: the error's kind, message, hint and fields, with its code."""
+        return json.dumps({"error": {**self.wire, "code": self.code, "name": self.name}}, default=str).encode()
 
 
 #: sqlglot's operator classes, as the SQL the analyst wrote
@@ -88,27 +91,16 @@ def scrub(message: str) -> str:
 
 
 def from_dpch(exc: DpchError) -> GatewayError:
-    """Maps a dpch error (whose message is already free of data) to a ClickHouse code."""
-    text = scrub(f"dpch: {exc}")
-    if isinstance(exc, ParseError):
-        return GatewayError(62, text)
-    if isinstance(exc, AnalystLocked):  # before BudgetExceeded, its base class
-        return GatewayError(291, text)
-    if isinstance(exc, BudgetExceeded):
-        return GatewayError(201, text)
-    if isinstance(exc, PolicyError):
-        return GatewayError(60 if "does not exist" in exc.message else 497, text)
-    if isinstance(exc, QueryRejected):
-        return GatewayError(497, text)
-    if isinstance(exc, ConfigError):
-        return GatewayError(36, text)
-    if isinstance(exc, StoreLocked):
-        return GatewayError(202, text)
-    if isinstance(exc, QueryFailedAfterCharge):  # the fixed sentence, whatever failed
-        return GatewayError(1001, f"dpch: {QueryFailedAfterCharge.MESSAGE}")
-    if isinstance(exc, ExecutionError):
-        return GatewayError(1002, text)
-    return GatewayError(1002, text)
+    """A dpch error (whose message is already free of data) as the gateway answers it: the code
+    of its kind (:data:`dpch.errors.KINDS`); no sqlglot internals in what is sent."""
+    row = kind_of(exc)
+    if row.error is QueryFailedAfterCharge:  # the fixed sentence, whatever failed (DESIGN.md rule 5)
+        exc = QueryFailedAfterCharge()
+    wire = error_to_wire(exc)
+    wire["message"] = scrub(wire["message"])
+    if wire.get("hint"):
+        wire["hint"] = scrub(wire["hint"])
+    return GatewayError(row.clickhouse_code, row.kind, scrub(f"dpch: {exc}"), wire=wire)
 
 
 _CLICKHOUSE_CODE = re.compile(r"Code: (\d+)\.")
@@ -131,8 +123,9 @@ def metadata_error(clickhouse_text: str, timeout: float) -> GatewayError:
     code = int(match.group(1)) if match else 1002
     message = _METADATA_FAILURES.get(code)
     if message is None:
-        return GatewayError(36 if code not in CODES else code, "dpch: ClickHouse cannot run this metadata query")
-    return GatewayError(code, "dpch: " + message.format(timeout=timeout))
+        return GatewayError(36 if code not in CODES else code, ExecutionError.kind,
+                            "dpch: ClickHouse cannot run this metadata query")
+    return GatewayError(code, ExecutionError.kind, "dpch: " + message.format(timeout=timeout))
 
 
 def syntax_error(sql: str) -> GatewayError:
@@ -140,7 +133,8 @@ def syntax_error(sql: str) -> GatewayError:
     if "$" in sql:
         macro = re.search(r"\$\{?[A-Za-z_][A-Za-z0-9_]*", sql)
         name = macro.group(0) if macro else "$"
-        return GatewayError(62, f"dpch: cannot parse the query: {name} is a client macro that was not expanded "
-                                "(ClickHouse SQL has no $); let the client expand it, or write the value")
-    return GatewayError(62, "dpch: cannot parse the query: it cannot be read as SQL tokens "
-                            "(is a quote, backquote or comment left open?)")
+        return GatewayError(62, ParseError.kind,
+                            f"dpch: cannot parse the query: {name} is a client macro that was not expanded "
+                            "(ClickHouse SQL has no $); let the client expand it, or write the value")
+    return GatewayError(62, ParseError.kind, "dpch: cannot parse the query: it cannot be read as SQL tokens "
+                                             "(is a quote, backquote or comment left open?)")

@@ -9,6 +9,7 @@ rows are serialised by ClickHouse in the client's format (:mod:`.formats`).
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -20,7 +21,7 @@ from sqlglot.errors import SqlglotError
 from sqlglot.tokens import TokenType
 
 from dpch.accounting.accountant import Accountant
-from dpch.errors import ConfigError, DpchError
+from dpch.errors import AuthenticationFailed, ConfigError, DpchError, QueryRejected
 from dpch.pipeline.report import Release
 from dpch.policy.resolve import Policy
 from dpch.privacy.cost import PrivacyCost
@@ -110,15 +111,17 @@ class Gateway:
         name = user or "default"
         entry = self.config.users.get(name)
         if entry is None or not entry.check(password or ""):
-            raise GatewayError(516, f"{name}: Authentication failed: password is incorrect, "
-                                    "or there is no user with such name")
+            raise from_dpch(AuthenticationFailed(
+                f"{name}: Authentication failed: password is incorrect, or there is no user with such name",
+                hint="the gateway refused the credentials: check the user name and password"))
         return entry
 
     def engine(self, database: str | None) -> Engine:
         db = database or self.config.database
         engine = self._engines.get(db)
         if engine is None:
-            raise GatewayError(81, f"Database {db} does not exist (dpch serves: {', '.join(self._engines)})")
+            raise GatewayError(
+                81, ConfigError.kind, f"Database {db} does not exist (dpch serves: {', '.join(self._engines)})")
         return engine
 
     def session(self, user: User, database: str | None) -> Session:
@@ -150,12 +153,12 @@ class Gateway:
             elif name in self.accept:
                 if _OUTPUT_SETTING.match(name):
                     if not _SETTING_VALUE.match(value):
-                        raise GatewayError(36, f"Invalid value {value!r} for setting {name}")
+                        raise GatewayError(36, ConfigError.kind, f"Invalid value {value!r} for setting {name}")
                     output[name] = value
             else:
-                raise GatewayError(115, f"Setting {name} is not accepted by dpch (only dp_* settings and "
-                                        "harmless client settings are; ClickHouse settings are fixed by "
-                                        "the data owner)")
+                raise GatewayError(115, QueryRejected.kind,
+                                   f"Setting {name} is not accepted by dpch (only dp_* settings and harmless "
+                                   "client settings are; ClickHouse settings are fixed by the data owner)")
         return options, binds, output
 
     def settings_rows(self) -> list[tuple[Any, ...]]:
@@ -177,9 +180,10 @@ class Gateway:
         fmt_name = clause_format or default_format or "TabSeparated"
         fmt = canonical_format(fmt_name)
         if fmt is None:
-            raise GatewayError(73, f"Unknown output format {fmt_name} (dpch serves: TabSeparated[WithNames"
-                                   "[AndTypes]], CSV[WithNames], JSON, JSONCompact, JSONEachRow, Native, "
-                                   "RowBinary, Arrow, Parquet, Pretty)")
+            raise GatewayError(73, QueryRejected.kind,
+                               f"Unknown output format {fmt_name} (dpch serves: TabSeparated[WithNames[AndTypes]], "
+                               "CSV[WithNames], JSON, JSONCompact, JSONEachRow, Native, RowBinary, Arrow, Parquet, "
+                               "Pretty)")
         text = bind_parameters(text, binds)
         engine = self.engine(database)
         catalog = self._catalog(user, engine.database)
@@ -275,7 +279,7 @@ class Gateway:
         settings = {**metadata_limits(self.config.metadata_timeout), "input_format_parallel_parsing": "0", **output}
         engine = self._metadata_engine
         if engine is None:
-            raise GatewayError(1002, "dpch: the gateway is closed")
+            raise GatewayError(1002, DpchError.kind, "dpch: the gateway is closed")
         return self._raw(engine, render(found, settings), fmt)
 
     def _raw(self, engine: Engine, sql: str, fmt: str) -> bytes:
@@ -312,7 +316,14 @@ class Gateway:
         return result
 
     def table_policies(self, user: User, database: str | None) -> list[dict]:
-        return [p.as_dict() | {"describe": p.describe()} for p in self.session(user, database).tables()]
+        """The policies of the tables ``user`` may query, as JSON with their text and each column's."""
+        result = []
+        for policy in self.session(user, database).tables():
+            data = policy.as_dict() | {"describe": policy.describe()}
+            data["columns"] = {name: {**col, "describe": policy.columns[name].describe()}
+                               for name, col in data["columns"].items()}
+            result.append(data)
+        return result
 
     def close(self) -> None:
         metadata, self._metadata_engine = self._metadata_engine, None
@@ -341,13 +352,13 @@ def bind_parameters(sql: str, binds: dict[str, str]) -> str:
             return match.group(0)
         name, ch_type = match.group(1), match.group(2).strip()
         if name not in binds:
-            raise GatewayError(36, f"Substitution {name} is not set (send it as param_{name})")
+            raise GatewayError(36, ConfigError.kind, f"Substitution {name} is not set (send it as param_{name})")
         value = binds[name]
         if _NUMERIC_TYPE.match(ch_type):
             try:
                 float(value)
             except ValueError:
-                raise GatewayError(36, f"Value of parameter {name} is not a {ch_type}") from None
+                raise GatewayError(36, ConfigError.kind, f"Value of parameter {name} is not a {ch_type}") from None
             return value
         return string_literal(value)
 
@@ -364,8 +375,6 @@ def _number_or_text(value: str) -> Any:
 
 
 def _json(data: Any) -> str:
-    import json
-
     return json.dumps(data, separators=(",", ":"))
 
 

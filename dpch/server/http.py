@@ -7,7 +7,10 @@
 - responses with ``X-ClickHouse-Query-Id/-Format/-Timezone/-Server-Display-Name/-Summary`` and
   ``X-Dpch-*`` (cost, budget left, cache), compressed (gzip, deflate, zstd, lz4, br) when the
   client asks; errors as ClickHouse writes them, with ``X-ClickHouse-Exception-Code``;
-- ``/ping``, and ``/dpch/v1/{release,explain,budget,tables}`` (JSON) for dpch's own clients.
+- ``/ping``, and ``/dpch/v1/{release,refine,explain,budget,tables}`` (JSON, :mod:`.wire`) for dpch's
+  own clients: a release, an explanation with its cost and budget check as data, and errors as
+  ``{"error": {"kind", "message", "hint", "code", "name", ...}}`` with the kind of
+  :data:`dpch.errors.KINDS` (every error also carries ``X-Dpch-Error-Kind``).
 
 Threaded, with bounded request size, execution time and concurrency; graceful shutdown; one
 JSON access-log line per request.
@@ -30,10 +33,11 @@ from urllib.parse import parse_qsl, urlsplit
 
 from sqlglot.errors import SqlglotError
 
-from dpch.errors import DpchError
+from dpch.errors import AuthenticationFailed, ConfigError, DpchError, GatewayBusy, GatewayTimeout, ParseError
 from dpch.server.config import ServerConfig, User
 from dpch.server.errors import GatewayError, from_dpch, syntax_error
-from dpch.server.gateway import Gateway, Result
+from dpch.server.formats import content_type
+from dpch.server.gateway import Gateway, Result, check_config
 
 access_log = logging.getLogger("dpch.access")
 
@@ -44,24 +48,24 @@ def _codecs() -> dict[str, Any]:
         "deflate": (lambda b: zlib.compress(b, 6), zlib.decompress),
     }
     try:
-        from backports import zstd  # type: ignore[import-not-found]
+        from backports import zstd  # type: ignore[import-not-found, unused-ignore]
 
         codecs["zstd"] = (zstd.compress, zstd.decompress)
     except ImportError:
         try:
-            import zstandard
+            import zstandard  # type: ignore[import-not-found, unused-ignore]
 
             codecs["zstd"] = (zstandard.ZstdCompressor().compress, zstandard.ZstdDecompressor().decompress)
         except ImportError:
             pass
     try:
-        import lz4.frame
+        import lz4.frame  # type: ignore[import-untyped, unused-ignore]
 
         codecs["lz4"] = (lz4.frame.compress, lz4.frame.decompress)
     except ImportError:
         pass
     try:
-        import brotli  # type: ignore[import-not-found]
+        import brotli  # type: ignore[import-not-found, unused-ignore]
 
         codecs["br"] = (brotli.compress, brotli.decompress)
     except ImportError:
@@ -90,6 +94,12 @@ class GatewayServer(ThreadingHTTPServer):
         self._conn_lock = threading.Lock()
         self._stopped = False
         super().__init__(address, Handler)
+
+    @property
+    def host(self) -> str:
+        """The address bound."""
+        host = self.server_address[0]
+        return host.decode() if isinstance(host, bytes) else str(host)
 
     @property
     def port(self) -> int:
@@ -180,20 +190,23 @@ class Handler(BaseHTTPRequestHandler):
                 elif parts.path in ("/", "/query", ""):
                     status, body, extra = self._query(user, params, body_bytes, log)
                 else:
-                    raise GatewayError(36, f"There is no handle {parts.path}")
-        except GatewayError as exc:
-            status, body = exc.status, exc.body(gateway.version)
-            extra = {"Content-Type": "text/plain; charset=UTF-8",
-                     "X-ClickHouse-Exception-Code": str(exc.code)}
-            log["error"] = exc.code
-            if exc.code == 516:
-                extra["WWW-Authenticate"] = 'Basic realm="dpch"'
+                    raise GatewayError(36, ConfigError.kind, f"There is no handle {parts.path}")
         except Exception as exc:  # never a traceback or unvetted text to the client
-            status = 500
-            body = GatewayError(1002, f"dpch: internal error ({type(exc).__name__})").body(gateway.version)
-            extra = {"Content-Type": "text/plain; charset=UTF-8", "X-ClickHouse-Exception-Code": "1002"}
-            log["error"] = 1002
-            log["exception"] = type(exc).__name__
+            error = exc if isinstance(exc, GatewayError) else GatewayError(
+                1002, DpchError.kind, f"dpch: internal error ({type(exc).__name__})")
+            status = error.status
+            # dpch's own clients read the error's kind from JSON; ClickHouse clients read ClickHouse's text
+            if parts.path.startswith("/dpch/"):
+                body, content = error.as_json(), "application/json; charset=UTF-8"
+            else:
+                body, content = error.body(gateway.version), "text/plain; charset=UTF-8"
+            extra = {"Content-Type": content, "X-ClickHouse-Exception-Code": str(error.code),
+                     "X-Dpch-Error-Kind": error.kind}
+            log["error"] = error.code
+            if error.code == 516:
+                extra["WWW-Authenticate"] = 'Basic realm="dpch"'
+            if error is not exc:
+                log["exception"] = type(exc).__name__
         headers.update(extra)
         body = self._compress(body, params, headers)
         self._send(status, body, headers)
@@ -204,24 +217,26 @@ class Handler(BaseHTTPRequestHandler):
         if self.command != "POST":
             return b""
         if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-            raise GatewayError(36, "chunked request bodies are not supported; send Content-Length")
+            raise GatewayError(36, ConfigError.kind, "chunked request bodies are not supported; send Content-Length")
         length = int(self.headers.get("Content-Length") or 0)
         limit = self.server.config.max_request_bytes
         if length > limit:
             self.close_connection = True
-            raise GatewayError(307, f"Request body of {length} bytes is larger than the limit of {limit}")
+            raise GatewayError(
+                307, ConfigError.kind, f"Request body of {length} bytes is larger than the limit of {limit}")
         data = self.rfile.read(length) if length else b""
         encoding = (self.headers.get("Content-Encoding") or "").strip().lower()
         if encoding and encoding != "identity":
             codec = CODECS.get(encoding)
             if codec is None:
-                raise GatewayError(36, f"Unknown Content-Encoding {encoding}")
+                raise GatewayError(36, ConfigError.kind, f"Unknown Content-Encoding {encoding}")
             try:
                 data = codec[1](data)
             except Exception:
-                raise GatewayError(36, f"Cannot decompress the {encoding} request body") from None
+                raise GatewayError(36, ConfigError.kind, f"Cannot decompress the {encoding} request body") from None
             if len(data) > limit:
-                raise GatewayError(307, f"Decompressed request body is larger than the limit of {limit}")
+                raise GatewayError(
+                    307, ConfigError.kind, f"Decompressed request body is larger than the limit of {limit}")
         return data
 
     def _authenticate(self, params: dict[str, str]) -> User:
@@ -232,7 +247,8 @@ class Handler(BaseHTTPRequestHandler):
             try:
                 user, _, password = base64.b64decode(auth[6:].strip()).decode().partition(":")
             except (ValueError, UnicodeDecodeError):
-                raise GatewayError(516, "Authorization header is not valid basic auth") from None
+                raise GatewayError(
+                    516, AuthenticationFailed.kind, "Authorization header is not valid basic auth") from None
         if user is None:
             user, password = params.get("user"), params.get("password", password)
         return self.server.gateway.authenticate(user, password)
@@ -241,7 +257,7 @@ class Handler(BaseHTTPRequestHandler):
         """Runs ``work`` with a bounded number of concurrent queries and a time limit."""
         timeout = self.server.config.query_timeout or None
         if not self.server.slots.acquire(timeout=timeout or 30):
-            raise GatewayError(202, "Too many simultaneous queries; try again later")
+            raise GatewayError(202, GatewayBusy.kind, "Too many simultaneous queries; try again later")
         future = None
         try:
             future = self.server.pool.submit(work)
@@ -249,7 +265,8 @@ class Handler(BaseHTTPRequestHandler):
         except concurrent.futures.TimeoutError:
             # The query keeps running to completion (its charge is already durable: budget may be
             # lost, never privacy); the client is told now.
-            raise GatewayError(159, f"Timeout exceeded: the query took longer than {timeout:g} s") from None
+            raise GatewayError(
+                159, GatewayTimeout.kind, f"Timeout exceeded: the query took longer than {timeout:g} s") from None
         finally:
             if future is not None and not future.done():
                 future.add_done_callback(lambda _f: self.server.slots.release())
@@ -261,7 +278,7 @@ class Handler(BaseHTTPRequestHandler):
         parts = [p for p in (params.get("query", ""), body.decode("utf-8", errors="replace")) if p.strip()]
         sql = "\n".join(parts)
         if not sql.strip():
-            raise GatewayError(62, "Empty query")
+            raise GatewayError(62, ParseError.kind, "Empty query")
         log["sql"] = sql[:300]
         gateway = self.server.gateway
         result: Result = self._run(lambda: gateway.execute(
@@ -271,8 +288,6 @@ class Handler(BaseHTTPRequestHandler):
         log["kind"] = result.kind
         if result.cost is not None:
             log["epsilon"], log["delta"] = result.cost.epsilon, result.cost.delta
-        from dpch.server.formats import content_type
-
         rows = max(result.rows, 0)
         summary = {"read_rows": "0", "read_bytes": "0", "written_rows": "0", "written_bytes": "0",
                    "total_rows_to_read": "0", "result_rows": str(rows), "result_bytes": str(len(result.body)),
@@ -304,7 +319,7 @@ class Handler(BaseHTTPRequestHandler):
                 session = gateway.session(user, database)
                 if path == "/dpch/v1/explain":
                     try:
-                        return {"describe": session.explain(str(request.get("sql", "")), **options).describe()}
+                        return session.explain(str(request.get("sql", "")), **options).as_dict()
                     except SqlglotError:
                         raise syntax_error(str(request.get("sql", ""))) from None
                 if path == "/dpch/v1/budget":
@@ -314,7 +329,7 @@ class Handler(BaseHTTPRequestHandler):
                 if path == "/dpch/v1/tables":
                     return {"database": session.engine.database, "tables": gateway.table_policies(user, database),
                             "server": gateway.config.display_name, "version": gateway.version}
-                raise GatewayError(36, f"There is no handle {path}")
+                raise GatewayError(36, ConfigError.kind, f"There is no handle {path}")
             except DpchError as exc:
                 raise from_dpch(exc) from None
 
@@ -371,25 +386,28 @@ def dpch_request(path: str, body: bytes) -> dict[str, Any]:
     try:
         request = json.loads(body or b"{}")
     except ValueError:  # includes bodies that are not UTF-8
-        raise GatewayError(36, f"dpch: the body of {path} must be a JSON object, e.g. {{\"sql\": \"SELECT ...\"}}; "
-                               "it is not valid JSON") from None
+        raise GatewayError(36, ConfigError.kind,
+                           f"dpch: the body of {path} must be a JSON object, e.g. {{\"sql\": \"SELECT ...\"}}; "
+                           "it is not valid JSON") from None
     if not isinstance(request, dict):
-        raise GatewayError(36, f"dpch: the body of {path} must be a JSON object, not a JSON {_json_kind(request)}")
+        raise GatewayError(
+            36, ConfigError.kind, f"dpch: the body of {path} must be a JSON object, not a JSON {_json_kind(request)}")
     for name, value in request.items():
         spec = _REQUEST_FIELDS.get(name)
         if spec is None:
-            raise GatewayError(36, f"dpch: unknown field {name!r} in the body of {path} "
-                                   f"(known: {', '.join(sorted(_REQUEST_FIELDS))})")
+            raise GatewayError(36, ConfigError.kind, f"dpch: unknown field {name!r} in the body of {path} "
+                                                     f"(known: {', '.join(sorted(_REQUEST_FIELDS))})")
         kinds, wanted = spec
         if value is not None and (not isinstance(value, kinds) or isinstance(value, bool)):
-            raise GatewayError(36, f"dpch: field {name!r} must be {wanted}, not a JSON {_json_kind(value)}")
+            raise GatewayError(
+                36, ConfigError.kind, f"dpch: field {name!r} must be {wanted}, not a JSON {_json_kind(value)}")
     recent = request.get("recent")
     if recent is not None and not 0 <= recent <= MAX_RECENT:
-        raise GatewayError(36, f"dpch: field 'recent' must be between 0 and {MAX_RECENT}")
+        raise GatewayError(36, ConfigError.kind, f"dpch: field 'recent' must be between 0 and {MAX_RECENT}")
     for name, value in (request.get("options") or {}).items():
         if value is not None and not isinstance(value, _OPTION_TYPES):
-            raise GatewayError(36, f"dpch: option {name!r} must be a string, number or boolean, "
-                                   f"not a JSON {_json_kind(value)}")
+            raise GatewayError(36, ConfigError.kind, f"dpch: option {name!r} must be a string, number or boolean, "
+                                                     f"not a JSON {_json_kind(value)}")
     return request
 
 
@@ -402,8 +420,6 @@ def _json_kind(value: Any) -> str:
 def make_server(config: ServerConfig, *, host: str | None = None, port: int | None = None) -> GatewayServer:
     """Opens the store and binds ``host:port`` (port 0 picks a free port). Call ``serve_forever()``
     or ``start()``, and ``stop()`` to shut down gracefully."""
-    from dpch.server.gateway import check_config
-
     check_config(config)
     gateway = Gateway(config)
     try:

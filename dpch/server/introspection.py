@@ -15,12 +15,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from dpch.errors import ParseError, PolicyError, QueryRejected
 from dpch.server.errors import GatewayError
 from dpch.server.formats import rows_source, with_settings
 from dpch.sql.parse import DIALECT
@@ -139,7 +140,7 @@ def translate_statement(sql: str, catalog: Catalog) -> exp.Select | None:
     if m := _DESCRIBE.match(sql):
         db, table = m.group(1) or catalog.database, m.group(2)
         if not any(t[0] == table for t in catalog.tables(db)) if db in catalog.databases else True:
-            raise GatewayError(60, f"Table {db}.{table} does not exist (or has no privacy policy)")
+            raise GatewayError(60, PolicyError.kind, f"Table {db}.{table} does not exist (or has no privacy policy)")
         query = _template("SELECT name, type, default_kind AS default_type, default_expression, comment, "
                           "compression_codec AS codec_expression, '' AS ttl_expression FROM system.columns "
                           "ORDER BY position")
@@ -172,7 +173,7 @@ def _like(column: str, negated: str | None, operator: str, pattern: str) -> exp.
     except SqlglotError:
         literal = None
     if not (isinstance(literal, exp.Literal) and literal.is_string):
-        raise GatewayError(62, "dpch: the LIKE pattern of SHOW must be one quoted string")
+        raise GatewayError(62, ParseError.kind, "dpch: the LIKE pattern of SHOW must be one quoted string")
     kind = exp.ILike if operator.upper() == "ILIKE" else exp.Like
     node: exp.Expression = kind(this=exp.column(column), expression=literal)
     return exp.Not(this=node) if negated else node
@@ -190,11 +191,11 @@ def introspect(sql: str, catalog: Catalog) -> Introspection | None:
     """
     tree: exp.Expression | None = translate_statement(sql, catalog)
     if tree is None and _is_metadata_statement(sql):
-        raise GatewayError(48, "dpch serves SHOW DATABASES, SHOW TABLES, DESCRIBE and EXISTS; "
-                               "this metadata statement is not supported")
+        raise GatewayError(48, QueryRejected.kind, "dpch serves SHOW DATABASES, SHOW TABLES, DESCRIBE and "
+                                                   "EXISTS; this metadata statement is not supported")
     if tree is None:
         try:
-            tree = sqlglot.parse_one(sql, read=DIALECT)
+            tree = cast(exp.Expression, sqlglot.parse_one(sql, read=DIALECT))  # sqlglot 30 types it Expr
         except SqlglotError:
             return None  # the DP path reports the syntax error in dpch's words
     if not isinstance(tree, exp.Select | exp.Union):
@@ -207,7 +208,8 @@ def introspect(sql: str, catalog: Catalog) -> Introspection | None:
     elif not system:
         return None
     elif len(system) != len(tables):
-        raise GatewayError(497, "dpch: a query cannot mix system tables with other tables or table functions")
+        raise GatewayError(
+            497, QueryRejected.kind, "dpch: a query cannot mix system tables with other tables or table functions")
     check_allowed(tree)
     tree = tree.copy()
     tree.set("settings", None)
@@ -317,9 +319,9 @@ def check_allowed(tree: exp.Expression) -> None:
     arrayJoin), no table functions, no function that reads a table, a file or the network."""
     for node in tree.walk():
         rule = _RULES.get(type(node), _allowlisted)
-        refusal = rule(node)
+        refusal = rule(cast(exp.Expression, node))  # sqlglot 30 types walk() as Expr
         if refusal is not None:
-            raise GatewayError(497, "dpch: " + refusal)
+            raise GatewayError(497, QueryRejected.kind, "dpch: " + refusal)
 
 
 def _function_name(node: exp.Expression) -> str:

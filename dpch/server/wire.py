@@ -1,12 +1,16 @@
-"""The gateway's wire format for releases: JSON that carries everything a :class:`Release` holds.
+"""The gateway's wire format: JSON for releases, explanations and errors.
 
 Ordinary ClickHouse clients never see it: they get rows in their own format and a summary of
 the release in ``X-Dpch-*`` response headers. dpch's own remote client (``dpch://``) asks for
-this JSON and rebuilds the same :class:`Release` an in-process session returns.
+this JSON and rebuilds the same :class:`Release` an in-process session returns, an explanation
+with its cost and budget check as data (:class:`RemoteExplanation`), and errors as their kind
+(:data:`dpch.errors.KINDS`), so a PolicyError raised on the gateway is a PolicyError in the client.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -14,12 +18,18 @@ from dpch.accounting.accountant import BudgetStatus
 from dpch.accounting.budget import Budget
 from dpch.accounting.ledger import LedgerEntry
 from dpch.accounting.locks import AnalystLock
+from dpch.errors import AccuracyNotReached, DpchError, error_kind, kind_of
 from dpch.pipeline.report import MeasureReport, Release
 from dpch.privacy.cost import PrivacyCost
 
 
 def cost_dict(cost: PrivacyCost) -> dict[str, Any]:
     return {"epsilon": cost.epsilon, "delta": cost.delta, "rho": cost.rho}
+
+
+def cost_from_wire(data: dict[str, Any]) -> PrivacyCost:
+    """The inverse of :func:`cost_dict`."""
+    return PrivacyCost(data["epsilon"], data["delta"], data.get("rho"))
 
 
 def release_to_wire(release: Release, types: list[str], *, cached: bool = False) -> dict[str, Any]:
@@ -120,3 +130,86 @@ def release_from_wire(data: dict[str, Any]) -> tuple[Release, list[str]]:
         accuracy=WireAccuracy(data["accuracy"], data.get("accuracy_text", "")) if data.get("accuracy") else None,
     )
     return release, list(data["types"])
+
+
+# -- explanations ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RemoteExplanation:
+    """An EXPLAIN as a gateway sends it (:meth:`dpch.pipeline.report.Explanation.as_dict`): the
+    cost and the budget check as data, and the text the gateway rendered. It satisfies
+    :class:`dpch.api.Explained` (the plan itself stays on the gateway)."""
+
+    sql: str
+    cost: PrivacyCost
+    admissible: bool
+    reason: str
+    mechanism: str
+    confidence: float
+    measures: list[MeasureReport] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    text: str = ""
+
+    def describe(self) -> str:
+        return self.text
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"sql": self.sql, "cost": cost_dict(self.cost), "admissible": self.admissible,
+                "reason": self.reason, "mechanism": self.mechanism, "confidence": self.confidence,
+                "measures": [m.as_dict() for m in self.measures], "notes": list(self.notes),
+                "describe": self.text}
+
+
+def explanation_from_wire(data: dict[str, Any]) -> RemoteExplanation:
+    """The inverse of ``Explanation.as_dict``."""
+    return RemoteExplanation(
+        sql=data["sql"], cost=cost_from_wire(data["cost"]), admissible=bool(data["admissible"]),
+        reason=data.get("reason", ""), mechanism=data["mechanism"], confidence=data["confidence"],
+        measures=[MeasureReport(**m) for m in data.get("measures", [])], notes=list(data.get("notes", [])),
+        text=data.get("describe", ""))
+
+
+# -- errors --------------------------------------------------------------------------------------
+
+
+def _accuracy_details(error: DpchError) -> dict[str, Any]:
+    assert isinstance(error, AccuracyNotReached)
+    report: Any = error.report  # an AccuracyReport (or a WireAccuracy): as_dict() and describe()
+    charged: Any = error.charged  # a PrivacyCost (dpch.errors sits below dpch.privacy)
+    return {"release_id": error.release_id, "charged": cost_dict(charged) if charged is not None else None,
+            "report": report.as_dict() if report is not None else None,
+            "report_text": report.describe() if report is not None else ""}
+
+
+def _restore_accuracy(error: DpchError, data: dict[str, Any]) -> None:
+    assert isinstance(error, AccuracyNotReached)
+    error.release_id = data.get("release_id", "")
+    error.charged = cost_from_wire(data["charged"]) if data.get("charged") else None
+    error.report = WireAccuracy(data["report"], data.get("report_text", "")) if data.get("report") else None
+
+
+#: errors that carry fields besides their message: class → (encode, restore onto the rebuilt error)
+_DETAILS: dict[type[DpchError], tuple[Callable[[DpchError], dict[str, Any]],
+                                      Callable[[DpchError, dict[str, Any]], None]]] = {
+    AccuracyNotReached: (_accuracy_details, _restore_accuracy),
+}
+
+
+def error_to_wire(error: DpchError) -> dict[str, Any]:
+    """``error`` as JSON: its kind (a row of :data:`dpch.errors.KINDS`), message, hint and the
+    fields its class carries. The message is the one the analyst sees locally (free of data)."""
+    row = kind_of(error)
+    codec = _DETAILS.get(row.error)
+    return {"kind": row.kind, "message": error.message, "hint": error.hint,
+            **(codec[0](error) if codec is not None else {})}
+
+
+def error_from_wire(data: dict[str, Any]) -> DpchError:
+    """The inverse of :func:`error_to_wire`: the same dpch class, message and hint."""
+    row = error_kind(str(data.get("kind", "")))
+    error = row.error.restore(str(data.get("message", "")), data.get("hint"))
+    codec = _DETAILS.get(row.error)
+    if codec is not None:
+        codec[1](error, data)
+    return error

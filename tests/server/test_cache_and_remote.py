@@ -10,8 +10,10 @@ import sys
 import textwrap
 
 import pytest
+from click.testing import CliRunner
 
 import dpch
+from dpch.cli.main import cli
 from dpch.errors import BudgetExceeded, QueryRejected
 
 Q = "SELECT region, count(*) AS n, avg(spend) AS a FROM visits GROUP BY region"
@@ -140,3 +142,22 @@ def test_accuracy_first_and_refine_through_the_gateway(serve, database, monkeypa
     assert (hi2 - lo2) / 2 < (hi - lo) / 2
     spent = s.budget().spent
     assert spent.rho == pytest.approx(first.cost.rho + refined.cost.rho)
+
+
+def test_data_owner_commands_are_refused_through_a_gateway(serve, database, monkeypatch):
+    """Through ``--dsn dpch://`` the analyst's commands work and the data owner's (another analyst's
+    budget, unlock, budget set/list, load, audit) are refused by the DSN, before touching anything."""
+    srv = serve()
+    monkeypatch.setenv("DPCH_PASSWORD", "ana-pw")
+    base = ["--dsn", f"dpch://127.0.0.1:{srv.port}/{database}", "--analyst", "ana"]
+    runner = CliRunner()
+    own = runner.invoke(cli, [*base, "budget"])
+    assert own.exit_code == 0 and "analyst ana" in own.output, own.output
+    for command in (["budget", "--analyst", "bob"], ["budget", "unlock", "--analyst", "bob"],
+                    ["budget", "set", "--analyst", "bob", "--epsilon", "9"], ["budget", "list"],
+                    ["audit", "--query", "SELECT count(*) FROM visits"]):
+        result = runner.invoke(cli, [*base, *command])
+        assert result.exit_code == 1, (command, result.output)
+        assert "for the data owner, on the store itself, not through a gateway" in result.output, result.output
+    with dpch.connect(f"dpch://127.0.0.1:{srv.port}/{database}", analyst="bob", password="bob-pw") as bob:
+        assert bob.budget().budget.epsilon == 3.0  # budget set was refused: bob's budget is untouched
