@@ -161,12 +161,17 @@ class Shell:
             return True  # the query itself reports the refusal, charging nothing
         cost = explanation.cost
         left = status.remaining
-        share = max(cost.epsilon / left.epsilon if left.epsilon > 0 else float("inf"),
-                    cost.delta / left.delta if cost.delta and left.delta > 0 else 0.0)
+        if cost.rho is not None and left.rho is not None:  # a zCDP filter counts ρ, not ε
+            share = cost.rho / left.rho if left.rho > 0 else float("inf")
+            spent_in = f"ρ {cost.rho:.4g}, {share:.0%} of your remaining ρ {left.rho:.4g}"
+        else:
+            share = max(cost.epsilon / left.epsilon if left.epsilon > 0 else float("inf"),
+                        cost.delta / left.delta if cost.delta and left.delta > 0 else 0.0)
+            spent_in = f"{share:.0%} of your remaining ε {left.epsilon:.4g}"
         if share <= self.confirm_share:
             return True
         what = f"this query costs ε {cost.epsilon:.4g}" + (f", δ {cost.delta:.3g}" if cost.delta else "")
-        what += f", {share:.0%} of your remaining ε {left.epsilon:.4g}"
+        what += f", {spent_in}"
         if not self.interactive:
             raise ConfirmationRequired(f"{what} (above the {self.confirm_share:.0%} confirmation threshold); "
                                        "not run, nothing was charged",
