@@ -7,6 +7,7 @@
 """
 
 from dpch.accounting.budget import Budget
+from dpch.api import PrivateSession
 from dpch.connection import connect
 from dpch.errors import (
     BudgetExceeded,
@@ -27,6 +28,6 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Budget", "BudgetExceeded", "ConfigError", "DpchError", "ExecutionError", "MissingBoundsError",
-    "ParseError", "Policy", "PolicyError", "QueryRejected", "Release", "Session", "StoreLocked",
+    "ParseError", "Policy", "PolicyError", "PrivateSession", "QueryRejected", "Release", "Session", "StoreLocked",
     "connect",
 ]

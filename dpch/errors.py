@@ -90,7 +90,7 @@ class AnalystLocked(BudgetExceeded):
     """The analyst is locked: a release failed after it was charged (a possible attack).
 
     Nothing was run or charged. Only the data owner clears the lock (``dpch budget unlock``);
-    the reason stays with the owner (DESIGN.md rule 5).
+    the reason stays with the owner (docs/design.md rule 5).
     """
 
     kind = "locked_analyst"
@@ -134,7 +134,7 @@ class ExecutionError(DpchError):
 
 
 class QueryFailedAfterCharge(ExecutionError):
-    """A release failed after its charge: a possible attack (DESIGN.md rule 5, the tripwire).
+    """A release failed after its charge: a possible attack (docs/design.md rule 5, the tripwire).
 
     The message is one fixed sentence with no detail, whatever failed: anything more could
     depend on the data. The ledger row is marked failed (still counted) and the analyst locked.
@@ -179,7 +179,7 @@ class AccuracyNotReached(DpchError):
 
 class CostCheckFailed(DpchError):
     """The cost self-check failed: the mechanisms a release would run do not compose to the cost
-    it would be charged (DESIGN.md rule 7). Nothing was run or charged; this is a dpch bug."""
+    it would be charged (docs/design.md rule 7). Nothing was run or charged; this is a dpch bug."""
 
     kind = "internal"
     #: what did not compose, for the data owner's logs; never sent to a client ("" when rebuilt from the wire)

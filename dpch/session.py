@@ -92,7 +92,7 @@ class Session:
         noise = calibrate(plan, opts)
         emitted = emit_sql(plan, self.engine.database)
         self.context.probe.check(plan, emitted)
-        # durable before ClickHouse runs and before any noise is drawn (DESIGN.md rule 2)
+        # durable before ClickHouse runs and before any noise is drawn (docs/design.md rule 2)
         entry = admit.charge(self.accountant, noise.cost, self.datasets(plan), plan, opts.resolved_mechanism)
         with self.accountant.tripwire(entry):  # any failure from here on may depend on the data (rule 5)
             data = execute.exact(self.engine, plan, emitted)
@@ -114,7 +114,7 @@ class Session:
                                      relative_error=relative_error, max_epsilon=max_epsilon)
 
     def datasets(self, plan: QueryPlan) -> tuple[str, ...]:
-        """The dataset scopes (``db.table``) ``plan`` is admitted by and charged to (DESIGN.md rule 8)."""
+        """The dataset scopes (``db.table``) ``plan`` is admitted by and charged to (docs/design.md rule 8)."""
         return admit.datasets(self.engine.database, plan)
 
     # -- budget and schema -----------------------------------------------------------------------

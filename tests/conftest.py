@@ -22,7 +22,7 @@ from sql_fixtures import tables  # noqa: E402
 _counter = itertools.count()
 
 # Hypothesis runs derandomized (a fixed seed per test), so no verdict depends on the run — in
-# particular whether a mutant is caught (TESTING.md). HYPOTHESIS_PROFILE=dev explores randomly.
+# particular whether a mutant is caught (docs/development.md). HYPOTHESIS_PROFILE=dev explores randomly.
 settings.register_profile("ci", derandomize=True, database=None)
 settings.register_profile("dev", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

@@ -25,7 +25,7 @@ def make_table(session: dpch.Session, ddl_body: str, rows: list[tuple], columns:
 
 
 def inject_totality_gap(monkeypatch) -> None:
-    """Fault injection for the tripwire (DESIGN.md rule 5), the database staying real: every
+    """Fault injection for the tripwire (docs/design.md rule 5), the database staying real: every
     emitted SQL run fails inside ClickHouse iff its first aggregate ``m0`` is non-zero, as if a
     function that throws on some rows had slipped past the totality registry (issue 12's regex
     oracle: ``match('x', if(<condition>, '(', 'x'))``). ``monkeypatch.undo()`` removes it."""

@@ -24,9 +24,9 @@ Two ways to spend:
 
 A budget is per analyst, optionally also per dataset (``db.table``): all must admit. A release
 counts in the scope of every private table it reads (``datasets``; a join names each table, a
-self-join one), so a join cannot spend past any of its tables' budgets (DESIGN.md rule 8).
+self-join one), so a join cannot spend past any of its tables' budgets (docs/design.md rule 8).
 
-The tripwire (DESIGN.md rule 5): a release that fails after its charge may be an attack (an
+The tripwire (docs/design.md rule 5): a release that fails after its charge may be an attack (an
 error that fires only on some rows is a noiseless oracle). :meth:`Accountant.tripwire` wraps
 everything that runs after the charge; on any failure it marks the release ``failed`` (still
 counted), durably locks the analyst (:mod:`.locks`) and raises
@@ -143,7 +143,7 @@ class _AnalystState:
         self.settings = settings
         #: the analyst's lock, read from ``dpch_locks`` with the ledger and kept in step with this
         #: process's trips and unlocks (this process is the single admission owner of the ledger,
-        #: DESIGN.md "One process per store"); a trip holds here even if its row could not be written
+        #: docs/design.md "One process per store"); a trip holds here even if its row could not be written
         self.locked = locked
 
     def ledger_filter(self) -> str | None:
@@ -193,7 +193,7 @@ class Reservation:
 
     Settle it exactly once: :meth:`settle` with the realized cost, or :meth:`void` if nothing
     was computed (no data read, no noise drawn). Realized costs above the reservation are
-    charged as they are (004's ε_post may exceed its ε_max, ALGORITHMS.md B9).
+    charged as they are (004's ε_post may exceed its ε_max, docs/algorithms.md B9).
     """
 
     def __init__(self, accountant: Accountant, entry: LedgerEntry) -> None:
@@ -374,7 +374,7 @@ class Accountant:
             state.entries[entry.release_id] = final
             return final
 
-    # -- the tripwire (DESIGN.md rule 5) --------------------------------------------------------
+    # -- the tripwire (docs/design.md rule 5) --------------------------------------------------------
 
     @contextmanager
     def tripwire(self, release: LedgerEntry | Reservation) -> Iterator[None]:

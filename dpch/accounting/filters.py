@@ -1,8 +1,8 @@
 """Privacy filters: may the next release run, given what was already spent?
 
 A filter decides from the requested (worst-case) cost of the next release and the costs of
-past releases only, never from data (DESIGN.md rule 1; privacy filters as in Rogers et al.,
-seed privacy-odometers-and-filters.txt, Def 3.1: the proposed round is included in the check).
+past releases only, never from data (docs/design.md rule 1; privacy filters as in
+Rogers et al. 2016, Def 3.1: the proposed round is included in the check).
 
 One interface, :class:`PrivacyFilter`:
 
@@ -26,14 +26,14 @@ mechanism whose privacy loss is bounded by ``worst`` in every outcome is ``worst
 
 Filters (``name``: theorem):
 
-- ``basic`` — (ε, δ) basic composition, 001 Thm 3.4 with δ.
-- ``pure`` — pure ε basic composition, 001 Thm 3.4 (δ > 0 releases refused).
-- ``advanced`` — 001 Thm 5.1 advanced-composition filter (B3); (ε_i, δ_i) rounds by Lemma 3.3 (B5).
-- ``zcdp`` — 000 Thm 2; (ε, δ)-DP releases enter as δ-approximate ε²/2-zCDP (Lemma 2.3).
-- ``zcdp_bm`` — 000 Thm 6: zCDP releases and Brownian noise reduction under one ρ budget.
-- ``ex_post`` — 000 Lemma 5.2, charging realized ex-post ε.
-- ``pure_ex_post`` — 004 Alg 2 / Thm 11 with the per-instance δ fix of ALGORITHMS.md B9.
-- ``mixed`` — 000 Thm 3: a ``zcdp`` filter and an ``ex_post`` filter, budget split in advance.
+- ``basic`` — (ε, δ) basic composition, Rogers et al. 2016, Thm 3.4 with δ.
+- ``pure`` — pure ε basic composition, Rogers et al. 2016, Thm 3.4 (δ > 0 releases refused).
+- ``advanced`` — Rogers et al. 2016, Thm 5.1 advanced-composition filter (B3); (ε_i, δ_i) rounds by Lemma 3.3 (B5).
+- ``zcdp`` — Rogers et al. 2023, Thm 2; (ε, δ)-DP releases enter as δ-approximate ε²/2-zCDP (Lemma 2.3).
+- ``zcdp_bm`` — Rogers et al. 2023, Thm 6: zCDP releases and Brownian noise reduction under one ρ budget.
+- ``ex_post`` — Rogers et al. 2023, Lemma 5.2, charging realized ex-post ε.
+- ``pure_ex_post`` — Lebensold et al. 2024, Alg 2 / Thm 11 with the per-instance δ fix of docs/algorithms.md B9.
+- ``mixed`` — Rogers et al. 2023, Thm 3: a ``zcdp`` filter and an ``ex_post`` filter, budget split in advance.
 """
 
 from __future__ import annotations
@@ -142,14 +142,14 @@ class PrivacyFilter(ABC):
 
 
 class BasicCompositionFilter(PrivacyFilter):
-    """Basic composition (001 Thm 3.4, with δ): admit while Σε ≤ ε_budget and Σδ ≤ δ_budget.
+    """Basic composition (Rogers et al. 2016, Thm 3.4, with δ): admit while Σε ≤ ε_budget and Σδ ≤ δ_budget.
 
     Valid for adaptively chosen (ε_i, δ_i): the guarantee is (ε_budget, δ_budget)-DP. Ex-post
     releases count at their worst case.
     """
 
     name = "basic"
-    theorem = "001 Thm 3.4, basic composition"
+    theorem = "Rogers et al. 2016, Thm 3.4, basic composition"
     composes = CostKind.APPROX
 
     def view(self, cost: PrivacyCost) -> ApproxDP:
@@ -189,10 +189,10 @@ class BasicCompositionFilter(PrivacyFilter):
 
 
 class PureEpsilonFilter(BasicCompositionFilter):
-    """Pure ε basic composition (001 Thm 3.4): Σε ≤ ε_budget; releases with δ > 0 are refused."""
+    """Pure ε basic composition (Rogers et al. 2016, Thm 3.4): Σε ≤ ε_budget; releases with δ > 0 are refused."""
 
     name = "pure"
-    theorem = "001 Thm 3.4, pure ε"
+    theorem = "Rogers et al. 2016, Thm 3.4, pure ε"
     pure_only = True
     accepts = frozenset({CostKind.PURE})
     composes = CostKind.PURE
@@ -210,14 +210,14 @@ class PureEpsilonFilter(BasicCompositionFilter):
 
 
 class ExPostFilter(BasicCompositionFilter):
-    """The ex-post filter of 000 Lemma 5.2: admit a release only if its ex-post ε cannot exceed,
+    """The ex-post filter of Rogers et al. 2023, Lemma 5.2: admit a release only if its ex-post ε cannot exceed,
     in any outcome, ε − Σ_{i<n} E_i(y_i); charge the *realized* E_n afterwards; Σδ_i ≤ δ.
 
     A fixed-cost (ε_i, δ_i)-DP release is ex-post private with constant E = ε_i.
     """
 
     name = "ex_post"
-    theorem = "000 Lemma 5.2, ex-post filter"
+    theorem = "Rogers et al. 2023, Lemma 5.2, ex-post filter"
     charges_realized = True
     composes = CostKind.EX_POST
 
@@ -230,7 +230,8 @@ class ExPostFilter(BasicCompositionFilter):
 
 
 class PureExPostFilter(ExPostFilter):
-    """The pure ex-post DP filter of 004 Alg 2 (Thm 11), with the per-instance δ of ALGORITHMS.md B9.
+    """The pure ex-post DP filter of Lebensold et al. 2024, Alg 2 (Thm 11), with the per-instance δ of
+    docs/algorithms.md B9.
 
     HALT before instance t if spent + ε_max,t ≥ ε (the check uses ε_max; the realized ε_post is
     charged, and may exceed ε_max), or if Σ δ_t would exceed δ (union bound over instances:
@@ -238,7 +239,7 @@ class PureExPostFilter(ExPostFilter):
     """
 
     name = "pure_ex_post"
-    theorem = "004 Alg 2 with per-instance δ (ALGORITHMS.md B9)"
+    theorem = "Lebensold et al. 2024, Alg 2 with per-instance δ (docs/algorithms.md B9)"
     pure_only = True
 
     def _epsilon_fits(self, spent_eps: float, need: float) -> bool:
@@ -246,7 +247,7 @@ class PureExPostFilter(ExPostFilter):
 
 
 class AdvancedCompositionFilter(PrivacyFilter):
-    """The advanced-composition privacy filter of 001 Thm 5.1 (ALGORITHMS.md B3), adaptive.
+    """The advanced-composition privacy filter of Rogers et al. 2016, Thm 5.1 (docs/algorithms.md B3), adaptive.
 
     HALT if K(ε_1..ε_n, proposed included) > εg, with x = εg²/(28.04 log(1/δg)) fixed in advance.
     ``approx_delta_share`` = 0 (default): δg is the whole δ budget and only pure ε-DP releases
@@ -256,7 +257,7 @@ class AdvancedCompositionFilter(PrivacyFilter):
     """
 
     name = "advanced"
-    theorem = "001 Thm 5.1 advanced-composition filter"
+    theorem = "Rogers et al. 2016, Thm 5.1 advanced-composition filter"
     pure_only = True
     #: pure ε_i rounds; (ε_i, δ_i) rounds only with ``approx_delta_share`` > 0 (checked in :meth:`decide`)
     composes = CostKind.PURE
@@ -297,7 +298,7 @@ class AdvancedCompositionFilter(PrivacyFilter):
                             f"needs δ {need.delta:g} (set approx_delta_share to admit them by Lemma 3.3)")
         if self.delta_share > 0 and odometers.lemma_3_3_delta(eps, deltas) > self.delta_g_prime * (1 + FLOAT_SLACK):
             return Decision(False, f"the query's δ {need.delta:g} does not fit the δ left for (ε, δ) releases "
-                            "(001 Lemma 3.3)")
+                            "(Rogers et al. 2016, Lemma 3.3)")
         k = self.k(self._effective(eps))
         if k > self.budget.epsilon * (1 + FLOAT_SLACK):
             left = self.remaining(history).epsilon
@@ -332,18 +333,18 @@ class AdvancedCompositionFilter(PrivacyFilter):
 
 
 class ZCDPFilter(PrivacyFilter):
-    """The zCDP filter of 000 Thm 2 (ALGORITHMS.md A4).
+    """The zCDP filter of Rogers et al. 2023, Thm 2 (docs/algorithms.md A4).
 
     Admit the next release only if, with it, ρ_cum ≤ ρ_max(ε, δ'') — i.e.
     ρ_cum + 2√(ρ_cum log(1/δ'')) ≤ ε — and δ_cum ≤ δ_mech. Guarantee: (ε, δ_mech + δ'')-DP.
     The budget's δ is split in advance: δ'' = ``conversion_delta_share``·δ, δ_mech the rest.
     A release with a zCDP parameter (Gaussian, exponential mechanism) enters as (ρ, 0); any
-    other (ε, δ)-DP release as δ-approximate ε²/2-zCDP (000 Lemma 2.3). Ex-post releases count
+    other (ε, δ)-DP release as δ-approximate ε²/2-zCDP (Rogers et al. 2023, Lemma 2.3). Ex-post releases count
     at their worst case (a Brownian run at its finest grid point).
     """
 
     name = "zcdp"
-    theorem = "000 Thm 2, zCDP filter"
+    theorem = "Rogers et al. 2023, Thm 2, zCDP filter"
     composes = CostKind.ZCDP
     #: whether realized Brownian costs are charged (Thm 6) rather than worst cases
     brownian: ClassVar[bool] = False
@@ -364,7 +365,7 @@ class ZCDPFilter(PrivacyFilter):
 
     @staticmethod
     def rho_limit(epsilon: float, delta_conv: float, *, printed: bool) -> float:
-        """The ρ budget: the largest ρ the conversion maps into ε (000 Thm 2; Thm 6 printed form
+        """The ρ budget: the largest ρ the conversion maps into ε (Rogers et al. 2023, Thm 2; Thm 6 printed form
         ρ + 2√(2ρ log(1/δ'')) when ``printed``, the proof's ρ + 2√(ρ log(1/δ'')) otherwise)."""
         return rho_max(epsilon, delta_conv, printed_theorem_6=printed)
 
@@ -413,23 +414,23 @@ class ZCDPFilter(PrivacyFilter):
 
 
 class UnifiedZCDPFilter(ZCDPFilter):
-    """The unified zCDP + Brownian filter of 000 Thm 6 (ALGORITHMS.md A4), one ρ budget.
+    """The unified zCDP + Brownian filter of Rogers et al. 2023, Thm 6 (docs/algorithms.md A4), one ρ budget.
 
     Before round n: ρ_n + Δ2²/(2 t_n^{(k_n)}) ≤ ρ − Σ_{i<n} (ρ_i + Δ2²/(2 t_i^{(T_i)})): a Brownian
     run is admitted on its finest grid point (``worst_rho``) and charged its realized Δ2²/(2T)
     (``rho``). Guarantee by default the *printed* (ρ + 2√(2ρ log(1/δ'')), δ + δ'')-DP; the
-    proof's conversion is ``printed_theorem_6=False`` (the conflict noted in ALGORITHMS.md A4).
+    proof's conversion is ``printed_theorem_6=False`` (the conflict noted in docs/algorithms.md A4).
     """
 
     name = "zcdp_bm"
-    theorem = "000 Thm 6, unified zCDP + Brownian filter"
+    theorem = "Rogers et al. 2023, Thm 6, unified zCDP + Brownian filter"
     charges_realized = True
     brownian = True
     default_printed = True
 
 
 class MixedFilter(PrivacyFilter):
-    """The mixed filter of 000 Thm 3 (concurrent composition), with the split fixed in advance.
+    """The mixed filter of Rogers et al. 2023, Thm 3 (concurrent composition), with the split fixed in advance.
 
     A :class:`ZCDPFilter` with (``split``·ε, ``split``·δ) runs fixed-cost releases and an
     :class:`ExPostFilter` with ((1−``split``)·ε, (1−``split``)·δ) runs ex-post releases; each
@@ -438,7 +439,7 @@ class MixedFilter(PrivacyFilter):
     """
 
     name = "mixed"
-    theorem = "000 Thm 3, mixed zCDP + ex-post filter"
+    theorem = "Rogers et al. 2023, Thm 3, mixed zCDP + ex-post filter"
     charges_realized = True
     #: fixed-cost releases compose in ρ on the zCDP side, ex-post ones in realized ε on the other
     composes = CostKind.ZCDP

@@ -1,19 +1,19 @@
 """The ledger: an append-only table ``dpch_ledger`` with one row per release (or per step).
 
 Every admitted release writes its charge here *before* any noise is drawn, so a crash loses
-budget, never privacy (DESIGN.md rule 2). Protocol:
+budget, never privacy (docs/design.md rule 2). Protocol:
 
 - a fixed-cost release writes ONE row, status ``charged`` (reserve and charge in one row:
   its cost is known in advance);
 - a release whose cost is known only afterwards (ex post: noise reduction, Above Threshold)
   writes ``reserved`` at its worst case (seq 1) before it runs, then ``charged`` at the realized
   cost or ``voided`` (seq 2) under the same ``release_id``;
-- a release that fails after its charge (the tripwire, DESIGN.md rule 5) gets a ``failed`` row
+- a release that fails after its charge (the tripwire, docs/design.md rule 5) gets a ``failed`` row
   (seq 3, always the latest) that still counts what the release counted: its charge, or a
   reservation's worst case. A failed release may have read data, so it is never refunded.
 
 A release's ``datasets`` are every private table it read (``db.table``; a join names each, a
-self-join one): each one's dataset budget admits and counts it (DESIGN.md rule 8). ``dataset``
+self-join one): each one's dataset budget admits and counts it (docs/design.md rule 8). ``dataset``
 is their display form. Rows written before ``datasets`` existed count for ``[dataset]``.
 
 The filter state is a pure function of these rows: a release counts at its latest row, and a

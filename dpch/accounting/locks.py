@@ -1,4 +1,4 @@
-"""Analyst locks (the tripwire, DESIGN.md rule 5), stored beside the ledger (``dpch_locks``).
+"""Analyst locks (the tripwire, docs/design.md rule 5), stored beside the ledger (``dpch_locks``).
 
 A release that fails *after* its charge may be an attack: an error raised only when some row
 satisfies a condition the analyst chose is a noiseless one-bit oracle. So the first such failure

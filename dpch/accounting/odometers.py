@@ -1,6 +1,6 @@
 """Advanced composition for adaptively chosen parameters: the filter bound and the odometers
-of Rogers, Roth, Ullman & Vadhan (seed privacy-odometers-and-filters.txt, "001";
-ALGORITHMS.md B3, B4, B5).
+of Rogers, Roth, Ullman & Vadhan (Rogers et al. 2016, "001";
+docs/algorithms.md B3, B4, B5).
 
 Every function takes the per-round ε_i of *pure* ε_i-DP rounds (Lemma 3.3 handles δ_i > 0 by
 doubling every ε_i, see :func:`lemma_3_3_epsilons`). The fixed-parameter Thm 2.10 is never

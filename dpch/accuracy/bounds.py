@@ -10,7 +10,7 @@ bounds that hold at every time simultaneously, hence at any stopping time:
   normal mixture (mixing λ ~ N(0, 1/r)) gives the martingale √(r/(s+r))·exp(W²/(2(s+r))); by
   Ville's inequality P(∃ s: |W(s)| ≥ √((s+r)(2 log(1/β) + log((s+r)/r)))) ≤ β. So
   |B_t| ≤ t·√((1/t + r)(2 log(1/β) + log((1/t + r)/r))) for all t, with probability 1 − β.
-  (The same mixture gives the privacy boundary ψ^M of 002 Thm 3.6.) r is fixed in advance.
+  (The same mixture gives the privacy boundary ψ^M of Whitehouse et al. 2022, Thm 3.6.) r is fixed in advance.
 - Laplace noise reduction: a union bound over the K grid scales, b·ln(K/β).
 
 Every bound adds the rounding of released values to the public grid (√t·2^-20 or b·2^-20,

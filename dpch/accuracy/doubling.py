@@ -1,20 +1,20 @@
-"""The "doubling" baseline of 000 §7.1 and the relative-error experiment of 000 §7.2.
+"""The "doubling" baseline of Rogers et al. 2023, §7.1 and the relative-error experiment of Rogers et al. 2023, §7.2.
 
 Doubling: fresh Gaussian releases with ε^(i+1) = √2·ε^(i) (σ_i = Δ2/ε^(i)), each charged ε_i²/2 in
-zCDP (000 Thm 2), until the stopping rule holds or the next release no longer fits the budget;
-it overshoots the needed ε* by up to √2 and spends up to Σε_i² ≤ 4(ε*)² (000 §7.1).
+zCDP (Rogers et al. 2023, Thm 2), until the stopping rule holds or the next release no longer fits the budget;
+it overshoots the needed ε* by up to √2 and spends up to Σε_i² ≤ 4(ε*)² (Rogers et al. 2023, §7.1).
 
-Brownian noise reduction (000 §7, ALGORITHMS.md A5): ε² on a grid of ``points`` equally spaced
+Brownian noise reduction (Rogers et al. 2023, §7, docs/algorithms.md A5): ε² on a grid of ``points`` equally spaced
 values from ``eps2_first`` to 2·ρ_left, t = Δ2²/ε², one Brownian path read noisiest first; the
-run is charged only the stopping iterate's ε²/2 (000 Thm 6) — or ε²_max/2 if it never stops.
+run is charged only the stopping iterate's ε²/2 (Rogers et al. 2023, Thm 6) — or ε²_max/2 if it never stops.
 
 Both use the paper's relative rule with h = 1/ε (one standard deviation):
 1 − α < |(ŷ + 1/ε)/(ŷ − 1/ε)| ≤ 1 + α and |ŷ| > 1/ε (:func:`dpch.accuracy.rules.relative_ok`).
 
-The experiment (000 §7.2): counts of a Zipf(a) sample over ``items`` values (ℓ∞ sensitivity 1);
+The experiment (Rogers et al. 2023, §7.2): counts of a Zipf(a) sample over ``items`` values (ℓ∞ sensitivity 1);
 repeatedly pick the top remaining item with the exponential mechanism (Gumbel noise of scale
 1/ε_EM, charged ε_EM²/8 zCDP), then release its count by Brownian noise reduction or by doubling,
-all under one zCDP budget ρ_max(ε, δ'') (000 Thm 2 / Thm 6); report how many counts were returned
+all under one zCDP budget ρ_max(ε, δ'') (Rogers et al. 2023, Thm 2 / Thm 6); report how many counts were returned
 and the share of them within α of the truth (precision; 1 if none returned).
 
 The Brownian path here is :func:`dpch.mechanisms.brownian.simulated_path` (built forward, the same
@@ -50,7 +50,7 @@ def _rule(values: np.ndarray, eps: np.ndarray, alpha: float) -> np.ndarray:
 
 def brownian_relative(value: float, rho_left: float, alpha: float, rng: np.random.Generator, *,
                       eps2_first: float = 1e-4, points: int = 1000, grid: str = "linear") -> Outcome:
-    """000 §7 Brownian noise reduction for one count of sensitivity 1 (charges the stop's ε²/2).
+    """Rogers et al. 2023, §7 Brownian noise reduction for one count of sensitivity 1 (charges the stop's ε²/2).
 
     ``grid="linear"`` is the paper's (ε² equally spaced); ``"geometric"`` spaces ε² geometrically over
     the same range (dpch's SQL default, :mod:`.planner`), so small ε² needs are not overshot."""
@@ -69,7 +69,7 @@ def brownian_relative(value: float, rho_left: float, alpha: float, rng: np.rando
 
 def doubling_relative(value: float, rho_left: float, alpha: float, rng: np.random.Generator, *,
                       eps2_first: float = 1e-4) -> Outcome:
-    """000 §7.1 doubling: fresh N(0, 1/ε_i²) releases, ε_i² doubling, every release charged ε_i²/2."""
+    """Rogers et al. 2023, §7.1 doubling: fresh N(0, 1/ε_i²) releases, ε_i² doubling, every release charged ε_i²/2."""
     spent, eps2, steps = 0.0, eps2_first, 0
     while spent + eps2 / 2.0 <= rho_left * (1 + 1e-12):
         spent += eps2 / 2.0
@@ -82,7 +82,7 @@ def doubling_relative(value: float, rho_left: float, alpha: float, rng: np.rando
 
 
 def zipf_counts(n: int, rng: np.random.Generator, *, a: float = 0.75, items: int = 300) -> np.ndarray:
-    """Counts of n draws from P(k) ∝ k^−a on 1..items (000 §7.2, Figure 2)."""
+    """Counts of n draws from P(k) ∝ k^−a on 1..items (Rogers et al. 2023, §7.2, Figure 2)."""
     p = np.arange(1, items + 1, dtype=float) ** -a
     return rng.multinomial(n, p / p.sum()).astype(float)
 
@@ -100,7 +100,7 @@ class TrialResult:
 def relative_error_trial(counts: np.ndarray, method: str, rng: np.random.Generator, *, alpha: float = 0.1,
                          epsilon: float = 10.0, delta: float = 1e-6, eps_em: float = 0.1,
                          eps2_first: float = 1e-4, points: int = 1000) -> TrialResult:
-    """One trial of 000 §7.2: select the top remaining item (exponential mechanism), release its count
+    """One trial of Rogers et al. 2023, §7.2: select the top remaining item (exponential mechanism), release its count
     accuracy-first, until the zCDP budget ρ_max(ε, δ'') cannot pay for another selection and release."""
     rho_left = rho_max(epsilon, delta)
     em = exponential_mechanism_rho(eps_em)

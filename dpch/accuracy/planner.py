@@ -7,14 +7,14 @@ sensitivity k (Laplace) for k measures, and one noise path serves the whole quer
 part 3: one Brownian motion per query vector). Measure j's noise is then its sensitivity times
 the path's — the even split of an ordinary query (:mod:`dpch.pipeline.calibrate`).
 
-- Brownian (ALGORITHMS.md A2, A5): times t_1 > … > t_K, charge k/(2t) ρ (000 Thm 6) and report
-  the ex-post ε ψ(t) of a mixture δ-boundary (002 Thm 3.6, Cor 3.7). The finest point t_K is the
-  smallest t whose *worst case* the filter still admits (000 Thm 6 condition 4, A7 pitfall 3) and
+- Brownian (docs/algorithms.md A2, A5): times t_1 > … > t_K, charge k/(2t) ρ (Rogers et al. 2023, Thm 6) and report
+  the ex-post ε ψ(t) of a mixture δ-boundary (Whitehouse et al. 2022, Thm 3.6, Cor 3.7). The finest point t_K is the
+  smallest t whose *worst case* the filter still admits (Rogers et al. 2023, Thm 6 condition 4, A7 pitfall 3) and
   whose ψ(t) ≤ ``dp_max_epsilon``. The grid is geometric in s = 1/t over six decades (1000
   points, ratio 1.014: a stop overshoots the needed ρ by at most 1.4%); ``grid="linear"`` is the
   paper's equally spaced ε² (used by the §7 benchmark).
 - Laplace noise reduction (A1) for pure-ε filters: ε_1 < … < ε_K geometric over three decades
-  (64 points), ε_K the largest the filter admits; the run costs ε_N ex post (002 Prop 4.2).
+  (64 points), ε_K the largest the filter admits; the run costs ε_N ex post (Whitehouse et al. 2022, Prop 4.2).
 
 - Direct calibration (:func:`plan_direct`): an absolute target on counts and sums only has
   half-widths fixed by the noise scale, so a noise-reduction run would stop at a point known before
@@ -159,7 +159,7 @@ class AccuracyPlan:
             eps, worst = float(self.grid[step]), float(self.grid[last])
             return PrivacyCost(eps, 0.0, ex_post=True, worst_epsilon=worst)
         t, t_k, k = self.scale(step), self.scale(last), self.blocks.stack_l2_squared()
-        if self.target.stop_rule == "exact":  # 002 Cor 5.2: (2ψ(T_N), δ); no zCDP view
+        if self.target.stop_rule == "exact":  # Whitehouse et al. 2022, Cor 5.2: (2ψ(T_N), δ); no zCDP view
             return PrivacyCost(2 * self._psi(t), self.delta, ex_post=True, worst_epsilon=2 * self._psi(t_k))
         if self.base_time is None:
             return PrivacyCost(self._psi(t), self.delta, rho=k / (2 * t), ex_post=True,
@@ -276,7 +276,7 @@ def _refuse_unsupported(plan: QueryPlan, target: AccuracyTarget) -> None:
 
 
 def _s_grid(s_top: float, points: int, grid: str) -> np.ndarray:
-    if grid == "linear":  # 000 §7: ε² equally spaced; s is proportional to ε²
+    if grid == "linear":  # Rogers et al. 2023, §7: ε² equally spaced; s is proportional to ε²
         return np.linspace(s_top * 1e-6, s_top, points)
     return np.geomspace(s_top * 10.0**-BROWNIAN_DECADES, s_top, points)
 
@@ -401,7 +401,7 @@ def plan_direct(plan: QueryPlan, target: AccuracyTarget, *, mechanism: str | Non
         if kind == "brownian":
             blocks = _direct_blocks(plan, target, kind, lambda level: bounds.gaussian_fixed(1.0, level))
             draft = AccuracyPlan("brownian", blocks, np.array([1.0]), target, False, bdelta, direct=True)
-            # the boundary serves a later refinement of this release (its ψ, 002 Thm 3.6)
+            # the boundary serves a later refinement of this release (its ψ, Whitehouse et al. 2022, Thm 3.6)
             draft.boundary = MixtureBoundary.optimal(target.max_epsilon or max(epsilon_hint, 1e-6), bdelta,
                                                      draft.sensitivity)
         else:

@@ -1,11 +1,11 @@
-"""Stopping rules on released values only (ALGORITHMS.md A0 stopping function, A7 pitfall 2).
+"""Stopping rules on released values only (docs/algorithms.md A0 stopping function, A7 pitfall 2).
 
 A rule sees the noisy measures of the current iterate and the (public) half-width of each
 measure — nothing else. It computes every aggregate's interval exactly as the release will
 report it (:func:`dpch.sql.statistics.stat_intervals`, vectorised for count/sum/avg) and checks:
 
 - absolute: (hi − lo)/2 ≤ h for every aggregate and group;
-- relative (000 §7): 0 ∉ [lo, hi] and 1 − α < |hi/lo| ≤ 1 + α for every aggregate and group.
+- relative (Rogers et al. 2023, §7): 0 ∉ [lo, hi] and 1 − α < |hi/lo| ≤ 1 + α for every aggregate and group.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def relative_bound(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
 
 
 def relative_ok(lo: np.ndarray, hi: np.ndarray, alpha: float) -> np.ndarray:
-    """000 §7: 1 − α < |hi/lo| ≤ 1 + α and 0 ∉ [lo, hi]."""
+    """Rogers et al. 2023, §7: 1 − α < |hi/lo| ≤ 1 + α and 0 ∉ [lo, hi]."""
     excludes = (lo > 0) | (hi < 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.abs(hi / lo)

@@ -19,7 +19,7 @@ that passes the WHERE, so the unit's rows meet in the join. Public tables are th
 sides. GROUP BY a private column (partition selection) needs nothing special: the unit's rows
 land in a key that exists, which moves its count of distinct units by one.
 
-Add/remove neighbours are symmetric (DESIGN.md, DPCH paper Def 1), so either direction audits
+Add/remove neighbours are symmetric (docs/design.md, DPCH paper Def 1), so either direction audits
 the same guarantee. The scratch databases are dropped by :meth:`NeighbourPair.drop`.
 """
 

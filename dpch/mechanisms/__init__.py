@@ -7,7 +7,7 @@
 - :mod:`.grid` — real-valued releases on a 2^k grid (Mironov 2012 defence).
 - :mod:`.cost` — the privacy cost a release reports to the accounting layer.
 - :mod:`.calibration` — noise scales from sensitivity and privacy targets, and interval half-widths.
-- :mod:`.zcdp` — zCDP ↔ (ε, δ) conversions and ρ_max for the filters (ALGORITHMS.md A4).
+- :mod:`.zcdp` — zCDP ↔ (ε, δ) conversions and ρ_max for the filters (docs/algorithms.md A4).
 - :mod:`.laplace`, :mod:`.gaussian` — the fixed-cost mechanisms used by ordinary queries.
 - :mod:`.lnr`, :mod:`.brownian`, :mod:`.boundaries` — noise reduction (A1, A2).
 - :mod:`.rat` — ReducedAboveThreshold (A3).

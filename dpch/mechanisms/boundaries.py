@@ -1,13 +1,13 @@
-"""Privacy boundaries ψ for the Brownian mechanism (ALGORITHMS.md A2; 002 Def 3.5, Thm 3.6).
+"""Privacy boundaries ψ for the Brownian mechanism (docs/algorithms.md A2; Whitehouse et al. 2022, Def 3.5, Thm 3.6).
 
 ψ is a δ-boundary if P(∃n: L_{1:n} ≥ ψ(T_n)) ≤ δ; then BM stopped at any stopping time N is
-(ψ(T_N), δ)-ex-post private (002 Cor 3.7). Both boundaries decrease in t.
+(ψ(T_N), δ)-ex-post private (Whitehouse et al. 2022, Cor 3.7). Both boundaries decrease in t.
 
 - Linear (a, b > 0, 2ab = log(1/δ)): ψ^L(t) = (Δ2/t)(Δ2/2 + b) + Δ2·a. Floor Δ2·a.
 - Mixture (ρ > 0): ψ^M(t) = Δ2²/(2t) + (Δ2/t)·√(2(t+ρ)·log((1/δ)·√((t+ρ)/ρ))).
 
 From a target ε the time is the *smallest* t with ψ(t) ≤ ε (002 prints "inf{t: ψ(t) ≥ E}",
-which has the inequality backwards — ALGORITHMS.md A2/A7). The optimal parameters for a
+which has the inequality backwards — docs/algorithms.md A2/A7). The optimal parameters for a
 target are [derived] in A2: linear a* = (√(L² + Lε) − L)/Δ2, b* = L/(2a*), L = log(1/δ);
 mixture ρ* minimises ψ^M's inverse at ε (found numerically).
 """
@@ -22,7 +22,7 @@ from scipy.optimize import brentq, minimize_scalar
 
 @dataclass(frozen=True)
 class LinearBoundary:
-    """ψ^L_{a,b}(t) = (Δ2/t)(Δ2/2 + b) + Δ2·a with 2ab = log(1/δ) (002 Thm 3.6)."""
+    """ψ^L_{a,b}(t) = (Δ2/t)(Δ2/2 + b) + Δ2·a with 2ab = log(1/δ) (Whitehouse et al. 2022, Thm 3.6)."""
 
     a: float
     delta: float
@@ -53,7 +53,7 @@ class LinearBoundary:
 
 @dataclass(frozen=True)
 class MixtureBoundary:
-    """ψ^M_ρ(t) = Δ2²/(2t) + (Δ2/t)·√(2(t+ρ)·log((1/δ)√((t+ρ)/ρ))) (002 Thm 3.6)."""
+    """ψ^M_ρ(t) = Δ2²/(2t) + (Δ2/t)·√(2(t+ρ)·log((1/δ)√((t+ρ)/ρ))) (Whitehouse et al. 2022, Thm 3.6)."""
 
     rho: float
     delta: float

@@ -1,11 +1,12 @@
-"""The Brownian mechanism: Gaussian noise reduction (ALGORITHMS.md A2; 002 Def 3.1, 000 Def 4.4).
+"""The Brownian mechanism: Gaussian noise reduction (docs/algorithms.md A2; Whitehouse et al. 2022,
+Def 3.1; Rogers et al. 2023, Def 4.4).
 
 BM(x) = (f(x) + B_{T_n})_{n ≥ 1} for a standard Brownian motion B (independent coordinates)
 and times T_1 ≥ T_2 ≥ … (each may depend on earlier *released* values). Iterate n alone is
 the Gaussian mechanism with variance T_n, and seeing all of 1..n costs what iterate n costs
-(the noise-reduction property, 000 Def 4.2).
+(the noise-reduction property, Rogers et al. 2023, Def 4.2).
 
-Sampling along the reversed path (002 Appendix E; Lemma B.5's printed density has the factor
+Sampling along the reversed path (Whitehouse et al. 2022, Appendix E; Lemma B.5's printed density has the factor
 inverted, we implement the corrected bridge):
 
     B_{T_1} ~ N(0, T_1·I)
@@ -14,8 +15,8 @@ inverted, we implement the corrected bridge):
 (a Brownian bridge pinned at B_0 = 0). Fresh independent noise per step would lose noise
 reduction (A7 pitfall 1; the tests keep such a broken run as their negative control).
 
-Privacy at the stop N (002 Thm 3.4, Cor 3.7): (ψ(T_N), δ)-ex-post private for a δ-boundary ψ
-(:mod:`.boundaries`), and — for the zCDP filter of 000 Thm 6 — the charge Δ2²/(2T_N): a BM
+Privacy at the stop N (Whitehouse et al. 2022, Thm 3.4, Cor 3.7): (ψ(T_N), δ)-ex-post private for a δ-boundary ψ
+(:mod:`.boundaries`), and — for the zCDP filter of Rogers et al. 2023, Thm 6 — the charge Δ2²/(2T_N): a BM
 stopped at T costs what a Gaussian of variance T costs. Both are reported by
 :attr:`BrownianRun.cost`; the worst case (finest grid point) by
 :attr:`BrownianMechanism.worst_cost`.
@@ -39,7 +40,7 @@ from dpch.privacy.cost import PrivacyCost
 
 
 def bridge_step(noise: np.ndarray, t_prev: float, t_next: float, rng: np.random.Generator) -> np.ndarray:
-    """B_{t_next} given B_{t_prev} = noise (t_next ≤ t_prev), the corrected 002 App. E bridge."""
+    """B_{t_next} given B_{t_prev} = noise (t_next ≤ t_prev), the corrected Whitehouse et al. 2022, App. E bridge."""
     if t_next > t_prev:
         raise ValueError("Brownian times must be non-increasing")
     if t_next == t_prev:
@@ -73,7 +74,7 @@ def accuracy_first_times(
     points: int = 1000,
     eps2_min: float = 1e-4,
 ) -> np.ndarray:
-    """The 000 §7 grid (ALGORITHMS.md A5): ε² equally spaced from 1e-4 to 2ρ_rem, t = Δ2²/ε².
+    """The Rogers et al. 2023, §7 grid (docs/algorithms.md A5): ε² equally spaced from 1e-4 to 2ρ_rem, t = Δ2²/ε².
 
     Returned noisiest first (decreasing t). The last point costs Δ2²/(2t) = ρ_rem.
     """
@@ -131,7 +132,8 @@ class BrownianMechanism:
         return self.boundary.delta
 
     def cost_at(self, time: float) -> PrivacyCost:
-        """(ψ(T), δ)-ex-post and Δ2²/(2T) zCDP for a run stopped at T (002 Cor 3.7, 000 Thm 6)."""
+        """(ψ(T), δ)-ex-post and Δ2²/(2T) zCDP for a run stopped at T (Whitehouse et al. 2022, Cor 3.7;
+        Rogers et al. 2023, Thm 6)."""
         return PrivacyCost(
             self.boundary(time),
             self.delta,
@@ -163,7 +165,7 @@ class BrownianMechanism:
 
 
 class BrownianRun:
-    """One run of BM. Only the current noise B_{T_n} is kept (002 App. E)."""
+    """One run of BM. Only the current noise B_{T_n} is kept (Whitehouse et al. 2022, App. E)."""
 
     def __init__(self, mechanism: BrownianMechanism, values: np.ndarray, rng: np.random.Generator) -> None:
         self._mechanism = mechanism

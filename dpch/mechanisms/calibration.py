@@ -1,6 +1,6 @@
 """Noise scales from sensitivities and privacy targets, and the accuracy they give.
 
-Formulas: ALGORITHMS.md part C. The Gaussian mechanism uses the analytic calibration of
+Formulas: docs/algorithms.md part C. The Gaussian mechanism uses the analytic calibration of
 Balle & Wang (ICML 2018, Theorem 8): the smallest σ with
 Φ(Δ/(2σ) − εσ/Δ) − e^ε·Φ(−Δ/(2σ) − εσ/Δ) ≤ δ, found by root-finding. It is far tighter than
 the classic σ = Δ·√(2 ln(1.25/δ))/ε, which is also only valid for ε < 1.
@@ -65,7 +65,7 @@ def analytic_gaussian_delta(sigma: float, epsilon: float, sensitivity: float) ->
 def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
     """Smallest σ for which N(0, σ²) noise makes a query of ℓ2 sensitivity Δ2 (ε, δ)-DP.
 
-    Balle & Wang 2018, Thm 8 (ALGORITHMS.md part C): δ(σ) (:func:`analytic_gaussian_delta`)
+    Balle & Wang 2018, Thm 8 (docs/algorithms.md part C): δ(σ) (:func:`analytic_gaussian_delta`)
     decreases in σ, so the root is bracketed and bisected to relative width 1e-12; the upper
     end is returned, so the exact δ at the σ returned never exceeds ``delta``.
     """

@@ -3,7 +3,7 @@
 Computed for the distribution actually sampled (:mod:`.exact`), not its continuous twin.
 
 - Discrete Laplace, P(z) ∝ p^|z| with p = e^{−1/b}: an integer query of ℓ1 sensitivity Δ1
-  plus this noise is (Δ1/b)-DP (the geometric mechanism; ALGORITHMS.md part C). Its tails are
+  plus this noise is (Δ1/b)-DP (the geometric mechanism; docs/algorithms.md part C). Its tails are
   exact: P(|Z| > k) = 2·p^{k+1}/(1 + p).
 - Discrete Gaussian N_Z(0, σ²) (Canonne, Kamath & Steinke 2020):
   * zCDP: an integer query of ℓ2 sensitivity Δ2 plus N_Z(0, σ²) per coordinate is

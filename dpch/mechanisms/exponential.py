@@ -2,7 +2,7 @@
 
 Selecting argmax_i (ε·u_i/(2Δ) + G_i), G_i iid Gumbel(0, 1), samples i with probability
 ∝ exp(ε·u_i/(2Δ)): the exponential mechanism (McSherry & Talwar 2007), ε-DP; for monotone
-utilities (counts under add/remove) ε·u_i/Δ suffices. It is also ε²/8-zCDP (000 §7.2,
+utilities (counts under add/remove) ε·u_i/Δ suffices. It is also ε²/8-zCDP (Rogers et al. 2023, §7.2,
 bounded range). Accuracy (Dwork & Roth 2014, Thm 3.11): with probability ≥ 1 − e^{−t},
 u(selected) ≥ OPT − (2Δ/ε)(ln m + t) for m candidates (Δ/ε for monotone utilities).
 

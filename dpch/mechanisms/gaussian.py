@@ -1,4 +1,4 @@
-"""The Gaussian mechanism with analytic calibration (Balle & Wang 2018; ALGORITHMS.md part C).
+"""The Gaussian mechanism with analytic calibration (Balle & Wang 2018; docs/algorithms.md part C).
 
 Sampling (issue 3, see :mod:`.sampling`):
 
@@ -64,7 +64,7 @@ class GaussianMechanism:
     name = "gaussian"
 
     def __post_init__(self) -> None:
-        # refuse what cannot be calibrated or sampled now, before the charge (DESIGN.md rule 6)
+        # refuse what cannot be calibrated or sampled now, before the charge (docs/design.md rule 6)
         sigma = representable.gaussian_sigma(self._calibrated_sigma, self.epsilon, self.delta)
         representable.check_gaussian(self.epsilon, self.delta, self.sensitivity, sigma, self.integer,
                                      self.dimension)

@@ -1,4 +1,4 @@
-"""The Laplace mechanism: f(x) + Lap(Δ1/ε) is ε-DP (ALGORITHMS.md A0, Lemma 2.1).
+"""The Laplace mechanism: f(x) + Lap(Δ1/ε) is ε-DP (docs/algorithms.md A0, Lemma 2.1).
 
 Sampling (issue 3, see :mod:`.sampling`):
 

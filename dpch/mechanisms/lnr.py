@@ -1,18 +1,18 @@
-"""Laplace noise reduction (ALGORITHMS.md A1; 002 §4, eq. 5 and 6, Prop 4.2).
+"""Laplace noise reduction (docs/algorithms.md A1; Whitehouse et al. 2022, §4, eq. 5 and 6, Prop 4.2).
 
 Two constructions of Laplace noise that gets *less* noisy as it is revealed:
 
-- :class:`LaplaceNoiseReduction` — the discrete Markov chain of 002 eq. (5): scales
+- :class:`LaplaceNoiseReduction` — the discrete Markov chain of Whitehouse et al. 2022, eq. (5): scales
   t_1 < … < t_K, ζ_1 ~ Lap(t_1), and ζ_n = ζ_{n−1} with probability (t_{n−1}/t_n)², else
   ζ_{n−1} + Lap(t_n). Then ζ_n ~ Lap(t_n) for every n. The whole path is generated forward
   (smallest scale first) *before* anything is released; releases go noisiest first:
   f(x) + ζ_K, f(x) + ζ_{K−1}, …
-- :class:`LaplacePath` — the continuous-time version of 002 eq. (6) / Def 4.1 with floor η:
+- :class:`LaplacePath` — the continuous-time version of Whitehouse et al. 2022, eq. (6) / Def 4.1 with floor η:
   jump times of an inhomogeneous Poisson process of intensity 2/t on [η, ∞), sampled in
   u = 2·log t where arrivals are rate-1 ([derived] in A1); Z_t = Σ_{𝒯_k ≤ t} Lap(𝒯_k) ~ Lap(t)
-  (002 Thm D.1). Used by ReducedAboveThreshold for its correlated threshold noise.
+  (Whitehouse et al. 2022, Thm D.1). Used by ReducedAboveThreshold for its correlated threshold noise.
 
-Privacy (002 Prop 4.2): stopping after the iterate with scale t_N is (Δ1/t_N, 0)-ex-post
+Privacy (Whitehouse et al. 2022, Prop 4.2): stopping after the iterate with scale t_N is (Δ1/t_N, 0)-ex-post
 private — the run costs ε_N, the ε of the last (least noisy) iterate seen. LNR composes only
 additively in a filter (A1). Its worst case, for admission, is the last scheduled ε_K.
 
@@ -42,7 +42,7 @@ def snap(values: np.ndarray, scale: float) -> np.ndarray:
 
 def markov_laplace_path(scales: Sequence[float] | np.ndarray, size: int | tuple[int, ...],
                         rng: np.random.Generator) -> np.ndarray:
-    """ζ_1..ζ_K for increasing ``scales`` (002 eq. 5), shape (K, *size); ζ_n ~ Lap(t_n)."""
+    """ζ_1..ζ_K for increasing ``scales`` (Whitehouse et al. 2022, eq. 5), shape (K, *size); ζ_n ~ Lap(t_n)."""
     t = np.asarray(scales, dtype=float)
     if t.ndim != 1 or t.size == 0 or np.any(t <= 0) or np.any(np.diff(t) <= 0):
         raise ValueError("scales must be positive and strictly increasing")
@@ -109,14 +109,14 @@ class LNRRun:
 
     @property
     def cost(self) -> PrivacyCost:
-        """(ε_N, 0)-ex-post at the stop N (002 Prop 4.2); zero before any release."""
+        """(ε_N, 0)-ex-post at the stop N (Whitehouse et al. 2022, Prop 4.2); zero before any release."""
         worst = float(self._mechanism.epsilons[-1])
         eps = float(self._mechanism.epsilons[self.released - 1]) if self.released else 0.0
         return PrivacyCost(eps, 0.0, ex_post=True, worst_epsilon=worst)
 
 
 class LaplacePath:
-    """Continuous-time Laplace noise reduction Z_t, t ≥ η (002 eq. 6, Def 4.1, Thm D.1).
+    """Continuous-time Laplace noise reduction Z_t, t ≥ η (Whitehouse et al. 2022, eq. 6, Def 4.1, Thm D.1).
 
     Scalar or vector (independent coordinates). The jump times are extended lazily, so any
     t ≥ η can be queried; Z_t ~ Lap(t) marginally and Z is flat on [s, t] with

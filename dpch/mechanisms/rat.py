@@ -1,4 +1,4 @@
-"""ReducedAboveThreshold (ALGORITHMS.md A3; 002 Algorithm 1, Thm 5.1, Cor 5.2).
+"""ReducedAboveThreshold (docs/algorithms.md A3; Whitehouse et al. 2022, Algorithm 1, Thm 5.1, Cor 5.2).
 
 Stopping a noise-reduction mechanism on a rule that looks at *private* data (e.g. "stop when
 the model's loss on the data is ≤ τ") needs this wrapper (A7 pitfall 2). For n = 1, 2, …:
@@ -52,7 +52,7 @@ def brownian_times_for(boundary: Boundary, epsilons: Sequence[float]) -> list[fl
 
 @dataclass(frozen=True)
 class ReducedAboveThreshold:
-    """002 Algorithm 1 over an inner noise-reduction run."""
+    """Whitehouse et al. 2022, Algorithm 1 over an inner noise-reduction run."""
 
     sensitivity: float  # Δ of the utility u
     epsilon_max: float

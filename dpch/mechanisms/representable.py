@@ -1,6 +1,6 @@
 """Refuse, before the charge, any noise the calibration or the exact samplers cannot represent.
 
-DESIGN.md rule 6: calibration that cannot be represented is refused before the charge. The
+docs/design.md rule 6: calibration that cannot be represented is refused before the charge. The
 samplers (:mod:`.exact`, :mod:`.grid`) raise on parameters they cannot handle — an integer
 noise scale or σ² of 2^50 or more, a grid finer than 2^49 (Laplace) or 2^23 (Gaussian) noise
 units — and an ε or δ can be so small that a scale overflows to infinity. Raised at
@@ -10,7 +10,7 @@ each check computes the very parameters the release will use, without drawing no
 turns any failure into a :class:`~dpch.errors.QueryRejected` that names the setting.
 
 The checks read only ε, δ, the sensitivity and the number of coordinates — public quantities
-(DESIGN.md rule 1): whether a query is refused never depends on data.
+(docs/design.md rule 1): whether a query is refused never depends on data.
 """
 
 from __future__ import annotations

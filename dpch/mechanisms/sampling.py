@@ -3,7 +3,7 @@
 Production noise comes from a generator seeded with 128 bits of OS entropy
 (``secrets``), so no one can predict or replay it. A fixed seed exists only for tests and
 benchmarks: it is refused unless ``DPCH_ALLOW_FIXED_SEED=1`` is set in the environment
-(DESIGN.md rule 3).
+(docs/design.md rule 3).
 
 Which sampler a release uses (issue 3):
 

@@ -1,10 +1,10 @@
-"""Selection mechanisms: Report Noisy Max and Above Threshold, Gaussian and Laplace (seed 004).
+"""Selection mechanisms: Report Noisy Max and Above Threshold, Gaussian and Laplace (Lebensold et al. 2024).
 
 Only the documented outputs are released — the argmax index, or the halting position —
 never the noisy values (B11 pitfall 3). Queries are clamped to the declared [a, b]
 (data-independently) before noise, as the bounds require (B11 pitfall 4).
 
-Gaussian Report Noisy Max (004 Thm 8 = Thm 12; B7): pure ε-DP *ex ante*, ε from
+Gaussian Report Noisy Max (Lebensold et al. 2024, Thm 8 = Thm 12; B7): pure ε-DP *ex ante*, ε from
 :func:`.selection_bounds.rnm_epsilon`. Inverse: :meth:`GaussianReportNoisyMax.for_epsilon`.
 Accuracy: each noisy score is within σ·Φ⁻¹(1 − β/(2d)) of its true value with probability
 1 − β (union bound), so the selected query is within twice that of the best.
@@ -12,7 +12,7 @@ Accuracy: each noisy score is within σ·Φ⁻¹(1 − β/(2d)) of its true valu
 Laplace Report Noisy Max (Dwork & Roth 2014, Claim 3.9): Lap(2Δ/ε) per query is ε-DP (Lap(Δ/ε)
 for monotone queries such as counts). Accuracy likewise with b·ln(d/β).
 
-Gaussian Above Threshold (004 Alg 1/3; B8): ex-post pure ε_post(t) at the halting query t
+Gaussian Above Threshold (Lebensold et al. 2024, Alg 1/3; B8): ex-post pure ε_post(t) at the halting query t
 (Thm 17) and ex-ante ε_max at failure probability δ from Thm 7 (which needs σ_Z ≥ √3σ_X,
 threshold ≥ 0 and non-negative queries, i.e. a ≥ 0).
 
@@ -132,7 +132,7 @@ def _at_epsilon_post_cached(*args: float) -> float:
 
 @dataclass(frozen=True)
 class GaussianAboveThreshold:
-    """004 Alg 1/3: ρ̂ = ρ + N(0, σ_X²); halt at the first t with q_t + N(0, σ_Z²) ≥ ρ̂."""
+    """Lebensold et al. 2024, Alg 1/3: ρ̂ = ρ + N(0, σ_X²); halt at the first t with q_t + N(0, σ_Z²) ≥ ρ̂."""
 
     sigma_x: float
     sigma_z: float

@@ -1,6 +1,6 @@
-"""Pure-DP bounds for Gaussian Report Noisy Max and Gaussian Above Threshold (seed 004).
+"""Pure-DP bounds for Gaussian Report Noisy Max and Gaussian Above Threshold (Lebensold et al. 2024).
 
-ALGORITHMS.md B7, B8, B10, B11. All of 004's ε formulas are *ratios* that need a log
+docs/algorithms.md B7, B8, B10, B11. All of 004's ε formulas are *ratios* that need a log
 (B11 pitfall 2), and the integrands' mass sits far in the tail where Φ^{d−1} underflows
 (B11 pitfall 1: naive quadrature returned 0.00037 instead of 0.815). So every expectation
 E_{z~N(0,1)}[g(z)] is computed in log space: log φ(z) + log g(z) with ``log_ndtr``, the
@@ -8,13 +8,13 @@ maximum located on a coarse grid, then exp(h − max) integrated with Simpson's 
 grid around the mode; the result is (max + log I). Tests cross-check against table B10
 (mpmath values) and a second, independent quadrature.
 
-- :func:`rnm_epsilon` — 004 Thm 8 (= Thm 12), ex-ante pure ε of Gaussian RNM:
+- :func:`rnm_epsilon` — Lebensold et al. 2024, Thm 8 (= Thm 12), ex-ante pure ε of Gaussian RNM:
   ε = log E[Φ(z − (c−2Δ)/σ)^{d−1}] − log E[Φ(z − c/σ)^{d−1}].
-- :func:`at_epsilon_post` — 004 Thm 10 (= Thm 17), ex-post pure ε of the outcome ⊥^{t−1}⊤:
+- :func:`at_epsilon_post` — Lebensold et al. 2024, Thm 10 (= Thm 17), ex-post pure ε of the outcome ⊥^{t−1}⊤:
   ε_post(t) = log N_Δ − log N_0,
   N_ξ = E_x[Φ((σ_X x + ρ − b + ξ)/σ_Z)^{t−1}·Φ((−σ_X x − ρ + a + ξ)/σ_Z)]
   (the −σ_X x of Thm 17, not Thm 10's printed +x, which under-reports; B8).
-- :func:`at_epsilon_max` — 004 Thm 7 (Zhu & Wang 2020) RDP converted to pure-DP-with-δ:
+- :func:`at_epsilon_max` — Lebensold et al. 2024, Thm 7 (Zhu & Wang 2020) RDP converted to pure-DP-with-δ:
   ε_max = A + 2√(AB) at α* = 1 + √(B/A) (B8).
 """
 
@@ -55,7 +55,7 @@ def log_gaussian_expectation(log_g: Callable[[np.ndarray], np.ndarray], points: 
 
 
 def rnm_epsilon(c: float, sensitivity: float, sigma: float, d: int) -> float:
-    """Pure ε of Gaussian Report Noisy Max over d > 1 queries in [a, a + c] (004 Thm 8/12)."""
+    """Pure ε of Gaussian Report Noisy Max over d > 1 queries in [a, a + c] (Lebensold et al. 2024, Thm 8/12)."""
     if d < 2:
         raise ValueError("Report Noisy Max needs d > 1 queries")
     if not 0 < 2 * sensitivity <= c:
@@ -81,7 +81,7 @@ def at_epsilon_post(
     a: float = 0.0,
     b: float = 1.0,
 ) -> float:
-    """Ex-post pure ε of Gaussian Above Threshold halting at query t (004 Thm 17; B8)."""
+    """Ex-post pure ε of Gaussian Above Threshold halting at query t (Lebensold et al. 2024, Thm 17; B8)."""
     if t < 1:
         raise ValueError("t counts queries from 1")
     if t == 1:
@@ -100,7 +100,7 @@ def at_epsilon_post(
 
 
 def at_epsilon_max(sensitivity: float, sigma_x: float, sigma_z: float, threshold: float, delta: float) -> float:
-    """Ex-ante ε (with failure probability δ) of Gaussian AT from 004 Thm 7's RDP bound (B8).
+    """Ex-ante ε (with failure probability δ) of Gaussian AT from Lebensold et al. 2024, Thm 7's RDP bound (B8).
 
     Requires σ_Z ≥ √3·σ_X, threshold ρ ≥ 0 and non-negative Δ-sensitive queries.
     """

@@ -1,11 +1,11 @@
-"""The fully adaptive Gaussian sparse vector (004 Alg 2/4, Thm 11/19; ALGORITHMS.md B9).
+"""The fully adaptive Gaussian sparse vector (Lebensold et al. 2024, Alg 2/4, Thm 11/19; docs/algorithms.md B9).
 
 Gaussian Above Threshold instances run back to back under a pure ex-post filter:
 
     before an instance: HALT if spent + ε_max ≥ budget (ε_max from Thm 7 at that instance's δ_j)
     each ⊤ at position t (counting the ⊥s of that instance): spent += ε_post(t)  (Thm 17)
 
-**Correction (B9):** 004 Thm 11 as printed charges δ once, although the number of instances
+**Correction (B9):** Lebensold et al. 2024, Thm 11 as printed charges δ once, although the number of instances
 depends on the outputs (counterexample in B9). We give every instance its own δ_j and halt
 when Σ δ_j would exceed the δ budget (union bound). An instance still open when the
 analyst stops is charged its ex-ante ε_max (the paper gives no ex-post value for ⊥^t).

@@ -13,10 +13,10 @@ Two strategies, chosen before any data is read (:func:`plan_for`):
   2. reserve the worst case — the finest grid point — durably in the ledger;
   3. run dpch's SQL; the exact aggregates stay in this process;
   4. release iterates noisiest first along ONE noise path — the Brownian mechanism of
-     :mod:`dpch.mechanisms.brownian` (bridge steps, ALGORITHMS.md A2) or the Laplace noise reduction
+     :mod:`dpch.mechanisms.brownian` (bridge steps, docs/algorithms.md A2) or the Laplace noise reduction
      of :mod:`dpch.mechanisms.lnr` (A1) — and stop at the first that meets the target (released
      values only; or ReducedAboveThreshold, :mod:`dpch.mechanisms.rat`, for ``dp_stop_rule = 'exact'``, A3);
-  5. settle: the realized cost of the stopping iterate alone (000 Def 4.2, Thm 6) under filters that
+  5. settle: the realized cost of the stopping iterate alone (Rogers et al. 2023, Def 4.2, Thm 6) under filters that
      charge realized costs, the worst case (as a fixed cost) under the others; a run that never meets
      the target settles its worst case and the answer is withheld (:class:`AccuracyNotReached`).
 
@@ -250,7 +250,7 @@ def answer(ctx: QueryContext, runs: AccuracyRuns, plan: QueryPlan, opts: QueryOp
     # durable reservation at the worst case before ClickHouse runs and before any noise is drawn
     reservation = admit.reserve(ctx.accountant, afplan.worst_cost, datasets, plan.query.fingerprint,
                                 afplan.mechanism)
-    # any failure from here on may depend on the data: the tripwire (DESIGN.md rule 5)
+    # any failure from here on may depend on the data: the tripwire (docs/design.md rule 5)
     with reservation, ctx.accountant.tripwire(reservation):
         data = execute.exact(ctx.engine, plan, emitted)
         values = afplan.blocks.stack(data.measures)
@@ -359,7 +359,8 @@ def iterate(plan: QueryPlan, afplan: AccuracyPlan, target: AccuracyTarget, run: 
 
 def iterate_rat(plan: QueryPlan, afplan: AccuracyPlan, target: AccuracyTarget, run: GridRun,
                 values: np.ndarray) -> tuple[int, dict[str, np.ndarray], bool, rules.Check]:
-    """ReducedAboveThreshold (002 Alg 1) on u = min over coordinates of (h/Δ_j − |ŷ − y|) (normalized:
+    """ReducedAboveThreshold (Whitehouse et al. 2022, Alg 1) on u = min over coordinates of
+    (h/Δ_j − |ŷ − y|) (normalized:
     sensitivity 1, threshold 0): halts when the *true* error is ≤ h, noisily."""
     assert target.accuracy is not None
     blocks = afplan.blocks
@@ -443,7 +444,8 @@ def _release(ctx: QueryContext, stored: _Stored, noisy: dict[str, np.ndarray], s
     report = stored.report
     notes = [report.describe()]
     if afplan.kind == "brownian" and not afplan.direct and report.rho is not None:
-        notes.append("under the zcdp_bm filter the charge is ρ (000 Thm 6); ex-post filters charge ε (002 Cor 3.7)")
+        notes.append("under the zcdp_bm filter the charge is ρ (Rogers et al. 2023, Thm 6); ex-post filters "
+                     "charge ε (Whitehouse et al. 2022, Cor 3.7)")
     return Release(columns=plan.columns, rows=rows, intervals=intervals, cost=charged, confidence=conf,
                    mechanism=afplan.mechanism, measures=_measure_reports(plan, afplan, step, charged, conf),
                    budget=ctx.accountant.status(), release_id=release_id,

@@ -1,4 +1,4 @@
-"""Stage 4, admit: the filter decides from the requested cost and past charges only (DESIGN.md
+"""Stage 4, admit: the filter decides from the requested cost and past charges only (docs/design.md
 rule 1), and the charge is durable in the ledger before ClickHouse runs and before any noise is
 drawn (rule 2). Every private table the plan reads is its own dataset scope (rule 8)."""
 

@@ -7,7 +7,7 @@ and the split is reported. δ goes to the Gaussian measures and to partition sel
 a pure-ε (Laplace) query with partition selection spends all of its δ on the selection.
 Nothing costs more than the ε and δ asked for (basic composition of the parts).
 
-:func:`check_cost` is the cost self-check (DESIGN.md rule 7): from the plan alone it counts the
+:func:`check_cost` is the cost self-check (docs/design.md rule 7): from the plan alone it counts the
 mechanisms the release will run and fails closed, before anything is charged, unless the noise
 plan has exactly those mechanisms and their composed cost is what will be charged.
 """
@@ -118,7 +118,7 @@ _ROUNDING = 1e-9
 
 
 def check_cost(plan: QueryPlan, opts: QueryOptions, noise: NoisePlan) -> None:
-    """The cost self-check (DESIGN.md rule 7), before the charge; raises :class:`CostCheckFailed`.
+    """The cost self-check (docs/design.md rule 7), before the charge; raises :class:`CostCheckFailed`.
 
     Counted from the plan: one additive mechanism per non-histogram measure, one exponential
     mechanism per quantile statistic, one partition selection when a key is private. The noise

@@ -3,7 +3,7 @@
 Both probes of :func:`dpch.sql.rewrite.emit_probe_sqls` run (the query as it will run, and with
 WHERE dropped and joins made LEFT so the synthetic row reaches every aggregate). A type error or
 a constant argument ClickHouse refuses surfaces here, where it costs nothing and depends on no
-private row (DESIGN.md rule 5)."""
+private row (docs/design.md rule 5)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Stage 6, release: draw the noise of a charged plan on exact :class:`GroupData` and turn it
 into result rows (post-processing only from here on).
 
-The caller must have charged ``noise.cost`` durably first (DESIGN.md rule 2); the audit calls
+The caller must have charged ``noise.cost`` durably first (docs/design.md rule 2); the audit calls
 :func:`release_rows` on fixed exact inputs to redraw the noise many times."""
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ bibliography of docs/algorithms.md):
 - (ε, δ)-DP ⇒ δ-approximate (ε²/2)-zCDP: Rogers et al. 2023, Lemma 2.3.
 - ρ-zCDP ⇒ (ρ + 2√(ρ·log(1/δ)), δ)-DP: Bun & Steinke 2016, Prop 1.3; for δ-approximate ρ-zCDP
   the δ's add (Rogers et al. 2023, Lemma 2.3). Rogers et al. 2023, Thm 6 *prints*
-  ρ + 2√(2ρ·log(1/δ'')); its proof matches the form above. ALGORITHMS.md A4 asks for the printed
+  ρ + 2√(2ρ·log(1/δ'')); its proof matches the form above. docs/algorithms.md A4 asks for the printed
   (more conservative) form where Thm 6 is used, so the functions take ``printed_theorem_6``.
 - ρ-zCDP ⇒ (ε, δ(ρ, ε))-DP, the optimal conversion: Canonne, Kamath & Steinke 2020, Cor 13.
 - N(0, σ²) noise on a query of ℓ2 sensitivity Δ2 is Δ2²/(2σ²)-zCDP: Bun & Steinke 2016, Prop 1.6.
@@ -52,7 +52,7 @@ def zcdp_to_dp_epsilon(rho: float, delta: float, *, printed_theorem_6: bool = Fa
 
 
 def rho_max(epsilon: float, delta: float, *, printed_theorem_6: bool = False) -> float:
-    """Largest ρ with :func:`zcdp_to_dp_epsilon`(ρ, δ) ≤ ε (ALGORITHMS.md A4, [derived]): the ρ
+    """Largest ρ with :func:`zcdp_to_dp_epsilon`(ρ, δ) ≤ ε (docs/algorithms.md A4, [derived]): the ρ
     budget of the zCDP filter of Rogers et al. 2023, Thm 2.
 
     Solving ρ + 2√(cρL) = ε for √ρ: √ρ = √(cL + ε) − √(cL), with L = log(1/δ) and c = 1

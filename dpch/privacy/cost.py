@@ -174,7 +174,7 @@ def approx_to_zcdp(cost: ApproxDP) -> ZCDP:
 def zcdp_to_approx(cost: ZCDP, delta_conversion: float, *, printed_theorem_6: bool = False) -> ApproxDP:
     """δ-approximate ρ-zCDP ⇒ (ρ + 2√(ρ·log(1/δ'')), δ + δ'')-DP (Bun & Steinke 2016, Prop 1.3;
     Rogers et al. 2023, Lemma 2.3), δ'' = ``delta_conversion``; ``printed_theorem_6`` uses the form
-    printed in Rogers et al. 2023, Thm 6 (2√(2ρ·log(1/δ''))), see ALGORITHMS.md A4."""
+    printed in Rogers et al. 2023, Thm 6 (2√(2ρ·log(1/δ''))), see docs/algorithms.md A4."""
     eps = conversions.zcdp_to_dp_epsilon(cost.rho, delta_conversion, printed_theorem_6=printed_theorem_6)
     return ApproxDP(eps, cost.delta + delta_conversion)
 

@@ -36,7 +36,7 @@ CODES = {
     201: ("QUOTA_EXCEEDED", 403),  # not 429: clients retry 429, and an exhausted budget stays so
     202: ("TOO_MANY_SIMULTANEOUS_QUERIES", 503),
     210: ("NETWORK_ERROR", 500),
-    291: ("DATABASE_ACCESS_DENIED", 403),  # an analyst locked by the tripwire (DESIGN.md rule 5)
+    291: ("DATABASE_ACCESS_DENIED", 403),  # an analyst locked by the tripwire (docs/design.md rule 5)
     307: ("TOO_MANY_BYTES", 413),
     396: ("TOO_MANY_ROWS_OR_BYTES", 400),
     497: ("ACCESS_DENIED", 403),
@@ -94,7 +94,7 @@ def from_dpch(exc: DpchError) -> GatewayError:
     """A dpch error (whose message is already free of data) as the gateway answers it: the code
     of its kind (:data:`dpch.errors.KINDS`); no sqlglot internals in what is sent."""
     row = kind_of(exc)
-    if row.error is QueryFailedAfterCharge:  # the fixed sentence, whatever failed (DESIGN.md rule 5)
+    if row.error is QueryFailedAfterCharge:  # the fixed sentence, whatever failed (docs/design.md rule 5)
         exc = QueryFailedAfterCharge()
     wire = error_to_wire(exc)
     wire["message"] = scrub(wire["message"])

@@ -2,7 +2,7 @@
 
 Rows that dpch released (or public metadata it built) are fed back through the engine with
 ``SELECT * FROM format(JSONEachRow, 'structure', 'rows') FORMAT X``, so every format is byte
-for byte what ClickHouse would send (DESIGN.md measured ≈ 2–3 ms). No hand-written encoders.
+for byte what ClickHouse would send (docs/design.md measured ≈ 2–3 ms). No hand-written encoders.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 - ``dp_accuracy = h``: every aggregate's ``dp_confidence`` interval is at most ±h (half-width h;
   an asymmetric interval, e.g. a clipped avg, counts its half-length (hi − lo)/2).
-- ``dp_relative_error = α``: 000 §7's rule on the noisy value ŷ and its interval [lo, hi]:
+- ``dp_relative_error = α``: Rogers et al. 2023, §7's rule on the noisy value ŷ and its interval [lo, hi]:
   0 ∉ [lo, hi] and 1 − α < |hi/lo| ≤ 1 + α. With a symmetric interval ŷ ± h this is the paper's
   1 − α < |(ŷ + h)/(ŷ − h)| ≤ 1 + α and |ŷ| > h (the paper takes h = 1/ε, one standard deviation;
   dpch takes the half-width at ``dp_confidence``).
@@ -11,7 +11,7 @@
   not met by then, the answer is withheld and the worst case (what was reserved) is charged.
 - ``dp_stop_rule``: ``'released'`` (default; the rule looks at noisy values only) or ``'exact'``
   (stop when the *true* error of every count/sum is ≤ ``dp_accuracy``: a rule on private data,
-  run through ReducedAboveThreshold at twice the ex-post cost, 002 Cor 5.2).
+  run through ReducedAboveThreshold at twice the ex-post cost, Whitehouse et al. 2022, Cor 5.2).
 """
 
 from __future__ import annotations

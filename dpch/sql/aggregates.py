@@ -275,7 +275,7 @@ MAX_FLOAT = 1e280
 
 
 def check_accumulable(value: ValueExpr, label: str, *, floating: bool = False) -> None:
-    """Refuses a value whose sum could leave the accumulator's range (DESIGN.md rule 6).
+    """Refuses a value whose sum could leave the accumulator's range (docs/design.md rule 6).
 
     ClickHouse sums UInt64/Int64 modulo 2^64 without a warning, while the sensitivity assumes the
     true sum; so integer values are summed as Int128 (see :meth:`ValueTranslator.translate`), which

@@ -4,7 +4,7 @@ An aggregate's argument may be any expression over bounded columns, literals, ar
 comparisons, CASE/if and an allowlist of monotone or bounded functions. Every column read
 as a *value* is clamped to its declared bounds in the emitted SQL, so the expression's
 value provably lies in the interval computed here (interval arithmetic; a Lipschitz map of
-bounded inputs has bounded output, seed dpch-differential-privacy-for-clickhouse Remark 1).
+bounded inputs has bounded output, the DPCH paper Remark 1).
 The final value is clamped to that interval once more and non-finite results (0/0, sqrt of
 a negative) are replaced by a fixed in-range value, so no row can push an aggregate outside
 the bound or turn it into NaN.
@@ -174,7 +174,7 @@ def condition_sql(node: exp.Expr, resolve: Resolver) -> str:
     """The SQL of a validated condition with column references mapped to the capped rows.
 
     Decimal columns are read as Float64 (:func:`read_sql`): Decimal division by zero and Decimal
-    overflow raise inside ClickHouse, which a row could trigger on purpose (DESIGN.md rule 5).
+    overflow raise inside ClickHouse, which a row could trigger on purpose (docs/design.md rule 5).
     """
     check_condition(node, resolve)
     holder = exp.Paren(this=node.copy())  # a parent, so that a bare column can be replaced too
@@ -220,7 +220,7 @@ class ValueTranslator:
         exact_integer = value.integer and float(interval.lo).is_integer() and float(interval.hi).is_integer()
         if isinstance(node, exp.Column) and exact_integer:
             # clamped in the column's own type (exact; an integer is never NaN), then widened so that
-            # sums accumulate in Int128 and cannot wrap (DESIGN.md rule 6)
+            # sums accumulate in Int128 and cannot wrap (docs/design.md rule 6)
             ref = self.resolve(node)
             sql = f"toInt128({clamp_sql(ref.sql, interval)})"
             return ValueExpr(keep_null(ref.sql, sql) if nullable else sql, interval, value.integer, nullable)

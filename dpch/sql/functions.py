@@ -1,6 +1,6 @@
 """The registry of every function and operator dpch lets into emitted SQL, with its totality conditions.
 
-DESIGN.md rule 5 (totality): emitted SQL must not raise on any row. An error that appears only
+docs/design.md rule 5 (totality): emitted SQL must not raise on any row. An error that appears only
 when a chosen row has a chosen property is a noiseless oracle: ``WHERE match('x', if(id = 1234 AND
 income > 30000, '(', 'x'))`` fails exactly when one person's income exceeds 30 000, and a binary
 search on such errors reads a value exactly for a negligible ε. So nothing reaches ClickHouse

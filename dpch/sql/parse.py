@@ -25,7 +25,7 @@ class DpchClickHouse(ClickHouse):
     """ClickHouse as sqlglot reads it, rendered back *as written* where sqlglot's ClickHouse generator
     would change the meaning. sqlglot parses ``toStartOfYear(d)`` into a generic truncation and renders
     ``dateTrunc('YEAR', d)``, which returns Date, not Date32: every date before 1970 becomes 1970-01-01.
-    Emitted SQL is rendered from trees (DESIGN.md rule 4), so such a rename would change answers."""
+    Emitted SQL is rendered from trees (docs/design.md rule 4), so such a rename would change answers."""
 
     class Generator(ClickHouse.Generator):  # type: ignore[misc,valid-type]
         TRANSFORMS = {

@@ -126,7 +126,7 @@ class Relation:
     @property
     def datasets(self) -> tuple[str, ...]:
         """The private tables read, each once (a self-join reads one dataset): each one's dataset
-        budget admits and counts the release (DESIGN.md rule 8)."""
+        budget admits and counts the release (docs/design.md rule 8)."""
         return tuple(dict.fromkeys(t.table for t in self.tables if t.private))
 
 

@@ -73,7 +73,7 @@ def _assemble(plan: QueryPlan) -> str:
 
 def emit_tree(plan: QueryPlan) -> exp.Query:
     """The emitted query as one sqlglot tree: what runs and what the probe checks are both rendered
-    from it (DESIGN.md rule 4), so no text substitution can make them differ."""
+    from it (docs/design.md rule 4), so no text substitution can make them differ."""
     return sqlglot.parse_one(_assemble(plan), read=DIALECT)  # type: ignore[return-value]
 
 

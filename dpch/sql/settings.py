@@ -3,7 +3,7 @@
     SELECT avg(spend) FROM visits SETTINGS dp_epsilon = 0.5, dp_mechanism = 'gaussian'
 
 Only ``dp_*`` settings are accepted; any other setting is refused, since ClickHouse settings
-can change what a query reveals or how it fails (DESIGN.md rule 4).
+can change what a query reveals or how it fails (docs/design.md rule 4).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Cancelling a running query before its charge (the shell's Ctrl-C).
 
-A query's charge is written to the ledger before ClickHouse reads any data (DESIGN.md), so a
+A query's charge is written to the ledger before ClickHouse reads any data (docs/design.md), so a
 query can be cancelled for free exactly until that write, and never after it:
 
 - The caller runs the query inside ``with cancellable(token):`` (a context variable, so only

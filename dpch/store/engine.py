@@ -83,7 +83,7 @@ class SharedState:
 
     One instance per kind (its class is the key, built with no arguments on first use): e.g. the
     accountant's per-analyst filter states, which all sessions of a store must share so that
-    concurrent sessions cannot jointly overspend (DESIGN.md "One process per store"). The
+    concurrent sessions cannot jointly overspend (docs/design.md "One process per store"). The
     embedded store's Engines share one; a server Engine has its own. It is dropped with the
     client when the store's last Engine closes, so a reopened store starts from what is durable.
     """
@@ -324,7 +324,7 @@ class Engine:
         """Runs SQL that dpch emitted from an analyzed plan.
 
         ClickHouse's own error text can quote row values, so it never reaches the caller:
-        the error says only that execution failed (DESIGN.md rule 4).
+        the error says only that execution failed (docs/design.md rule 4).
         """
         try:
             with self._lock:

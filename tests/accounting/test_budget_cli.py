@@ -34,7 +34,7 @@ def test_budget_command_shows_spent_reserved_remaining_and_releases(connect, sto
                          dataset=f"{database}.t", query_hash="h", mechanism="brownian")
     data = json.loads(run(store_dsn, database, "--analyst", "ana", "budget", "--json"))
     assert data == s.budget().as_dict() | {"recent": data["recent"]}
-    assert data["filter"] == "zcdp" and "000 Thm 2" in data["guarantee"]
+    assert data["filter"] == "zcdp" and "Rogers et al. 2023, Thm 2" in data["guarantee"]
     assert data["spent"]["rho"] == pytest.approx(0.02)  # Laplace ε 0.2 enters as ε²/2
     assert data["reserved"]["rho"] == pytest.approx(0.01)
     assert [r["status"] for r in data["recent"]] == ["charged", "reserved"]

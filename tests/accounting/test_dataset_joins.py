@@ -1,4 +1,4 @@
-"""Dataset budgets through joins (DESIGN.md rule 8, issue 12 defect 5): every private table a query
+"""Dataset budgets through joins (docs/design.md rule 8, issue 12 defect 5): every private table a query
 reads admits and is charged the release in its own dataset scope, so neither a self-join nor a join
 with another private table spends past ``dpch budget set --dataset``."""
 

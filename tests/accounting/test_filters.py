@@ -1,4 +1,4 @@
-"""Filters and odometers: the seeds' numbers (ALGORITHMS.md A4, A6, B3, B4, B6), and hypothesis
+"""Filters and odometers: the seeds' numbers (docs/algorithms.md A4, A6, B3, B4, B6), and hypothesis
 property tests that no filter admits an adaptive sequence violating its theorem's inequality,
 checked against an independent computation written here (not the code under test)."""
 
@@ -48,7 +48,7 @@ def rounds_admitted(flt, cost: PrivacyCost, cap: int) -> int:
 @pytest.mark.parametrize(("eps", "basic", "thm51"), [(0.001, 1000, 15481), (0.01, 100, 154), (0.05, 20, 6),
                                                       (0.1, 10, 1)])
 def test_b6_rounds_allowed_basic_and_thm_5_1(eps, basic, thm51):
-    """ALGORITHMS.md B6 (εg = 1, δg = 1e-6): rounds allowed at constant ε_i."""
+    """docs/algorithms.md B6 (εg = 1, δg = 1e-6): rounds allowed at constant ε_i."""
     budget = Budget(1.0, 1e-6)
     c = PrivacyCost(eps)
     assert rounds_admitted(BasicCompositionFilter(budget), c, 3000) == basic
@@ -107,7 +107,7 @@ def test_000_budget_under_both_conversions():
 
 
 def test_thm6_reserves_finest_grid_point_and_charges_realized():
-    """000 Thm 6: a Brownian run is admitted on Δ2²/(2·t_finest) and charged Δ2²/(2·T_stop)."""
+    """Rogers et al. 2023, Thm 6: a Brownian run is admitted on Δ2²/(2·t_finest) and charged Δ2²/(2·T_stop)."""
     flt = UnifiedZCDPFilter(Budget(1.0, 2e-6))
     bm = BrownianMechanism.for_target(0.3, 1e-6, 1.0, steps=10)
     worst = bm.worst_cost
@@ -128,7 +128,8 @@ def test_thm6_reserves_finest_grid_point_and_charges_realized():
 
 
 def test_pure_ex_post_uses_strict_check_and_charges_realized():
-    """004 Alg 2 (B9): HALT if spent + ε_max ≥ ε; realized ε_post (possibly above ε_max) is charged."""
+    """Lebensold et al. 2024, Alg 2 (B9): HALT if spent + ε_max ≥ ε; realized ε_post (possibly above
+    ε_max) is charged."""
     flt = PureExPostFilter(Budget(1.0, 1e-5))
     req = PrivacyCost(0.0796178, 1e-6, ex_post=True, worst_epsilon=0.0796178)
     assert not flt.decide([PrivacyCost(0.5)], PrivacyCost(0.5)).admitted  # 0.5 + 0.5 ≥ 1
@@ -231,7 +232,7 @@ def test_basic_and_pure_never_overspend(budget, seq):
 
 
 def _k_independent(eps: list[float], eg: float, dg: float) -> float:
-    """001 Thm 5.1, written out again: Σ ε(e^ε−1)/2 + sqrt(2(S+x)(1 + ½ ln(S/x + 1)) ln(1/δ))."""
+    """Rogers et al. 2016, Thm 5.1, written out again: Σ ε(e^ε−1)/2 + sqrt(2(S+x)(1 + ½ ln(S/x + 1)) ln(1/δ))."""
     x = eg**2 / (28.04 * math.log(1 / dg))
     s = sum(e**2 for e in eps)
     return sum(e * (math.exp(e) - 1) / 2 for e in eps) + math.sqrt(
@@ -327,7 +328,7 @@ def test_mixed_filter_thm_3(budget, seq, split):
 
 
 def test_negative_control_the_checker_catches_an_overspending_filter():
-    """A filter that forgets the proposed round (001 Def 3.1) admits 155 × 0.01: the independent
+    """A filter that forgets the proposed round (Rogers et al. 2016, Def 3.1) admits 155 × 0.01: the independent
     Thm 5.1 check used above rejects that sequence."""
     eps = [0.01] * 155
     assert _k_independent(eps[:-1], 1.0, 1e-6) <= 1.0 < _k_independent(eps, 1.0, 1e-6)

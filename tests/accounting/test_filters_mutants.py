@@ -1,6 +1,6 @@
 """Filter cases that surviving mutants showed were never exercised (issue 12, mutation score).
 
-The advanced-composition filter (001 Thm 5.1, ALGORITHMS.md B3) cannot use a realized ex-post
+The advanced-composition filter (Rogers et al. 2016, Thm 5.1, docs/algorithms.md B3) cannot use a realized ex-post
 cost: an ex-post release (noise reduction, Above Threshold) must count at its worst case, both
 in admission and in the odometer. Expected decisions come from Thm 5.1's K written out again
 below, not from the code under test.
@@ -21,7 +21,8 @@ WORST, REALIZED, NEXT = 1.0, 0.05, 0.8
 
 
 def _k(eps: list[float], eg: float, dg: float) -> float:
-    """001 Thm 5.1 (B3): Σ ε(e^ε−1)/2 + sqrt(2(S+x)(1 + ½ ln(S/x + 1)) ln(1/δg)), x = εg²/(28.04 ln(1/δg))."""
+    """Rogers et al. 2016, Thm 5.1 (B3): Σ ε(e^ε−1)/2 + sqrt(2(S+x)(1 + ½ ln(S/x + 1)) ln(1/δg)),
+    x = εg²/(28.04 ln(1/δg))."""
     x = eg**2 / (28.04 * math.log(1 / dg))
     s = sum(e**2 for e in eps)
     return sum(e * (math.exp(e) - 1) / 2 for e in eps) + math.sqrt(
@@ -75,7 +76,8 @@ def test_ex_ante_reads_the_worst_case_and_keeps_fixed_costs():
 
 
 def test_mixed_filter_spends_the_sum_of_its_two_sides():
-    """000 Thm 3 (concurrent composition): the mixed guarantee is the zCDP side's plus the ex-post side's."""
+    """Rogers et al. 2023, Thm 3 (concurrent composition): the mixed guarantee is the zCDP side's plus
+    the ex-post side's."""
     from dpch.accounting.filters import MixedFilter
 
     flt = MixedFilter(BUDGET, split=0.5)

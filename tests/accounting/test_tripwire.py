@@ -1,4 +1,4 @@
-"""The tripwire (DESIGN.md rule 5): a release that fails after its charge gets one fixed message,
+"""The tripwire (docs/design.md rule 5): a release that fails after its charge gets one fixed message,
 its ledger row is marked failed (and still counted), and the analyst is locked, durably, until
 the data owner runs ``dpch budget unlock``.
 

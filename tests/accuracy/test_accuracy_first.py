@@ -216,7 +216,7 @@ def test_exact_stop_rule_runs_reduced_above_threshold_at_twice_the_cost(connect,
     rep = release.accuracy
     assert rep.mechanism == "brownian+rat"
     rows = _ledger(ex)
-    assert rows[-1][2] == "charged" and rows[-1][5] is None  # no zCDP view: 002 Cor 5.2 is ex post
+    assert rows[-1][2] == "charged" and rows[-1][5] is None  # no zCDP view: Whitehouse et al. 2022, Cor 5.2 is ex post
     assert rows[-1][4] == pytest.approx(rep.ex_post_epsilon) and rows[-1][6] <= 40 * (1 + 1e-9)
 
 

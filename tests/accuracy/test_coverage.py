@@ -6,7 +6,7 @@ Runs go through dpch's own planner, noise path, stopping rule and post-processin
 table, without the ledger (every run would otherwise need two ledger writes); the grid has 200
 points instead of 1000 to keep the test fast (the rule and the bounds do not depend on it).
 
-Tolerances (TESTING.md rule 6): with n = trials × groups interval checks at level 1 − β, the
+Tolerances (docs/development.md rule 6): with n = trials × groups interval checks at level 1 − β, the
 observed rate must lie in the binomial 99.9% band (±3.29·√(β(1−β)/n)) when the stop is
 data-independent (absolute target on counts: exact coverage), and above its lower end when the
 stop depends on noisy values (time-uniform bounds, conservative by design). Negative control:

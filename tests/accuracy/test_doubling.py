@@ -1,4 +1,5 @@
-"""The doubling baseline (000 §7.1) and the Brownian relative-error run (000 §7): their charges follow
+"""The doubling baseline (Rogers et al. 2023, §7.1) and the Brownian relative-error run (same paper,
+§7): their charges follow
 the formulas, and on the §7.2 synthetic data Brownian noise reduction returns more counts than
 doubling at a precision no more than a few points lower (a small version of the benchmark)."""
 

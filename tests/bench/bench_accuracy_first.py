@@ -1,4 +1,4 @@
-"""Benchmark: 000 §7.2's synthetic relative-error experiment, Brownian noise reduction vs doubling.
+"""Benchmark: Rogers et al. 2023, §7.2's synthetic relative-error experiment, Brownian noise reduction vs doubling.
 
 Zipf a = 0.75 over 300 items (ℓ∞ sensitivity 1), top remaining item by the exponential mechanism
 (ε_EM = 0.1, ε_EM²/8 zCDP), relative error α = 10%, budget (ε, δ'') = (10, 1e-6) → ρ = 1.353015

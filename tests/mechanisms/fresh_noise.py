@@ -1,6 +1,6 @@
 """A deliberately BROKEN Brownian run, the negative control of the noise-reduction tests and the audit.
 
-It draws independent N(0, T_n) noise at every step (ALGORITHMS.md A7 pitfall 1): each iterate alone
+It draws independent N(0, T_n) noise at every step (docs/algorithms.md A7 pitfall 1): each iterate alone
 has the right marginal, but seeing all of them costs every step, not the last one. It lives in the
 tests, never in the package."""
 

@@ -1,4 +1,4 @@
-"""Calibration numbers: ALGORITHMS.md part C test vectors and the discrete Gaussian (CKS)."""
+"""Calibration numbers: docs/algorithms.md part C test vectors and the discrete Gaussian (CKS)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from dpch.mechanisms.discrete import (
     ],
 )
 def test_analytic_gaussian_part_c_vectors(eps, delta, sigma, classic):
-    """ALGORITHMS.md part C [computed] vectors (Balle & Wang 2018 Thm 8 root), 7 digits."""
+    """docs/algorithms.md part C [computed] vectors (Balle & Wang 2018 Thm 8 root), 7 digits."""
     assert calibration.analytic_gaussian_sigma(eps, delta, 1.0) == pytest.approx(sigma, abs=2e-6)
     assert calibration.classic_gaussian_sigma(eps, delta, 1.0) == pytest.approx(classic, abs=2e-6)
 

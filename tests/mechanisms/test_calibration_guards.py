@@ -1,5 +1,5 @@
 """Calibration that cannot be represented is refused before the charge (issue 12, defects 2 and 9;
-DESIGN.md rule 6), and calibration edge cases that surviving mutants showed were unpinned.
+docs/design.md rule 6), and calibration edge cases that surviving mutants showed were unpinned.
 
 Each refusal goes through ``session.query`` and asserts that no ledger row was written. The
 limits come from the exact samplers (:mod:`dpch.mechanisms.exact`: an integer scale or σ² must

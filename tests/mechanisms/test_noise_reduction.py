@@ -66,7 +66,7 @@ def test_linear_floor_unreachable():
 
 
 def test_markov_lnr_marginals_are_laplace(rng):
-    """002 eq. 5: every ζ_n ~ Lap(t_n) (KS, p = 1e-4, 10^5 paths)."""
+    """Whitehouse et al. 2022, eq. 5: every ζ_n ~ Lap(t_n) (KS, p = 1e-4, 10^5 paths)."""
     scales = [1.0, 1.5, 3.0, 10.0]
     path = markov_laplace_path(scales, N, rng)
     for n, t in enumerate(scales):
@@ -102,7 +102,7 @@ def test_lnr_run_releases_noisiest_first_and_costs_last_epsilon(source):
     spreads = []
     for k in range(2):
         spreads.append(np.std(run.next()))
-        assert run.cost.epsilon == pytest.approx(mech.epsilons[k])  # 002 Prop 4.2: Δ1/t_N
+        assert run.cost.epsilon == pytest.approx(mech.epsilons[k])  # Whitehouse et al. 2022, Prop 4.2: Δ1/t_N
     assert run.cost.ex_post and run.cost.worst_epsilon == pytest.approx(1.0)
     assert spreads[0] > spreads[1], "iterates must get less noisy"
     # released marginals: iterate 2 ~ Lap(Δ1/ε_2)
@@ -110,7 +110,7 @@ def test_lnr_run_releases_noisiest_first_and_costs_last_epsilon(source):
 
 
 def test_continuous_laplace_path(rng):
-    """002 eq. 6 / Thm D.1: Z_t ~ Lap(t); flat on [4, 8] with probability (4/8)² (A1 [derived])."""
+    """Whitehouse et al. 2022, eq. 6 / Thm D.1: Z_t ~ Lap(t); flat on [4, 8] with probability (4/8)² (A1 [derived])."""
     path = LaplacePath(floor=0.5, rng=rng, size=N)
     z4 = path.value(4.0)
     z8 = path.value(8.0)  # lazily extended beyond the first horizon
@@ -170,7 +170,7 @@ def test_fresh_noise_variant_is_detected(source):
 
 
 def test_bm_cost_at_stop(source):
-    """002 Cor 3.7 ex-post ψ(T_N) and 000 Thm 6 charge Δ2²/(2T_N) at the stop."""
+    """Whitehouse et al. 2022, Cor 3.7 ex-post ψ(T_N) and Rogers et al. 2023, Thm 6 charge Δ2²/(2T_N) at the stop."""
     mech = BrownianMechanism.for_target(0.3, 1e-6, sensitivity=2.0, kind="mixture", steps=5)
     run = mech.start(np.zeros(3), source)
     run.next()

@@ -1,7 +1,7 @@
-"""Selection with Gaussian and Laplace noise (004; ALGORITHMS.md B7–B10), the exponential
+"""Selection with Gaussian and Laplace noise (004; docs/algorithms.md B7–B10), the exponential
 mechanism, the fully adaptive Gaussian SVT, and ReducedAboveThreshold (A3).
 
-Numbers follow ALGORITHMS.md B10 (which uses the corrected, log-of-ratio forms: B11 pitfall
+Numbers follow docs/algorithms.md B10 (which uses the corrected, log-of-ratio forms: B11 pitfall
 2; Thm 17's −σ_X x rather than Thm 10's printed +x: B8)."""
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ SQ3 = math.sqrt(3.0)
     ],
 )
 def test_rnm_epsilon_b10(c, delta, sigma, d, eps):
-    """004 Thm 8/12 in log form, B10 table (to the printed digits)."""
+    """Lebensold et al. 2024, Thm 8/12 in log form, B10 table (to the printed digits)."""
     assert rnm_epsilon(c, delta, sigma, d) == pytest.approx(eps, abs=1e-7)
 
 
@@ -102,7 +102,7 @@ AT_ROWS = [
 
 @pytest.mark.parametrize(("delta", "sigma_x", "rho", "table"), AT_ROWS)
 def test_at_epsilon_post_b10(delta, sigma_x, rho, table):
-    """004 Thm 17 (log form, −σ_X x) on the B10 rows incl. Bikes and London; a=0, b=1."""
+    """Lebensold et al. 2024, Thm 17 (log form, −σ_X x) on the B10 rows incl. Bikes and London; a=0, b=1."""
     for t, eps in table.items():
         got = at_epsilon_post(t, delta, sigma_x, SQ3 * sigma_x, rho)
         assert got == pytest.approx(eps, abs=1e-7), f"t={t}: {got:.7f} vs {eps}"
@@ -129,7 +129,7 @@ def test_at_printed_thm10_underreports():
     ],
 )
 def test_at_epsilon_max_b10(delta, sigma_x, rho, dlt, eps):
-    """004 Thm 7 RDP → pDP (B8): ε_max = A + 2√(AB)."""
+    """Lebensold et al. 2024, Thm 7 RDP → pDP (B8): ε_max = A + 2√(AB)."""
     assert at_epsilon_max(delta, sigma_x, SQ3 * sigma_x, rho, dlt) == pytest.approx(eps, abs=1e-7)
 
 
@@ -226,7 +226,7 @@ def test_private_quantile(source):
 
 
 def test_rat_with_brownian_costs_twice_psi(source):
-    """002 Cor 5.2: with BM and E_n = ψ(T_n), RAT is (2ψ(T_N), δ)-ex-post."""
+    """Whitehouse et al. 2022, Cor 5.2: with BM and E_n = ψ(T_n), RAT is (2ψ(T_N), δ)-ex-post."""
     epsilons = (0.4, 0.6, 0.8, 1.0)
     boundary = LinearBoundary.optimal(epsilons[0], 1e-6)  # floor Δ2·a* < 0.4
     bm = BrownianMechanism(1.0, brownian_times_for(boundary, epsilons), boundary)

@@ -1,4 +1,4 @@
-"""The tripwire through `dpch serve` (DESIGN.md rule 5): over dpch:// the analyst gets the same
+"""The tripwire through `dpch serve` (docs/design.md rule 5): over dpch:// the analyst gets the same
 error classes as in process; over raw HTTP a failure after the charge is one fixed 500 body, and a
 locked analyst a 403, with nothing from ClickHouse's own text."""
 

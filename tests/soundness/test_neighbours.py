@@ -1,4 +1,4 @@
-"""Neighbour fuzzer (issue 12, TESTING.md "Adversarial verification").
+"""Neighbour fuzzer (issue 12, docs/development.md "Adversarial verification").
 
 hypothesis draws an adversarial private table and a batch of queries from dpch's grammar
 (:mod:`tests.soundness.grammar`). Every query dpch admits (plan + the pre-charge probe) is run,

@@ -1,5 +1,5 @@
 """Regression tests for the soundness defects of issue 12 that live in the SQL layer and calibration:
-error oracles (totality, DESIGN.md rule 5), integer wrap-around (rule 6), quantile under-charging
+error oracles (totality, docs/design.md rule 5), integer wrap-around (rule 6), quantile under-charging
 and the cost self-check (rule 7), and NULL privacy units.
 
 Each test plays the attack or builds the neighbours on real chdb and checks what comes out.
