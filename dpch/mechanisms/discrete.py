@@ -108,10 +108,10 @@ def discrete_gaussian_delta(epsilon: float, sigma: float, sensitivity: int) -> f
         t1 = math.exp(_log_tail_exact(sigma, n1, log_norm))
         t2 = _log_tail_exact(sigma, n2, log_norm)
         return max(0.0, t1 - math.exp(epsilon + t2))
-    return _delta_euler_maclaurin(epsilon, sigma, delta_int, n1)
+    return delta_euler_maclaurin(epsilon, sigma, delta_int, n1)
 
 
-def _delta_euler_maclaurin(epsilon: float, sigma: float, shift: int, n1: int) -> float:
+def delta_euler_maclaurin(epsilon: float, sigma: float, shift: int, n1: int) -> float:
     """Upper bound on CKS Theorem 7's δ for large σ, by Euler–Maclaurin with remainder.
 
     δ = Σ_{y ≥ n1} h(y)/Z with h(y) = f(y) − e^ε·f(y + Δ), f(y) = exp(−y²/(2σ²)), smooth on

@@ -71,7 +71,7 @@ def _bernoulli_exp_fraction(rng: np.random.Generator, num: np.ndarray, den: int)
 
 
 @lru_cache(maxsize=8)
-def _exp_neg1_word(index: int) -> int:
+def exp_neg1_word(index: int) -> int:
     """Bits [64·index, 64·index + 64) of the binary expansion of e^{−1}, exactly.
 
     floor(e^{−1}·2^{64(index+1)}) from the alternating series Σ(−1)^k/k!, whose consecutive
@@ -90,19 +90,19 @@ def _exp_neg1_word(index: int) -> int:
             return int(math.floor(lo * 2**bits)) & ((1 << 64) - 1)
 
 
-def _bernoulli_exp_minus_one(rng: np.random.Generator, size: int) -> np.ndarray:
+def bernoulli_exp_minus_one(rng: np.random.Generator, size: int) -> np.ndarray:
     """Bernoulli(exp(−1)) exactly, by lazily comparing a uniform bit string with e^{−1}.
 
     A uniform real W ∈ [0, 1) is revealed 64 bits at a time; W < e^{−1} is decided at the
     first 64-bit word where W and e^{−1} differ (a tie continues with the next word, which
     happens with probability 2^-64 per word). This is exactly Bernoulli(e^{−1}) (no
-    rounding: e^{−1}'s words come from :func:`_exp_neg1_word`), and it costs one draw.
+    rounding: e^{−1}'s words come from :func:`exp_neg1_word`), and it costs one draw.
     """
     out = np.empty(size, dtype=bool)
     idx = np.arange(size)
     word = 0
     while idx.size:
-        target = np.uint64(_exp_neg1_word(word))
+        target = np.uint64(exp_neg1_word(word))
         draws = rng.integers(0, np.iinfo(np.uint64).max, size=idx.size, dtype=np.uint64, endpoint=True)
         tie = draws == target
         decided = ~tie
@@ -123,7 +123,7 @@ def bernoulli_exp(rng: np.random.Generator, num: np.ndarray, den: int) -> np.nda
     pending = np.flatnonzero(whole > 0)
     j = 0
     while pending.size:
-        ok = _bernoulli_exp_minus_one(rng, pending.size)
+        ok = bernoulli_exp_minus_one(rng, pending.size)
         result.flat[pending[~ok]] = False
         pending = pending[ok]
         j += 1
@@ -141,7 +141,7 @@ def _geometric_exp_minus_one(rng: np.random.Generator, size: int) -> np.ndarray:
     v = np.zeros(size, dtype=np.int64)
     idx = np.arange(size)
     while idx.size:
-        failed = ~_bernoulli_exp_minus_one(rng, idx.size * 2).reshape(idx.size, 2)
+        failed = ~bernoulli_exp_minus_one(rng, idx.size * 2).reshape(idx.size, 2)
         stopped = failed.any(axis=1)
         v[idx] += np.where(stopped, np.argmax(failed, axis=1), 2)
         idx = idx[~stopped]
@@ -242,7 +242,7 @@ def _bernoulli_exp_python(rng: np.random.Generator, num: int, den: int) -> bool:
     """Scalar CKS Algorithm 1 with Python integers (no overflow), for the rare huge exponent."""
     whole, frac = divmod(num, den)
     for _ in range(whole):
-        if not bool(_bernoulli_exp_minus_one(rng, 1)[0]):
+        if not bool(bernoulli_exp_minus_one(rng, 1)[0]):
             return False
     k = 1
     while True:

@@ -47,7 +47,7 @@ def run(rows: int, runs: int) -> str:
         session = dpch.connect(f"chdb://{tmp}/store", analyst="bench", default_budget=Budget(1e12, 0.9), seed=1)
         engine = session.engine
         visits.load(engine, "visits")
-        raw = engine._client
+        raw = engine  # the same store, the emitted SQL run directly
 
         lines.append("demo queries (visits, ~150k rows, 10 rows per unit cap)")
         lines.append("| query | dpch median ms | dpch p99 ms | parse+analyze+rewrite ms | raw CH same SQL ms |")
@@ -57,7 +57,7 @@ def run(rows: int, runs: int) -> str:
             total = _timed(lambda sql=sql: session.query(sql), runs)
             plan_ms = _timed(lambda sql=sql: session.plan(sql), runs)
             emitted = session.explain(sql).sql
-            raw_ms = _timed(lambda emitted=emitted: raw.query(emitted), runs)
+            raw_ms = _timed(lambda emitted=emitted: raw.query_rows(emitted), runs)
             med, p99 = _stats(total)
             lines.append(f"| {title} | {med:.2f} | {p99:.2f} | {statistics.median(plan_ms):.3f} | "
                          f"{statistics.median(raw_ms):.2f} |")
@@ -94,7 +94,7 @@ def run(rows: int, runs: int) -> str:
                 session.query(sql)
                 big_runs = max(5, runs // 10)
                 d = statistics.median(_timed(lambda sql=sql: session.query(sql), big_runs))
-                r = statistics.median(_timed(lambda raw_sql=raw_sql: raw.query(raw_sql), big_runs))
+                r = statistics.median(_timed(lambda raw_sql=raw_sql: raw.query_rows(raw_sql), big_runs))
                 lines.append(f"| {name} | {sql} | {d:.1f} | {r:.1f} | {d / r:.2f} |")
         session.close()
     return "\n".join(lines)

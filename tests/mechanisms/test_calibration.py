@@ -10,7 +10,7 @@ import pytest
 from dpch.mechanisms import calibration
 from dpch.mechanisms.discrete import (
     EXACT_SIGMA_LIMIT,
-    _delta_euler_maclaurin,
+    delta_euler_maclaurin,
     discrete_gaussian_delta,
     discrete_gaussian_half_width,
     discrete_gaussian_sigma,
@@ -63,7 +63,7 @@ def test_euler_maclaurin_bound_is_an_upper_bound_and_tight(eps, sigma):
     """Large-σ branch: the E–M bound is ≥ the exact δ, within 3% of it (checked below the limit)."""
     n1 = math.floor(eps * sigma**2 - 0.5) + 1
     exact = discrete_gaussian_delta(eps, sigma, 1)
-    bound = _delta_euler_maclaurin(eps, sigma, 1, n1)
+    bound = delta_euler_maclaurin(eps, sigma, 1, n1)
     assert exact <= bound <= exact * 1.03 + 1e-300, f"bound {bound:.6g} vs exact {exact:.6g}"
 
 

@@ -113,21 +113,21 @@ def test_exp_neg1_words_match_decimal():
     """The lazily compared bits of e^{-1} equal a 120-digit decimal expansion's."""
     from decimal import ROUND_FLOOR, Decimal, localcontext
 
-    from dpch.mechanisms.exact import _exp_neg1_word
+    from dpch.mechanisms.exact import exp_neg1_word
 
     with localcontext() as ctx:
         ctx.prec = 120
         e1 = Decimal(-1).exp()
         for i in range(4):
             scaled = (e1 * Decimal(2) ** (64 * (i + 1))).to_integral_value(rounding=ROUND_FLOOR)
-            assert _exp_neg1_word(i) == int(scaled) & (2**64 - 1)
+            assert exp_neg1_word(i) == int(scaled) & (2**64 - 1)
 
 
 def test_bernoulli_exp_minus_one_rate(rng):
-    from dpch.mechanisms.exact import _bernoulli_exp_minus_one
+    from dpch.mechanisms.exact import bernoulli_exp_minus_one
 
     n = 1_000_000
-    rate = _bernoulli_exp_minus_one(rng, n).mean()
+    rate = bernoulli_exp_minus_one(rng, n).mean()
     p = np.exp(-1)
     se = np.sqrt(p * (1 - p) / n)
     assert abs(rate - p) < 4.5 * se, f"rate {rate:.5f} vs e^-1 ± 4.5·se={4.5 * se:.5f}"
