@@ -11,6 +11,10 @@ Every row is the median over --runs fresh processes, measured in the same run as
 3. ``dpch --version`` (aim: under 150 ms) and ``dpch query "SELECT count(*) FROM visits"``
    (aim: under 0.9 s) on a small embedded store (the fixture tables, 2 000 people).
 
+With ``--against DIR`` (another checkout of dpch, e.g. ``git worktree add /tmp/base main``) the two
+dpch rows are also measured on that checkout, run by run in turn with this one, so both see the
+same machine load; the ratio column is then this checkout's time over that one's.
+
 Then one ``python -X importtime`` run of the query shows what the imports cost (cumulative ms of
 the first import of each heavy dependency; one run, so noisier than the medians). No timing is
 asserted anywhere: speed is measured here, never in tests (docs/development.md).
@@ -37,14 +41,21 @@ BREAKDOWN = ("numpy", "scipy.special", "scipy.linalg", "scipy.optimize", "sqlglo
 AIMS_MS = {"dpch --version": 150.0, "dpch query (one query)": 900.0}
 
 
-def _median_ms(argv: list[str], runs: int, env: dict[str, str], cwd: str) -> float:
-    subprocess.run(argv, env=env, cwd=cwd, check=True, capture_output=True)  # warm the page cache once
-    times = []
-    for _ in range(runs):
-        started = time.perf_counter()
+def _medians_ms(argv: list[str], runs: int, envs: list[dict[str, str]], cwd: str) -> list[float]:
+    """The median time of ``argv`` under each environment, the environments taking turns run by run."""
+    for env in envs:  # warm the page cache (and write the .pyc files) once
         subprocess.run(argv, env=env, cwd=cwd, check=True, capture_output=True)
-        times.append((time.perf_counter() - started) * 1000.0)
-    return statistics.median(times)
+    times: list[list[float]] = [[] for _ in envs]
+    for _ in range(runs):
+        for env, samples in zip(envs, times, strict=True):
+            started = time.perf_counter()
+            subprocess.run(argv, env=env, cwd=cwd, check=True, capture_output=True)
+            samples.append((time.perf_counter() - started) * 1000.0)
+    return [statistics.median(samples) for samples in times]
+
+
+def _median_ms(argv: list[str], runs: int, env: dict[str, str], cwd: str) -> float:
+    return _medians_ms(argv, runs, [env], cwd)[0]
 
 
 def _build_store(path: str, env: dict[str, str]) -> None:
@@ -76,6 +87,7 @@ def _load() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=9)
+    parser.add_argument("--against", type=Path, help="another dpch checkout to time the dpch rows against")
     args = parser.parse_args()
     script = Path(sys.executable).parent / "dpch"
     dpch = [str(script)] if script.exists() else [sys.executable, "-m", "dpch.cli.main"]
@@ -86,15 +98,21 @@ def main() -> None:
         query = [*dpch, "--dsn", f"chdb://{store}", "--analyst", "bench", "query", QUERY, "--epsilon", "0.001"]
         floor = ("import sys, clickhouse_connect\nc = clickhouse_connect.get_client(dsn=sys.argv[1])\n"
                  f"c.query({QUERY!r})")
+        envs = [env] if args.against is None else [env, {**env, "PYTHONPATH": str(args.against.resolve())}]
+        versions = _medians_ms([*dpch, "--version"], args.runs, envs, tmp)
+        queries = _medians_ms(query, args.runs, envs, tmp)
         rows = [
             ("python -c pass", _median_ms([sys.executable, "-c", "pass"], args.runs, env, tmp)),
             ("python -c 'import clickhouse_connect'",
              _median_ms([sys.executable, "-c", "import clickhouse_connect"], args.runs, env, tmp)),
             ("raw query: open store + count (no dpch)",
              _median_ms([sys.executable, "-c", floor, f"chdb://{store}"], args.runs, env, tmp)),
-            ("dpch --version", _median_ms([*dpch, "--version"], args.runs, env, tmp)),
-            ("dpch query (one query)", _median_ms(query, args.runs, env, tmp)),
+            ("dpch --version", versions[0]),
+            ("dpch query (one query)", queries[0]),
         ]
+        if args.against is not None:
+            rows += [(f"dpch --version on {args.against}", versions[1]),
+                     (f"dpch query on {args.against}", queries[1])]
         python_query = [sys.executable, "-m", "dpch.cli.main", *query[len(dpch):]]
         breakdown = _import_breakdown(python_query, env, tmp)
     python_ms, floor_ms = rows[0][1], rows[2][1]
@@ -104,6 +122,9 @@ def main() -> None:
         aim = AIMS_MS.get(name)
         verdict = "" if aim is None else f"{'met' if ms < aim else 'missed'} <{aim:.0f}"
         print(f"{name:<42}{ms:>8.0f}{ms - python_ms:>10.0f}{ms / floor_ms:>12.2f}{verdict:>14}")
+    if args.against is not None:
+        print(f"\nthis checkout / {args.against}: --version {versions[0] / versions[1]:.2f}, "
+              f"query {queries[0] / queries[1]:.2f}")
     print("\nimports of the one-query run (cumulative ms, one run with -X importtime):")
     for name in BREAKDOWN:
         if name in breakdown:
