@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
-from dpch.accounting.accountant import BudgetStatus
-from dpch.accounting.ledger import LedgerEntry
-from dpch.accounting.locks import AnalystLock
+if TYPE_CHECKING:  # types only: importing dpch.accounting loads the whole privacy stack (start-up speed)
+    from dpch.accounting.accountant import BudgetStatus
+    from dpch.accounting.ledger import LedgerEntry
+    from dpch.accounting.locks import AnalystLock
 
 
 def budget_json(status: BudgetStatus) -> str:

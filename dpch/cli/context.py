@@ -11,14 +11,15 @@ import functools
 import sys
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from dpch.api import PrivateSession
-from dpch.connection import connect_gateway, connect_local, is_gateway_dsn
 from dpch.errors import ConfigError, DpchError
-from dpch.session import Session
+
+if TYPE_CHECKING:  # the session stack is imported by the first command that opens one (start-up speed)
+    from dpch.api import PrivateSession
+    from dpch.session import Session
 
 
 class Context:
@@ -39,6 +40,9 @@ class Context:
 
     def session(self, seed: int | None = None) -> PrivateSession:
         """The analyst's private session (a gateway's when the DSN names one)."""
+        # start-up: the session stack (NumPy, SciPy, sqlglot, the ClickHouse client) loads only when used
+        from dpch.connection import connect_gateway, is_gateway_dsn
+
         if not is_gateway_dsn(self.dsn):
             return self.store(seed=seed)
         if self._remote is None:
@@ -47,6 +51,9 @@ class Context:
 
     def store(self, command: str = "this command", *, seed: int | None = None) -> Session:
         """A session on the store itself; refused through a gateway (its data owner runs ``command``)."""
+        # start-up: the session stack (NumPy, SciPy, sqlglot, the ClickHouse client) loads only when used
+        from dpch.connection import connect_local, is_gateway_dsn
+
         if is_gateway_dsn(self.dsn):
             raise ConfigError(f"{command} is for the data owner, on the store itself, not through a gateway",
                               hint="run it where the store is, with --dsn chdb:///path or http://host:8123")

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from dpch.accounting.budget import Budget, BudgetStore
 from dpch.cli.output import render_budget, render_table
-from dpch.connection import connect_local
 from dpch.errors import BudgetExceeded
-from sql_fixtures import tables
 
 DEMO_ANALYST = "demo"
-DEMO_BUDGET = Budget(epsilon=5.0, delta=1e-6)
+#: the demo analyst's budget (ε, δ)
+DEMO_EPSILON, DEMO_DELTA = 5.0, 1e-6
 DEMO_QUERIES = [
     ("How many visits were there?", "SELECT count(*) AS visits FROM visits"),
     ("Total spend of visitors over 40", "SELECT sum(spend) AS spend FROM visits WHERE age > 40"),
@@ -25,7 +23,13 @@ DEMO_QUERIES = [
 
 
 def run_demo(dsn: str | None, *, database: str | None, reset: bool, echo: Callable[[str], None]) -> None:
-    with connect_local(dsn, analyst=DEMO_ANALYST, database=database, default_budget=DEMO_BUDGET) as session:
+    # start-up: the session stack (NumPy, SciPy, sqlglot, the ClickHouse client) loads only when used
+    from dpch.accounting.budget import Budget, BudgetStore
+    from dpch.connection import connect_local
+    from sql_fixtures import tables
+
+    demo_budget = Budget(epsilon=DEMO_EPSILON, delta=DEMO_DELTA)
+    with connect_local(dsn, analyst=DEMO_ANALYST, database=database, default_budget=demo_budget) as session:
         engine = session.engine
         echo(f"dpch demo — {engine.describe()}, database {engine.database}")
         tables.load_all(engine, replace=reset)
@@ -35,12 +39,12 @@ def run_demo(dsn: str | None, *, database: str | None, reset: bool, echo: Callab
              "(a census, one row per person) and regions (a public dimension table)\n")
         echo(session.table_policy("visits").describe())
         if BudgetStore(engine).get(DEMO_ANALYST) is None:
-            session.accountant.set_budget(DEMO_BUDGET)  # persisted, so later CLI calls see the same budget
+            session.accountant.set_budget(demo_budget)  # persisted, so later CLI calls see the same budget
         elif reset:
             # the ledger is append-only: a fresh start is the owner granting ε 5 more than was spent
             spent = session.budget().spent
-            session.accountant.set_budget(Budget(spent.epsilon + DEMO_BUDGET.epsilon,
-                                                 min(0.5, spent.delta + DEMO_BUDGET.delta)))
+            session.accountant.set_budget(Budget(spent.epsilon + DEMO_EPSILON,
+                                                 min(0.5, spent.delta + DEMO_DELTA)))
             echo("demo budget renewed: ε 5 more than the demo analyst has spent")
         echo("")
         echo(render_budget(session.budget()))

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from dpch.errors import ConfigError
-from dpch.policy.model import base_type
 from dpch.store.engine import Engine, check_identifier, quote_identifier, quote_string
 
 _FORMATS = {".csv": "CSVWithNames", ".tsv": "TSVWithNames", ".parquet": "Parquet",
@@ -31,6 +30,9 @@ def load_file(
     replace: bool,
 ) -> int:
     """Creates ``table`` from ``file`` with the given annotations; returns the row count."""
+    # start-up: importing dpch.policy loads the policy resolver (sqlglot); only `dpch load` needs it
+    from dpch.policy.model import base_type
+
     check_identifier(table, "table")
     path = Path(file).resolve()
     fmt = _FORMATS.get(path.suffix.lower())

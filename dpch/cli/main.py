@@ -9,9 +9,6 @@ from typing import Any
 import click
 
 from dpch import __version__
-from dpch.accounting.accountant import Accountant
-from dpch.accounting.budget import Budget, BudgetStore
-from dpch.accounting.locks import LockStore
 from dpch.cli.audit import audit
 from dpch.cli.budget_view import budget_json, budget_text, lock_text
 from dpch.cli.context import Context, friendly_errors
@@ -90,6 +87,9 @@ def explain(obj: Context, sql: str, epsilon: float | None, delta: float | None,
 @friendly_errors
 def budget(ctx: click.Context, target: str | None, as_json: bool) -> None:
     """Show a budget per filter scope: budget, spent (odometer), reserved, remaining, last releases."""
+    # start-up: dpch.accounting loads the whole privacy stack (NumPy, SciPy); only this command needs it
+    from dpch.accounting.accountant import Accountant
+
     if ctx.invoked_subcommand is not None:
         return
     obj: Context = ctx.obj
@@ -116,6 +116,10 @@ def budget(ctx: click.Context, target: str | None, as_json: bool) -> None:
 def budget_set(obj: Context, target: str, epsilon: float, delta: float, dataset: str, filter_name: str,
                filter_options: str) -> None:
     """(Data owner) Set an analyst's total budget (or a per-dataset one)."""
+    # start-up: dpch.accounting loads the whole privacy stack (NumPy, SciPy); only this command needs it
+    from dpch.accounting.accountant import Accountant
+    from dpch.accounting.budget import Budget
+
     engine = obj.store("dpch budget set").engine
     if dataset and "." not in dataset:
         dataset = f"{engine.database}.{dataset}"
@@ -136,6 +140,10 @@ def budget_set(obj: Context, target: str, epsilon: float, delta: float, dataset:
 @friendly_errors
 def budget_list(obj: Context) -> None:
     """(Data owner) List the budgets that have been set, and the locked analysts."""
+    # start-up: dpch.accounting loads the whole privacy stack (NumPy, SciPy); only this command needs it
+    from dpch.accounting.budget import BudgetStore
+    from dpch.accounting.locks import LockStore
+
     engine = obj.store("dpch budget list").engine
     locks = {lock.analyst: lock for lock in LockStore(engine).all()}
     for analyst, b in BudgetStore(engine).all().items():
@@ -150,6 +158,9 @@ def budget_list(obj: Context) -> None:
 @friendly_errors
 def budget_unlock(obj: Context, target: str) -> None:
     """(Data owner) Clear the lock of an analyst whose query failed after its charge (the tripwire)."""
+    # start-up: dpch.accounting loads the whole privacy stack (NumPy, SciPy); only this command needs it
+    from dpch.accounting.accountant import Accountant
+
     session = obj.store("dpch budget unlock")
     if Accountant(session.engine, target).unlock():
         click.echo(f"analyst {target} unlocked")

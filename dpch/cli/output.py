@@ -7,10 +7,11 @@ import io
 import json
 import math
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dpch.accounting.accountant import BudgetStatus
-from dpch.pipeline.report import Release
+if TYPE_CHECKING:  # types only: importing dpch.accounting loads the whole privacy stack (start-up speed)
+    from dpch.accounting.accountant import BudgetStatus
+    from dpch.pipeline.report import Release
 
 FORMATS = ("table", "json", "csv")
 

@@ -10,17 +10,19 @@ prompt: they stop at the first error (an unconfirmed expensive query is one) and
 from __future__ import annotations
 
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from dpch import __version__
-from dpch.api import PrivateSession
 from dpch.cli.budget_view import budget_text
 from dpch.cli.output import FORMATS, budget_bar, render, stream_is_utf8, to_ascii
 from dpch.cli.running import Cancelled, Runner
 from dpch.errors import DpchError
 from dpch.sql.settings import SETTING_NAMES, QueryOptions
+
+if TYPE_CHECKING:  # types only: dpch.api loads the session stack (start-up speed)
+    from dpch.api import PrivateSession
 
 DEFAULT_CONFIRM_SHARE = 0.25
 

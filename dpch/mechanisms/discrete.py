@@ -26,7 +26,6 @@ import math
 from functools import lru_cache
 
 import numpy as np
-from scipy.optimize import brentq
 from scipy.special import logsumexp, ndtr, ndtri
 
 from dpch.mechanisms.calibration import analytic_gaussian_sigma
@@ -145,6 +144,9 @@ def discrete_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) ->
     The integer shift is ⌈sensitivity⌉. Starts from the continuous analytic σ (Balle & Wang)
     and root-finds on the discrete δ; the returned σ is verified to meet δ.
     """
+    # start-up: scipy.optimize takes ~0.1–0.3 s to import; only an integer Gaussian calibration needs it
+    from scipy.optimize import brentq
+
     shift = math.ceil(sensitivity - 1e-12)
     if shift <= 0:
         return 0.0

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -33,6 +34,30 @@ from dpch.privacy.cost import ZCDP, ApproxDP, PrivacyCost
 
 #: slack for the grid's discrete calibration (Euler–Maclaurin bound) over the continuous σ
 _GRID_SIGMA_SLACK = 2.0**-16
+
+
+@lru_cache(maxsize=1024)
+def calibrated_sigma(epsilon: float, delta: float, sensitivity: float, integer: bool, vector: bool) -> float:
+    """The σ :class:`GaussianMechanism` samples, before the representability checks.
+
+    A pure function of public parameters, cached (``calibrated_sigma.cache_info()``): a session
+    releases the same (ε, δ, Δ2) again and again, and each calibration is a bisection (Balle &
+    Wang) plus, for integers, a root-find on CKS Theorem 7's exact δ — milliseconds each, and
+    :meth:`GaussianMechanism.for_half_width` builds dozens. ``vector`` is whether one unit can move
+    more than one coordinate (then σ also meets (ε, δ) through the vector's exact zCDP); the
+    dimension matters to σ only through it, so releases of any size share one entry. A refusal
+    (an exception) is not cached and is raised again on the next call.
+    """
+    if sensitivity <= 0:
+        return 0.0
+    sigma = calibration.analytic_gaussian_sigma(epsilon, delta, sensitivity)
+    if integer:
+        sigma = max(sigma, discrete_gaussian_sigma(epsilon, delta, sensitivity))
+    if vector:
+        sigma = max(sigma, sigma_for_zcdp(epsilon, delta, sensitivity))
+    if integer:
+        sigma = representable.integer_sigma(sigma, epsilon, delta, sensitivity)
+    return sigma
 
 
 @dataclass(frozen=True)
@@ -71,16 +96,9 @@ class GaussianMechanism:
         object.__setattr__(self, "sigma", sigma)
 
     def _calibrated_sigma(self) -> float:
-        if self.sensitivity <= 0:
-            return 0.0
-        sigma = calibration.analytic_gaussian_sigma(self.epsilon, self.delta, self.sensitivity)
-        if self.integer:
-            sigma = max(sigma, discrete_gaussian_sigma(self.epsilon, self.delta, self.sensitivity))
-        if self.dimension > 1 and (self.unit_coordinates is None or self.unit_coordinates > 1):
-            sigma = max(sigma, sigma_for_zcdp(self.epsilon, self.delta, self.sensitivity))
-        if self.integer:
-            sigma = representable.integer_sigma(sigma, self.epsilon, self.delta, self.sensitivity)
-        return sigma
+        vector = self.dimension > 1 and (self.unit_coordinates is None or self.unit_coordinates > 1)
+        return calibrated_sigma(float(self.epsilon), float(self.delta), float(self.sensitivity),
+                                bool(self.integer), vector)
 
     @property
     def cost(self) -> PrivacyCost:

@@ -26,9 +26,6 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit
 
-import clickhouse_connect
-from clickhouse_connect.driver.exceptions import ClickHouseError
-
 from dpch.errors import ConfigError, ExecutionError, QueryRejected, StoreLocked
 
 DSN_ENV = "DPCH_DSN"
@@ -142,6 +139,10 @@ def _locked_by_another_process(path: str) -> bool:
 
 
 def _open_embedded(path: str) -> _SharedClient:
+    # start-up: clickhouse_connect loads ~0.1 s of HTTP client code; only an opened store needs it
+    import clickhouse_connect
+    from clickhouse_connect.driver.exceptions import ClickHouseError
+
     with _embedded_lock:
         shared = _embedded.get(path)
         if shared is None:
@@ -209,6 +210,10 @@ class Engine:
     """A connection to ClickHouse (embedded or server) and the one database dpch works in."""
 
     def __init__(self, dsn: str | None = None, *, database: str | None = None) -> None:
+        # start-up: clickhouse_connect loads ~0.1 s of HTTP client code; only an opened store needs it
+        import clickhouse_connect
+        from clickhouse_connect.driver.exceptions import ClickHouseError
+
         self.dsn = dsn or default_dsn()
         parts = urlsplit(self.dsn)
         self._shared: _SharedClient | None = None
@@ -326,6 +331,9 @@ class Engine:
         ClickHouse's own error text can quote row values, so it never reaches the caller:
         the error says only that execution failed (docs/design.md rule 4).
         """
+        # start-up: loaded with the client that raises it (this Engine's client is open)
+        from clickhouse_connect.driver.exceptions import ClickHouseError
+
         try:
             with self._lock:
                 return list(self._client.query(sql).result_rows)
@@ -343,6 +351,9 @@ class Engine:
         """Runs a probe query (emitted SQL over synthetic rows, reading no table data), so a
         query that cannot run is rejected before any charge. Only the error's code name is
         reported, never ClickHouse's text."""
+        # start-up: loaded with the client that raises it (this Engine's client is open)
+        from clickhouse_connect.driver.exceptions import ClickHouseError
+
         try:
             with self._lock:
                 self._client.query(sql)

@@ -1,14 +1,27 @@
 """The CLI's modules import each other without a cycle, and import inside a function only what is
-slow to load (each such import says so in a ``# start-up:`` comment), never to dodge a cycle."""
+slow to load (each such import says so in a ``# start-up:`` comment), never to dodge a cycle.
+
+``dpch --version`` and ``import dpch`` load none of the heavy dependencies (NumPy, SciPy, sqlglot,
+the ClickHouse client, chdb): checked by the modules a fresh interpreter holds afterwards, not by
+timing (docs/development.md; the times are in tests/bench/bench_startup.py)."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import dpch.cli
 
 CLI = Path(dpch.cli.__file__).parent
+PACKAGE = CLI.parent
+#: modules outside the CLI whose heavy imports were moved into the functions that need them
+LAZY_MODULES = ("store/engine.py", "mechanisms/discrete.py")
+#: what a command that opens no session must not load (each costs 0.05–0.3 s to import)
+HEAVY = ("numpy", "scipy", "sqlglot", "clickhouse_connect", "chdb", "pyarrow", "pandas", "prompt_toolkit",
+         "urllib3", "dpch.accounting", "dpch.mechanisms", "dpch.pipeline", "dpch.privacy", "dpch.policy",
+         "dpch.session", "dpch.api", "dpch.connection", "dpch.server")
 
 
 def _modules() -> dict[str, ast.Module]:
@@ -45,17 +58,74 @@ def test_cli_modules_form_no_import_cycle():
     assert all("dpch.cli.main" not in deps for name, deps in graph.items() if name != "dpch.cli.main")
 
 
-def test_function_level_imports_are_only_for_start_up_speed():
-    for name, tree in _modules().items():
-        lines = (CLI / f"{name.rsplit('.', 1)[1]}.py").read_text().splitlines()
-        for func in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)):
-            imports = [n for n in ast.walk(func) if isinstance(n, ast.Import | ast.ImportFrom)]
-            if not imports:
-                continue
+def _function_imports(path: Path) -> list[tuple[str, int, str, list[ast.Import | ast.ImportFrom]]]:
+    """(function, line of its first import, the line above it, its imports) per function that imports."""
+    lines = path.read_text().splitlines()
+    found = []
+    functions = (n for n in ast.walk(ast.parse("\n".join(lines)))
+                 if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef))
+    for func in functions:
+        imports = [n for n in ast.walk(func) if isinstance(n, ast.Import | ast.ImportFrom)]
+        if imports:
             first = min(n.lineno for n in imports)
-            above = lines[first - 2].strip()
-            assert above.startswith("# start-up:"), f"{name}.{func.name} imports inside the function " \
+            found.append((func.name, first, lines[first - 2].strip(), imports))
+    return found
+
+
+def test_function_level_imports_are_only_for_start_up_speed():
+    for name in _modules():
+        for func, first, above, imports in _function_imports(CLI / f"{name.rsplit('.', 1)[1]}.py"):
+            assert above.startswith("# start-up:"), f"{name}.{func} imports inside the function " \
                                                       f"(line {first}) without a '# start-up:' reason"
             for node in imports:  # never a dpch.cli module: those are cheap, so only a cycle would need it
                 assert not any(m.startswith("dpch.cli") and m != "dpch.cli.shell_input" for m in _imported(node)), \
-                    (name, func.name, _imported(node))
+                    (name, func, _imported(node))
+
+
+def test_the_lazy_imports_outside_the_cli_say_why():
+    for module in LAZY_MODULES:
+        found = _function_imports(PACKAGE / module)
+        assert found, f"{module} no longer imports inside a function: drop it from LAZY_MODULES"
+        for func, first, above, _ in found:
+            assert above.startswith("# start-up:"), f"{module}:{func} imports inside the function " \
+                                                      f"(line {first}) without a '# start-up:' reason"
+
+
+def _loaded_after(code: str) -> set[str]:
+    out = subprocess.run([sys.executable, "-c", f"{code}\nimport sys\nprint(*sorted(sys.modules))"],
+                         capture_output=True, text=True, check=True).stdout
+    return set(out.split())
+
+
+def _heavy(modules: set[str]) -> set[str]:
+    return {m for m in modules if any(m == h or m.startswith(f"{h}.") for h in HEAVY)}
+
+
+def test_the_cli_and_its_version_load_no_heavy_dependency():
+    loaded = _loaded_after("from click.testing import CliRunner\nfrom dpch.cli.main import cli\n"
+                           "assert CliRunner().invoke(cli, ['--version']).output.startswith('dpch, version')")
+    assert "dpch.cli.main" in loaded and "click" in loaded  # negative control: the probe sees imports
+    assert _heavy(loaded) == set()
+
+
+def test_import_dpch_is_cheap_and_its_public_names_load_on_first_use():
+    assert _heavy(_loaded_after("import dpch\nassert dpch.__version__")) == set()
+    loaded = _loaded_after("import dpch\nfrom dpch import Session\nassert callable(dpch.connect)\n"
+                           "assert {'Budget', 'Release', 'Policy', 'PrivateSession'} <= set(dir(dpch))")
+    assert {"dpch.session", "dpch.connection", "numpy"} <= loaded  # the names resolve to the real stack
+
+
+def test_the_lazy_public_names_are_the_real_ones():
+    import dpch
+    from dpch.accounting.budget import Budget
+    from dpch.connection import connect
+    from dpch.pipeline.report import Release
+
+    assert (dpch.Budget, dpch.connect, dpch.Release) == (Budget, connect, Release)
+    assert all(hasattr(dpch, name) for name in dpch.__all__)
+    try:
+        dpch.no_such_name  # noqa: B018
+    except AttributeError as exc:
+        assert "no_such_name" in str(exc)
+    else:
+        raise AssertionError("an unknown attribute of dpch must raise AttributeError")
