@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 
-from scipy.optimize import minimize_scalar
 from scipy.special import ndtri
 
 ROUNDING = 2.0**-20
@@ -45,6 +44,9 @@ def gaussian_uniform(t: float, level: float, r: float) -> float:
 
 def best_mixture_r(s_ref: float, level: float) -> float:
     """The r that makes the uniform bound tightest at s = s_ref (chosen before any data is read)."""
+    # start-up: scipy.optimize takes 0.1–0.5 s to import; load it when a root or minimum is first needed
+    from scipy.optimize import minimize_scalar
+
     beta = 1.0 - level
 
     def width(log_r: float) -> float:

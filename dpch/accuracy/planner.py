@@ -36,7 +36,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtri
 
 from dpch.accounting.filters import FILTERS
@@ -341,6 +340,9 @@ def analytic_gaussian_epsilon(sigma: float, delta: float, sensitivity: float) ->
     """The smallest ε for which N(0, σ²) on a query of ℓ2 sensitivity Δ is (ε, δ)-DP: the root in ε
     of Φ(Δ/(2σ) − εσ/Δ) − e^ε·Φ(−Δ/(2σ) − εσ/Δ) = δ (Balle & Wang 2018, Thm 8; the left side
     decreases in ε), in log space."""
+    # start-up: scipy.optimize takes 0.1–0.5 s to import; load it when a root or minimum is first needed
+    from scipy.optimize import brentq
+
     a = sensitivity / (2.0 * sigma)
 
     def excess(eps: float) -> float:

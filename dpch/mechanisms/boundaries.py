@@ -17,8 +17,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from scipy.optimize import brentq, minimize_scalar
-
 
 @dataclass(frozen=True)
 class LinearBoundary:
@@ -66,6 +64,9 @@ class MixtureBoundary:
 
     def time_for(self, epsilon: float) -> float:
         """Smallest t with ψ(t) ≤ ε (ψ^M decreases to 0, so every ε > 0 is reachable)."""
+        # start-up: scipy.optimize takes 0.1–0.5 s to import; load it when a root or minimum is first needed
+        from scipy.optimize import brentq
+
         if epsilon <= 0:
             raise ValueError("epsilon must be positive")
         hi = 1.0
@@ -79,6 +80,9 @@ class MixtureBoundary:
     @classmethod
     def optimal(cls, epsilon: float, delta: float, sensitivity: float = 1.0) -> MixtureBoundary:
         """ρ* minimising the time to reach ε (A2: ρ* ≈ 11.58, T* ≈ 360.0 at ε=0.3, δ=1e-6)."""
+        # start-up: scipy.optimize takes 0.1–0.5 s to import; load it when a root or minimum is first needed
+        from scipy.optimize import minimize_scalar
+
         res = minimize_scalar(
             lambda log_rho: cls(math.exp(log_rho), delta, sensitivity).time_for(epsilon),
             bounds=(math.log(1e-6), math.log(1e8)),

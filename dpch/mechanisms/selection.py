@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
-from scipy.optimize import brentq
 from scipy.special import ndtri
 
 from dpch.mechanisms.sampling import NoiseSource
@@ -64,6 +63,9 @@ class GaussianReportNoisyMax:
         cls, epsilon: float, sensitivity: float, lower: float, upper: float, d: int
     ) -> GaussianReportNoisyMax:
         """Smallest σ (to 1e-6 relative) whose Thm 8 ε is ≤ ``epsilon``."""
+        # start-up: scipy.optimize takes 0.1–0.5 s to import; load it when a root or minimum is first needed
+        from scipy.optimize import brentq
+
         c = upper - lower
 
         def excess(log_sigma: float) -> float:

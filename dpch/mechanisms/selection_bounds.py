@@ -24,7 +24,6 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-from scipy.integrate import simpson
 from scipy.special import log_ndtr
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -36,6 +35,9 @@ def log_gaussian_expectation(log_g: Callable[[np.ndarray], np.ndarray], points: 
     The coarse pass covers z ∈ [−60, 60] (log φ < −1800 beyond, so nothing relevant is
     missed); the fine pass integrates where h > max − 80 with ``points`` Simpson nodes.
     """
+    # start-up: scipy.integrate loads scipy.sparse/fft; load it when an integral is first needed
+    from scipy.integrate import simpson
+
 
     def h(z: np.ndarray) -> np.ndarray:
         out: np.ndarray = -0.5 * z * z - _LOG_SQRT_2PI + log_g(z)

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import math
 
-from scipy.optimize import brentq
-
 from dpch.privacy.conversions import (
     approx_dp_to_zcdp_rho,
     exponential_mechanism_rho,
@@ -35,6 +33,9 @@ def sigma_for_zcdp(epsilon: float, delta: float, sensitivity: float) -> float:
     makes a vector release of exact discrete Gaussian noise (ε, δ)-DP with a proof, where
     the single-coordinate CKS Theorem 7 calibration does not apply.
     """
+    # start-up: scipy.optimize takes 0.1–0.5 s to import; load it when a root or minimum is first needed
+    from scipy.optimize import brentq
+
     def excess(log_sigma: float) -> float:
         rho = sensitivity**2 / (2.0 * math.exp(2.0 * log_sigma))
         return math.log(max(zcdp_delta(rho, epsilon), 1e-300)) - math.log(delta)

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import math
 
-from scipy.optimize import minimize_scalar
-
 
 def _log_inv(delta: float) -> float:
     if not 0.0 < delta < 1.0:
@@ -86,6 +84,9 @@ def zcdp_delta(rho: float, epsilon: float) -> float:
 
     Tighter than :func:`zcdp_to_dp_epsilon`; minimised over α numerically in log space.
     """
+    # start-up: scipy.optimize takes 0.1–0.5 s to import; load it when a root or minimum is first needed
+    from scipy.optimize import minimize_scalar
+
     if rho <= 0:
         return 0.0
 
