@@ -167,6 +167,23 @@ class _ScopeTotals:
         if entry.status != "voided":
             self.releases += sign
 
+    def extend(self, entries: list[LedgerEntry]) -> None:
+        """Counts every entry of ``entries`` into these fresh totals (the rebuild; equal to adding them one by one)."""
+        counted = [e.counted for e in entries]
+        self.counted.extend(counted)
+        if not any(e.status == "reserved" for e in entries):
+            # the usual history (no reservation open): the settled tally is the counted one, built once
+            self.settled = self.counted.copy()
+        else:
+            self.settled.extend([c for c, e in zip(counted, entries, strict=True) if e.status != "reserved"])
+            for e in entries:
+                if e.status == "reserved":
+                    w = e.worst
+                    for total, term in zip(self.reserved, (w.epsilon, w.delta, w.rho if w.rho is not None else 0.0),
+                                           strict=True):
+                        total.add(term)
+        self.releases += sum(1 for e in entries if e.status != "voided")
+
     def reserved_cost(self) -> PrivacyCost:
         eps, delta, rho = (t.value() for t in self.reserved)
         return PrivacyCost(eps, delta, rho)
@@ -225,9 +242,7 @@ class _AnalystState:
         totals = by_filter.get(flt)
         if totals is None:
             totals = by_filter[flt] = _ScopeTotals(flt)
-            for e in self.entries.values():
-                if not scope or scope in e.scopes:
-                    totals.add(e)
+            totals.extend([e for e in self.entries.values() if not scope or scope in e.scopes])
         return totals
 
     def drop_totals(self) -> None:

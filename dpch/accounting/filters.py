@@ -152,8 +152,7 @@ class PrivacyFilter(ABC):
 
     def _tally(self, width: int, history: Sequence[PrivacyCost]) -> Tally:
         t = Tally(self.features, width)
-        for cost in history:
-            t.add(cost)
+        t.extend(list(history))
         return t
 
     def features(self, cost: PrivacyCost) -> tuple[float, ...]:
@@ -628,8 +627,7 @@ class MixedFilter(PrivacyFilter):
 
     def tally(self, history: Sequence[PrivacyCost] = ()) -> SplitTally:
         t = SplitTally(self.zcdp.tally(), self.ex_post.tally())
-        for cost in history:
-            t.add(cost)
+        t.extend(list(history))
         return t
 
     def decide_from(self, tally: Any, request: PrivacyCost) -> Decision:

@@ -55,6 +55,32 @@ class ExactSum:
             x = hi
         partials[i:] = [x]
 
+    def extend(self, terms: list[float]) -> None:
+        """Adds every term of ``terms`` (the rebuild from a history: one tight loop, no call per term)."""
+        partials = self._partials
+        for x in terms:
+            if math.isinf(x):
+                self._infinite += 1
+                continue
+            i = 0
+            for y in partials:
+                if abs(x) < abs(y):
+                    x, y = y, x
+                hi = x + y
+                lo = y - (hi - x)
+                if lo:
+                    partials[i] = lo
+                    i += 1
+                x = hi
+            partials[i:] = [x]
+
+    def copy(self) -> ExactSum:
+        """An independent sum with the same value."""
+        other = ExactSum()
+        other._partials = list(self._partials)
+        other._infinite = self._infinite
+        return other
+
     def value(self, *extra: float) -> float:
         """The correctly rounded sum, with ``extra`` terms (a proposed release) added."""
         if self._infinite > 0 or any(math.isinf(e) for e in extra):
@@ -81,6 +107,20 @@ class Tally:
         """Stops counting a release added at ``cost``."""
         self.add(cost, -1)
 
+    def extend(self, costs: list[PrivacyCost]) -> None:
+        """Counts every release of ``costs`` (equal to adding them one by one)."""
+        rows = [self.features(c) for c in costs]
+        for j, total in enumerate(self.sums):
+            total.extend([r[j] for r in rows])
+        self.count += len(rows)
+
+    def copy(self) -> Tally:
+        """An independent tally of the same history."""
+        other = Tally(self.features, 0)
+        other.sums = tuple(t.copy() for t in self.sums)
+        other.count = self.count
+        return other
+
     def total(self, i: int, *extra: float) -> float:
         """Sum ``i`` (with ``extra`` terms)."""
         return self.sums[i].value(*extra)
@@ -100,6 +140,13 @@ class SplitTally:
 
     def add(self, cost: PrivacyCost, sign: int = 1) -> None:
         (self.post if cost.ex_post else self.fixed).add(cost, sign)
+
+    def copy(self) -> SplitTally:
+        return SplitTally(self.fixed.copy(), self.post.copy())
+
+    def extend(self, costs: list[PrivacyCost]) -> None:
+        self.fixed.extend([c for c in costs if not c.ex_post])
+        self.post.extend([c for c in costs if c.ex_post])
 
     def remove(self, cost: PrivacyCost) -> None:
         self.add(cost, -1)
