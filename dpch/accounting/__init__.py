@@ -4,6 +4,8 @@
 - :mod:`.filters` — filters decide, from requested costs and past charges only, whether the next
   release may run (basic, pure, advanced, zcdp, zcdp_bm, ex_post, pure_ex_post, mixed).
 - :mod:`.odometers` — 001's advanced-composition filter bound and odometers.
+- :mod:`.tally` — running, fsum-exact sums of a history, so admission and status cost the same at
+  any number of past releases.
 - :mod:`.ledger` — the append-only ``dpch_ledger`` table; the filter state is a function of it.
 - :mod:`.accountant` — admission: one lock per analyst in the process, charge durable before
   any noise is drawn.

@@ -3,7 +3,10 @@
 The process that holds the store is the single admission owner for its ledger. Inside it,
 every session of the same analyst shares one :class:`_AnalystState` (history loaded from the
 ledger once, then kept in step with each write), and admission is serialised by its lock, so
-concurrent threads can never jointly overspend. The lock is held for decide + ledger INSERT
+concurrent threads can never jointly overspend. The state keeps, per scope (the analyst's and each
+dataset's), running totals in each filter's terms (:mod:`.tally`), built from the ledger on first
+use after the store is opened and updated under the lock with every row written, so admission and
+:meth:`Accountant.status` cost the same at any number of past releases. The lock is held for decide + ledger INSERT
 only, never while a query runs: an open reservation already counts at its worst case.
 
 Two ways to spend:
@@ -36,18 +39,21 @@ raises :class:`~dpch.errors.AnalystLocked`, until the data owner runs ``dpch bud
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import islice
 from typing import Any
 
 from dpch.accounting.budget import Budget, BudgetSetting, BudgetStore
 from dpch.accounting.filters import DEFAULT_FILTER, PrivacyFilter, make_filter
 from dpch.accounting.ledger import Ledger, LedgerEntry
 from dpch.accounting.locks import AnalystLock, LockStore
+from dpch.accounting.tally import ExactSum
 from dpch.errors import (
     AnalystLocked,
     BudgetExceeded,
@@ -135,27 +141,129 @@ def entry_dict(entry: LedgerEntry) -> dict[str, Any]:
     return data
 
 
+class _ScopeTotals:
+    """One scope's running totals under one filter: what admission and status read, O(1) each."""
+
+    def __init__(self, flt: PrivacyFilter) -> None:
+        #: every release at its counted cost (a reservation at its worst case): admission, remaining
+        self.counted = flt.tally()
+        #: releases no longer reserved (settled, voided, failed): the odometer ``spent``
+        self.settled = flt.tally()
+        #: Σ worst ε, δ, ρ of reservations still open (the status' ``reserved``)
+        self.reserved = (ExactSum(), ExactSum(), ExactSum())
+        #: releases not voided
+        self.releases = 0
+
+    def add(self, entry: LedgerEntry, sign: int = 1) -> None:
+        """Counts ``entry`` at its latest row (``sign`` = −1: uncounts it, before its next row)."""
+        self.counted.add(entry.counted, sign)
+        if entry.status == "reserved":
+            w = entry.worst
+            for total, term in zip(self.reserved, (w.epsilon, w.delta, w.rho if w.rho is not None else 0.0),
+                                   strict=True):
+                total.add(term, sign)
+        else:
+            self.settled.add(entry.counted, sign)
+        if entry.status != "voided":
+            self.releases += sign
+
+    def extend(self, entries: list[LedgerEntry]) -> None:
+        """Counts every entry of ``entries`` into these fresh totals (the rebuild; equal to adding them one by one)."""
+        counted = [e.counted for e in entries]
+        self.counted.extend(counted)
+        if not any(e.status == "reserved" for e in entries):
+            # the usual history (no reservation open): the settled tally is the counted one, built once
+            self.settled = self.counted.copy()
+        else:
+            self.settled.extend([c for c, e in zip(counted, entries, strict=True) if e.status != "reserved"])
+            for e in entries:
+                if e.status == "reserved":
+                    w = e.worst
+                    for total, term in zip(self.reserved, (w.epsilon, w.delta, w.rho if w.rho is not None else 0.0),
+                                           strict=True):
+                        total.add(term)
+        self.releases += sum(1 for e in entries if e.status != "voided")
+
+    def reserved_cost(self) -> PrivacyCost:
+        eps, delta, rho = (t.value() for t in self.reserved)
+        return PrivacyCost(eps, delta, rho)
+
+
 class _AnalystState:
     def __init__(self, entries: list[LedgerEntry], settings: dict[str, BudgetSetting],
                  locked: AnalystLock | None = None) -> None:
         self.lock = threading.Lock()
-        self.entries: dict[str, LedgerEntry] = {e.release_id: e for e in entries}
+        self.entries: dict[str, LedgerEntry] = {}
+        #: how many non-voided releases each filter name admitted (the ledger's filter, in O(1))
+        self.filter_counts: dict[str, int] = {}
+        #: scope → filter → running totals; built from ``entries`` on first use, then kept in step by :meth:`put`
+        self.totals: dict[str, dict[PrivacyFilter, _ScopeTotals]] = {}
+        self._filters: dict[tuple[str, str, Budget], PrivacyFilter] = {}
+        for e in entries:
+            self.put(e)
         self.settings = settings
         #: the analyst's lock, read from ``dpch_locks`` with the ledger and kept in step with this
         #: process's trips and unlocks (this process is the single admission owner of the ledger,
         #: docs/design.md "One process per store"); a trip holds here even if its row could not be written
         self.locked = locked
 
+    def put(self, entry: LedgerEntry) -> None:
+        """Records ``entry`` as its release's latest row: its old row is uncounted from every running
+        total of the scopes it reads, the new one counted (callers hold :attr:`lock`)."""
+        old = self.entries.get(entry.release_id)
+        if old is not None:
+            self._count(old, -1)
+        self.entries[entry.release_id] = entry
+        self._count(entry, 1)
+
+    def _count(self, entry: LedgerEntry, sign: int) -> None:
+        if entry.status != "voided" and entry.filter:
+            n = self.filter_counts.get(entry.filter, 0) + sign
+            if n:
+                self.filter_counts[entry.filter] = n
+            else:
+                self.filter_counts.pop(entry.filter, None)
+        for scope in ("", *entry.scopes):
+            for totals in self.totals.get(scope, {}).values():
+                totals.add(entry, sign)
+
+    def filter(self, name: str, options: dict[str, Any] | None, budget: Budget) -> PrivacyFilter:
+        """The filter ``name`` on ``budget`` (one object per configuration: its totals are keyed by it)."""
+        key = (name, json.dumps(options or {}, sort_keys=True, default=repr), budget)
+        flt = self._filters.get(key)
+        if flt is None:
+            flt = self._filters[key] = make_filter(name, budget, options)
+        return flt
+
+    def scope_totals(self, scope: str, flt: PrivacyFilter) -> _ScopeTotals:
+        """``scope``'s running totals under ``flt`` ("" is the analyst's), built from the history
+        once (the one O(history) step, on first use after the store is opened or the budget changed)."""
+        by_filter = self.totals.setdefault(scope, {})
+        totals = by_filter.get(flt)
+        if totals is None:
+            totals = by_filter[flt] = _ScopeTotals(flt)
+            totals.extend([e for e in self.entries.values() if not scope or scope in e.scopes])
+        return totals
+
+    def drop_totals(self) -> None:
+        """Forgets every running total (after a budget change): the next use rebuilds what it needs."""
+        self.totals.clear()
+        self._filters.clear()
+
     def ledger_filter(self) -> str | None:
         """The filter the latest non-voided release was admitted under."""
+        if not self.filter_counts:
+            return None
+        if len(self.filter_counts) == 1:  # the usual case: admission refuses a second filter
+            return next(iter(self.filter_counts))
         for e in reversed(self.entries.values()):
             if e.status != "voided" and e.filter:
                 return e.filter
         return None
 
-    def history(self, dataset: str | None = None) -> list[PrivacyCost]:
-        """Counted costs of the analyst's releases (of those that read ``dataset``, if given)."""
-        return [e.counted for e in self.entries.values() if dataset is None or dataset in e.scopes]
+    def recent(self, limit: int) -> list[LedgerEntry]:
+        """The last ``limit`` releases, oldest first."""
+        return list(islice(reversed(self.entries.values()), limit))[::-1]
 
 
 class AnalystStates:
@@ -287,7 +395,7 @@ class Accountant:
             budget = state.settings[dataset].budget
         else:
             budget = top.budget if top is not None else self.default_budget
-        return make_filter(name, budget, options)
+        return state.filter(name, options, budget)
 
     def _scopes(self, state: _AnalystState, datasets: tuple[str, ...]) -> list[tuple[str, PrivacyFilter]]:
         scopes = [("", self._filter(state))]
@@ -306,7 +414,7 @@ class Accountant:
             raise AnalystLocked.of(self.analyst)
         scopes = self._scopes(state, datasets)
         main = scopes[0][1]
-        used = {e.filter for e in state.entries.values() if e.status != "voided" and e.filter}
+        used = set(state.filter_counts)
         if used - {main.name}:
             raise BudgetExceeded(
                 f"the ledger of analyst {self.analyst} was written under the {', '.join(sorted(used))} filter, "
@@ -314,7 +422,7 @@ class Accountant:
                 hint=f"connect with filter={sorted(used)[0]!r}, or give the analyst a fresh budget under a new name",
             )
         for scope, flt in scopes:
-            decision = flt.decide(state.history(scope or None), request)
+            decision = flt.decide_from(state.scope_totals(scope, flt).counted, request)
             if not decision.admitted:
                 where = f" on dataset {scope}" if scope else ""
                 raise BudgetExceeded(f"budget exhausted for analyst {self.analyst}{where}: {decision.reason}",
@@ -346,7 +454,7 @@ class Accountant:
             checkpoint()  # the last moment a query can be cancelled for free (dpch.store.cancel)
             entry = self.ledger.charge(analyst=self.analyst, datasets=names, query_hash=query_hash,
                                        mechanism=mechanism, filter_name=flt.name, cost=cost)
-            state.entries[entry.release_id] = entry
+            state.put(entry)
             return entry
 
     def reserve(self, worst: PrivacyCost, *, dataset: str = "", datasets: Iterable[str] = (), query_hash: str,
@@ -364,14 +472,14 @@ class Accountant:
             checkpoint()
             entry = self.ledger.reserve(analyst=self.analyst, datasets=names, query_hash=query_hash,
                                         mechanism=mechanism, filter_name=flt.name, worst=worst)
-            state.entries[entry.release_id] = entry
+            state.put(entry)
         return Reservation(self, entry)
 
     def _settle(self, entry: LedgerEntry, realized: PrivacyCost | None) -> LedgerEntry:
         state = self._state()
         with state.lock:
             final = self.ledger.settle(entry, realized)
-            state.entries[entry.release_id] = final
+            state.put(final)
             return final
 
     # -- the tripwire (docs/design.md rule 5) --------------------------------------------------------
@@ -407,7 +515,7 @@ class Accountant:
             state.locked = AnalystLock(self.analyst, entry.release_id, reason, datetime.now(UTC))
             state.locked = self.locks.lock(self.analyst, release_id=entry.release_id, reason=reason)
             final = self.ledger.fail(entry)
-            state.entries[entry.release_id] = final
+            state.put(final)
             return final
 
     def lock_info(self) -> AnalystLock | None:
@@ -432,22 +540,16 @@ class Accountant:
             scopes = self._scopes(state, tuple(d for d in state.settings if d))
             statuses = [self._scope_status(state, scope, flt) for scope, flt in scopes]
             top = statuses[0]
-            tail = tuple(list(state.entries.values())[-recent:]) if recent else ()
+            tail = tuple(state.recent(recent)) if recent else ()
             return BudgetStatus(**{**top.__dict__, "datasets": tuple(statuses[1:]), "recent": tail,
                                    "locked": self._current_lock(state)})
 
     def _scope_status(self, state: _AnalystState, scope: str, flt: PrivacyFilter) -> BudgetStatus:
-        entries = [e for e in state.entries.values() if not scope or scope in e.scopes]
-        settled = [e.counted for e in entries if e.status != "reserved"]
-        pending = [e.worst for e in entries if e.status == "reserved"]
-        reserved = PrivacyCost.zero()
-        for c in pending:
-            reserved = reserved + PrivacyCost(c.epsilon, c.delta, c.rho if c.rho is not None else 0.0)
+        totals = state.scope_totals(scope, flt)
         return BudgetStatus(
-            analyst=self.analyst, filter=flt.name, budget=flt.budget, spent=flt.spent(settled),
-            remaining=flt.remaining([e.counted for e in entries]),
-            releases=sum(1 for e in entries if e.status != "voided"), reserved=reserved,
-            guarantee=flt.describe(), dataset=scope,
+            analyst=self.analyst, filter=flt.name, budget=flt.budget, spent=flt.spent_from(totals.settled),
+            remaining=flt.remaining_from(totals.counted), releases=totals.releases,
+            reserved=totals.reserved_cost(), guarantee=flt.describe(), dataset=scope,
         )
 
     def set_budget(self, budget: Budget, *, dataset: str = "", filter: str = "",
@@ -463,11 +565,12 @@ class Accountant:
         state = self._state()
         with state.lock:
             state.settings = self.budgets.settings(self.analyst)
+            state.drop_totals()  # totals under the old budget would only cost upkeep
 
     def recent(self, limit: int = 10) -> list[LedgerEntry]:
         state = self._state()
         with state.lock:
-            return list(state.entries.values())[-limit:]
+            return state.recent(limit)
 
 
 def _names(dataset: str, datasets: Iterable[str]) -> tuple[str, ...]:

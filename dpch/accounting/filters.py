@@ -12,6 +12,11 @@ One interface, :class:`PrivacyFilter`:
 - ``spent(history)`` — an odometer: a valid bound on what ``history`` has spent so far.
 - ``remaining(history)`` — the largest pure-ε release (``epsilon``), the δ (and ρ) still free.
 
+Each method has a running-total twin that costs O(1) in the length of the history:
+``tally(history)`` builds a :class:`~dpch.accounting.tally.Tally` (the sums the filter decides
+from, kept exactly), and ``decide_from`` / ``spent_from`` / ``remaining_from`` answer from it. The
+history-based methods are the reference; tests check both give the same floats on random histories.
+
 Each filter declares, as class attributes, what it accepts and how it charges: ``accepts`` (the
 :class:`~dpch.privacy.cost.CostKind` s a request must be readable as, :func:`kinds`), ``composes``
 (the kind its odometer sums in, by :func:`~dpch.privacy.cost.compose`), ``pure_only`` and
@@ -46,6 +51,7 @@ from typing import Any, ClassVar
 
 from dpch.accounting import odometers
 from dpch.accounting.budget import Budget
+from dpch.accounting.tally import SplitTally, Tally
 from dpch.errors import ConfigError
 from dpch.privacy.conversions import rho_max, zcdp_to_dp_epsilon
 from dpch.privacy.cost import ZCDP, ApproxDP, CostKind, ExPost, PrivacyCost, PureDP, compose
@@ -119,10 +125,39 @@ class PrivacyFilter(ABC):
 
     def remaining(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
         """Largest pure-ε request admissible now (``epsilon``) and the δ still free."""
-        spent = self.spent(history)
+        return self._remaining_of(self.spent(history))
+
+    def _remaining_of(self, spent: PrivacyCost) -> PrivacyCost:
         return PrivacyCost(
             max(0.0, self.budget.epsilon - spent.epsilon), max(0.0, self.budget.delta - spent.delta)
         )
+
+    # -- running totals: the same answers from a tally, O(1) in the history ------------------------
+
+    @abstractmethod
+    def tally(self, history: Sequence[PrivacyCost] = ()) -> Tally | SplitTally:
+        """A running tally of ``history`` in this filter's terms (add/remove one release in O(1))."""
+
+    @abstractmethod
+    def spent_from(self, tally: Any) -> PrivacyCost:
+        """:meth:`spent` of the history ``tally`` counts."""
+
+    @abstractmethod
+    def decide_from(self, tally: Any, request: PrivacyCost) -> Decision:
+        """:meth:`decide` after the history ``tally`` counts."""
+
+    def remaining_from(self, tally: Any) -> PrivacyCost:
+        """:meth:`remaining` of the history ``tally`` counts."""
+        return self._remaining_of(self.spent_from(tally))
+
+    def _tally(self, width: int, history: Sequence[PrivacyCost]) -> Tally:
+        t = Tally(self.features, width)
+        t.extend(list(history))
+        return t
+
+    def features(self, cost: PrivacyCost) -> tuple[float, ...]:
+        """One release's terms of the sums this filter decides from (see :meth:`tally`)."""
+        raise NotImplementedError
 
     def guarantee(self) -> tuple[float, float]:
         """The (ε, δ)-DP guarantee of everything this filter admits."""
@@ -162,6 +197,16 @@ class BasicCompositionFilter(PrivacyFilter):
         total = compose([self.view(c) for c in history])
         return PrivacyCost(total.epsilon, total.delta)
 
+    def features(self, cost: PrivacyCost) -> tuple[float, ...]:
+        v = self.view(cost)
+        return v.epsilon, v.delta
+
+    def tally(self, history: Sequence[PrivacyCost] = ()) -> Tally:
+        return self._tally(2, history)
+
+    def spent_from(self, tally: Any) -> PrivacyCost:
+        return PrivacyCost(tally.total(0), tally.total(1))
+
     def _epsilon_fits(self, spent_eps: float, need: float) -> bool:
         return _within(spent_eps + need, self.budget.epsilon)
 
@@ -169,7 +214,15 @@ class BasicCompositionFilter(PrivacyFilter):
         refused = self.refuse_kind(request)
         if refused is not None:
             return refused
-        spent = self.spent(history)
+        return self._decide_spent(self.spent(history), request)
+
+    def decide_from(self, tally: Any, request: PrivacyCost) -> Decision:
+        refused = self.refuse_kind(request)
+        if refused is not None:
+            return refused
+        return self._decide_spent(self.spent_from(tally), request)
+
+    def _decide_spent(self, spent: PrivacyCost, request: PrivacyCost) -> Decision:
         need = ex_ante(request)
         eps_left = max(0.0, self.budget.epsilon - spent.epsilon)
         delta_left = max(0.0, self.budget.delta - spent.delta)
@@ -202,11 +255,23 @@ class PureEpsilonFilter(BasicCompositionFilter):
             return PrivacyCost(0.0, 0.0)
         return PrivacyCost(compose([PureDP(self.view(c).epsilon) for c in history]).epsilon, 0.0)
 
+    def features(self, cost: PrivacyCost) -> tuple[float, ...]:
+        return (self.view(cost).epsilon,)
+
+    def tally(self, history: Sequence[PrivacyCost] = ()) -> Tally:
+        return self._tally(1, history)
+
+    def spent_from(self, tally: Any) -> PrivacyCost:
+        return PrivacyCost(tally.total(0), 0.0)
+
     def guarantee(self) -> tuple[float, float]:
         return self.budget.epsilon, 0.0
 
     def remaining(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
-        return PrivacyCost(max(0.0, self.budget.epsilon - self.spent(history).epsilon), 0.0)
+        return self._remaining_of(self.spent(history))
+
+    def _remaining_of(self, spent: PrivacyCost) -> PrivacyCost:
+        return PrivacyCost(max(0.0, self.budget.epsilon - spent.epsilon), 0.0)
 
 
 class ExPostFilter(BasicCompositionFilter):
@@ -227,6 +292,10 @@ class ExPostFilter(BasicCompositionFilter):
             return PrivacyCost(0.0, 0.0)
         total: ExPost = compose([c.realized_ex_post() for c in history])
         return PrivacyCost(total.epsilon, total.delta)
+
+    def features(self, cost: PrivacyCost) -> tuple[float, ...]:
+        r = cost.realized_ex_post()
+        return r.epsilon, r.delta
 
 
 class PureExPostFilter(ExPostFilter):
@@ -331,6 +400,63 @@ class AdvancedCompositionFilter(PrivacyFilter):
         delta_left = max(0.0, self.delta_g_prime - odometers.lemma_3_3_delta(eps, deltas)) if self.delta_share else 0.0
         return PrivacyCost(lo, delta_left)
 
+    # running totals: Σ eff_i, Σ eff_i², Σ eff_i(e^{eff_i}−1)/2 over the effective ε's, and Σ of
+    # Lemma 3.3's 2δ_i/(ε_i e^{ε_i}) — exactly the fsums filter_k, the odometer and lemma_3_3_delta take
+
+    def _eff(self, epsilon: float) -> float:
+        return 2.0 * epsilon if self.delta_share > 0 else epsilon
+
+    def features(self, cost: PrivacyCost) -> tuple[float, ...]:
+        c = cost.approx_dp()  # an ex-post release at its worst case
+        eff = self._eff(c.epsilon)
+        return eff, eff * eff, odometers.drift_term(eff), odometers.lemma_3_3_term(c.epsilon, c.delta)
+
+    def tally(self, history: Sequence[PrivacyCost] = ()) -> Tally:
+        return self._tally(4, history)
+
+    def _k_from(self, tally: Any, eff: float) -> float:
+        """K of the tallied rounds plus one round of effective ε ``eff``."""
+        return odometers.filter_k_of_sums(tally.total(1, eff * eff), tally.total(2, odometers.drift_term(eff)),
+                                          self.budget.epsilon, self.delta_g)
+
+    def decide_from(self, tally: Any, request: PrivacyCost) -> Decision:
+        need = ex_ante(request)
+        if need.delta > 0 and self.delta_share == 0:
+            return Decision(False, "the advanced filter is configured for pure ε releases (δ = 0); this one "
+                            f"needs δ {need.delta:g} (set approx_delta_share to admit them by Lemma 3.3)")
+        if self.delta_share > 0 and (tally.total(3, odometers.lemma_3_3_term(need.epsilon, need.delta))
+                                     > self.delta_g_prime * (1 + FLOAT_SLACK)):
+            return Decision(False, f"the query's δ {need.delta:g} does not fit the δ left for (ε, δ) releases "
+                            "(Rogers et al. 2016, Lemma 3.3)")
+        k = self._k_from(tally, self._eff(need.epsilon))
+        if k > self.budget.epsilon * (1 + FLOAT_SLACK):
+            left = self.remaining_from(tally).epsilon
+            return Decision(False, f"the query needs ε {need.epsilon:g} but the advanced-composition bound "
+                            f"would reach {k:.6g} > {self.budget.epsilon:g} (largest admissible now: ε {left:.6g})")
+        return ADMIT
+
+    def spent_from(self, tally: Any) -> PrivacyCost:
+        if not tally.count:
+            return PrivacyCost(0.0, 0.0)
+        bound = min(tally.total(0), odometers.odometer_thm_6_5_of_sums(
+            tally.total(1), tally.total(2), self.odometer_n, self.delta_g))
+        used_delta = tally.total(3) if self.delta_share > 0 else 0.0
+        return PrivacyCost(bound, used_delta)
+
+    def remaining_from(self, tally: Any) -> PrivacyCost:
+        factor = 2.0 if self.delta_share > 0 else 1.0
+        lo, hi = 0.0, self.budget.epsilon
+        if self._k_from(tally, 0.0) > self.budget.epsilon:
+            return PrivacyCost(0.0, 0.0)
+        for _ in range(60):
+            mid = (lo + hi) / 2.0
+            if self._k_from(tally, factor * mid) <= self.budget.epsilon:
+                lo = mid
+            else:
+                hi = mid
+        delta_left = max(0.0, self.delta_g_prime - tally.total(3)) if self.delta_share else 0.0
+        return PrivacyCost(lo, delta_left)
+
 
 class ZCDPFilter(PrivacyFilter):
     """The zCDP filter of Rogers et al. 2023, Thm 2 (docs/algorithms.md A4).
@@ -391,7 +517,9 @@ class ZCDPFilter(PrivacyFilter):
         return total.rho, total.delta
 
     def decide(self, history: Sequence[PrivacyCost], request: PrivacyCost) -> Decision:
-        rho, delta = self.totals(history)
+        return self._decide_totals(*self.totals(history), request)
+
+    def _decide_totals(self, rho: float, delta: float, request: PrivacyCost) -> Decision:
         need_rho, need_delta = self.zcdp_view(request, admission=True)
         if not _within(rho + need_rho, self.rho_budget):
             left = max(0.0, self.rho_budget - rho)
@@ -403,14 +531,35 @@ class ZCDPFilter(PrivacyFilter):
         return ADMIT
 
     def spent(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
-        rho, delta = self.totals(history)
+        return self._spent_totals(*self.totals(history))
+
+    def _spent_totals(self, rho: float, delta: float) -> PrivacyCost:
         eps = zcdp_to_dp_epsilon(rho, self.delta_conv, printed_theorem_6=self.printed)
         return PrivacyCost(eps, delta, rho)
 
     def remaining(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
-        rho, delta = self.totals(history)
+        return self._remaining_totals(*self.totals(history))
+
+    def _remaining_totals(self, rho: float, delta: float) -> PrivacyCost:
         left = max(0.0, self.rho_budget - rho)
         return PrivacyCost(math.sqrt(2.0 * left), max(0.0, self.delta_mech - delta), left)
+
+    # running totals: (Σρ, Σδ) of the releases' zCDP views, exactly the fsums of :meth:`totals`
+
+    def features(self, cost: PrivacyCost) -> tuple[float, ...]:
+        return self.zcdp_view(cost, admission=False)
+
+    def tally(self, history: Sequence[PrivacyCost] = ()) -> Tally:
+        return self._tally(2, history)
+
+    def decide_from(self, tally: Any, request: PrivacyCost) -> Decision:
+        return self._decide_totals(tally.total(0), tally.total(1), request)
+
+    def spent_from(self, tally: Any) -> PrivacyCost:
+        return self._spent_totals(tally.total(0), tally.total(1))
+
+    def remaining_from(self, tally: Any) -> PrivacyCost:
+        return self._remaining_totals(tally.total(0), tally.total(1))
 
 
 class UnifiedZCDPFilter(ZCDPFilter):
@@ -472,6 +621,28 @@ class MixedFilter(PrivacyFilter):
     def remaining(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
         fixed, post = self._sides(history)
         z, e = self.zcdp.remaining(fixed), self.ex_post.remaining(post)
+        return PrivacyCost(max(z.epsilon, e.epsilon), z.delta + e.delta, z.rho)
+
+    # running totals: one tally per side, each release routed by its kind as in :meth:`_sides`
+
+    def tally(self, history: Sequence[PrivacyCost] = ()) -> SplitTally:
+        t = SplitTally(self.zcdp.tally(), self.ex_post.tally())
+        t.extend(list(history))
+        return t
+
+    def decide_from(self, tally: Any, request: PrivacyCost) -> Decision:
+        if request.ex_post:
+            d = self.ex_post.decide_from(tally.post, request)
+            return d if d.admitted else Decision(False, f"ex-post side: {d.reason}")
+        d = self.zcdp.decide_from(tally.fixed, request)
+        return d if d.admitted else Decision(False, f"zCDP side: {d.reason}")
+
+    def spent_from(self, tally: Any) -> PrivacyCost:
+        z, e = self.zcdp.spent_from(tally.fixed), self.ex_post.spent_from(tally.post)
+        return PrivacyCost(z.epsilon + e.epsilon, z.delta + e.delta, z.rho)
+
+    def remaining_from(self, tally: Any) -> PrivacyCost:
+        z, e = self.zcdp.remaining_from(tally.fixed), self.ex_post.remaining_from(tally.post)
         return PrivacyCost(max(z.epsilon, e.epsilon), z.delta + e.delta, z.rho)
 
 

@@ -183,8 +183,10 @@ class Ledger:
         rows = self.engine.query_rows(
             "SELECT toString(release_id), min(time), any(analyst), argMax(dataset, seq),"
             " argMax(query_hash, seq), argMax(mechanism, seq), argMax(status, seq),"
-            " argMax(epsilon, seq), argMax(delta, seq), argMax(rho, seq),"
-            " argMax(worst_epsilon, seq), argMax(worst_delta, seq), argMax(worst_rho, seq),"
+            # argMax skips NULL arguments: a latest row with rho NULL would read back the reservation
+            # row's rho; wrapped in a tuple, NULL is a value and the latest row wins as in memory
+            " argMax(epsilon, seq), argMax(delta, seq), argMax(tuple(rho), seq).1,"
+            " argMax(worst_epsilon, seq), argMax(worst_delta, seq), argMax(tuple(worst_rho), seq).1,"
             " max(ex_post), argMax(filter, seq), argMax(datasets, seq), argMax(rho_delta, seq)"
             f" FROM {self.table} WHERE analyst = {{a:String}}"
             " GROUP BY release_id ORDER BY min(time), release_id",

@@ -24,7 +24,7 @@ def _check_delta(delta_g: float) -> float:
 
 def _drift(epsilons: Iterable[float]) -> float:
     """Σ ε_j (e^{ε_j} − 1)/2, the expectation term shared by every bound here."""
-    return math.fsum(e * math.expm1(e) / 2.0 for e in epsilons)
+    return math.fsum(drift_term(e) for e in epsilons)
 
 
 def filter_x(epsilon_g: float, delta_g: float) -> float:
@@ -37,10 +37,16 @@ def filter_k(epsilons: Sequence[float], epsilon_g: float, delta_g: float) -> flo
 
     K = Σ ε_j(e^{ε_j}−1)/2 + √( 2(S + x)(1 + ½ log(S/x + 1)) log(1/δg) ), S = Σ ε_j².
     """
+    return filter_k_of_sums(math.fsum(e * e for e in epsilons), _drift(epsilons), epsilon_g, delta_g)
+
+
+def filter_k_of_sums(squares: float, drift: float, epsilon_g: float, delta_g: float) -> float:
+    """:func:`filter_k` from the rounds' sums: ``squares`` = Σ ε_j², ``drift`` = Σ ε_j(e^{ε_j}−1)/2
+    (what a running tally keeps, so admission costs the same at any history)."""
     log_inv = _check_delta(delta_g)
     x = filter_x(epsilon_g, delta_g)
-    s = math.fsum(e * e for e in epsilons)
-    return _drift(epsilons) + math.sqrt(2.0 * (s + x) * (1.0 + 0.5 * math.log(s / x + 1.0)) * log_inv)
+    s = squares
+    return drift + math.sqrt(2.0 * (s + x) * (1.0 + 0.5 * math.log(s / x + 1.0)) * log_inv)
 
 
 def odometer_lemma_6_4(epsilons: Sequence[float], x: float, delta_g: float) -> float:
@@ -60,11 +66,15 @@ def odometer_thm_6_5(epsilons: Sequence[float], n: float, delta_g: float) -> flo
     Branch (11) when S ∈ [1/n², 1]; branch (12) otherwise, with the statement's
     4·log₂(n) (the proof derives 2; 4 is the more conservative choice).
     """
+    return odometer_thm_6_5_of_sums(math.fsum(e * e for e in epsilons), _drift(epsilons), n, delta_g)
+
+
+def odometer_thm_6_5_of_sums(squares: float, drift: float, n: float, delta_g: float) -> float:
+    """:func:`odometer_thm_6_5` from the rounds' sums Σ ε_j² and Σ ε_j(e^{ε_j}−1)/2."""
     _check_delta(delta_g)
     if n <= math.e:
         raise ValueError("n must exceed e (log log n > 0)")
-    s = math.fsum(e * e for e in epsilons)
-    drift = _drift(epsilons)
+    s = squares
     if 1.0 / (n * n) <= s <= 1.0:
         return drift + math.sqrt(2.0 * s * (LOG_110E + 2.0 * math.log(math.log(n) / delta_g)))
     return drift + math.sqrt(
@@ -80,6 +90,20 @@ def basic_odometer(epsilons: Sequence[float]) -> float:
 def odometer(epsilons: Sequence[float], n: float, delta_g: float) -> float:
     """min(basic, Thm 6.5): valid because the basic bound holds with probability 1 (B4)."""
     return min(basic_odometer(epsilons), odometer_thm_6_5(epsilons, n, delta_g))
+
+
+def drift_term(epsilon: float) -> float:
+    """One round's ε(e^ε − 1)/2 (the term :func:`filter_k` and the odometers sum)."""
+    return epsilon * math.expm1(epsilon) / 2.0
+
+
+def lemma_3_3_term(epsilon: float, delta: float) -> float:
+    """One round's term of :func:`lemma_3_3_delta`: 2δ/(ε e^ε), 0 if δ = 0, infinite if ε = 0 < δ."""
+    if delta <= 0:
+        return 0.0
+    if epsilon <= 0:
+        return math.inf
+    return 2.0 * delta / (epsilon * math.exp(epsilon))
 
 
 def lemma_3_3_delta(epsilons: Sequence[float], deltas: Sequence[float]) -> float:

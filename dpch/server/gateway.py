@@ -202,7 +202,9 @@ class Gateway:
             body = self._serialize(engine, fmt, release, cached.types, output)
             if self.cache.enabled:
                 cached.encoded[encoding_key] = body
-        status = self.session(user, engine.database).budget()
+        # one status per request: a fresh release carries the status taken right after its charge;
+        # a cached one is re-read (other releases may have spent since)
+        status = self.session(user, engine.database).budget() if hit else release.budget
         headers = {
             "X-Dpch-Release-Id": release.release_id,
             "X-Dpch-Cost": _json({"epsilon": 0.0 if hit else release.cost.epsilon,
@@ -243,7 +245,7 @@ class Gateway:
         release = cached.release
         wire = release_to_wire(release, cached.types, cached=hit)
         wire["rows"] = [list(r) for r in typed_rows(release.rows, cached.types)]
-        status = self.session(user, database).budget()
+        status = self.session(user, database).budget() if hit else release.budget  # one status per request
         wire["budget"] = status.as_dict()
         if hit:
             wire["cost"] = {"epsilon": 0.0, "delta": 0.0, "rho": 0.0}
@@ -260,7 +262,7 @@ class Gateway:
         types = [_column_type(release, j) for j in range(len(release.columns))]
         wire = release_to_wire(release, types)
         wire["rows"] = [list(r) for r in typed_rows(release.rows, types)]
-        wire["budget"] = session.budget().as_dict()
+        wire["budget"] = release.budget.as_dict()  # taken right after the refinement's charge
         return wire
 
     def _serialize(self, engine: Engine, fmt: str, release: Release, types: list[str],

@@ -8,11 +8,19 @@ an ex-post release (admission + reserve INSERT + settle INSERT, ``Accountant.res
 ``Reservation.settle``), each timed interleaved with a bare one-row INSERT of the same ledger
 row shape through the same client, so machine noise hits both alike. Reports median and p99 and
 the ratio to 1 (fixed) or 2 (ex-post) bare inserts. The aim (issue 7): within 1.3x.
+
+Then admission at scale (issue 14, part 1): one admission (``Accountant.check``) plus one
+``status()`` for an analyst with 100 000 past releases against one with 10, interleaved in the
+same run, per filter, with a dataset budget beside the analyst's (two scopes). The histories are
+bulk-inserted ledger rows (writing 100 000 releases one by one would take ten minutes); each
+analyst's state is then rebuilt from the ledger as when a process opens the store, and that
+one-time rebuild is timed too. The aim: the ratio at most 1.2.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import sys
@@ -21,8 +29,9 @@ import time
 import uuid
 from datetime import UTC, datetime
 
-from dpch.accounting.accountant import Accountant
+from dpch.accounting.accountant import Accountant, forget_cached_state
 from dpch.accounting.budget import Budget
+from dpch.accounting.filters import make_filter
 from dpch.privacy.cost import PrivacyCost
 from dpch.store.engine import Engine
 
@@ -86,12 +95,79 @@ def run(runs: int) -> str:
     return "\n".join(lines)
 
 
+def _history(engine: Engine, analyst: str, filter_name: str, n: int) -> None:
+    """``n`` past releases of ``analyst`` (alternately fixed-cost and settled ex-post) as ledger rows."""
+    start = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
+    rows = []
+    for i in range(n):
+        ex_post = i % 2 == 1
+        eps = 1e-7 * (1 + i % 7)
+        rho = eps * eps / 2
+        worst = 2 * eps if ex_post else eps
+        worst_rho = worst * worst / 2 if ex_post else rho
+        rows.append([str(uuid.uuid4()), 1, datetime.fromtimestamp(start + i * 1e-3, UTC), analyst, "d.t", "h",
+                     "gaussian", filter_name, "charged", eps, 0.0, rho, worst, 0.0, worst_rho, ex_post, ["d.t"], 0.0])
+    engine.insert("dpch_ledger", rows, ["release_id", "seq", "time", "analyst", "dataset", "query_hash", "mechanism",
+                                        "filter", "status", "epsilon", "delta", "rho", "worst_epsilon", "worst_delta",
+                                        "worst_rho", "ex_post", "datasets", "rho_delta"])
+
+
+def run_scale(big: int = 100_000, small: int = 10, runs: int = 300) -> str:
+    """Admission + status at ``big`` past releases over at ``small``, interleaved (issue 14, part 1)."""
+    lines = [f"machine: {os.cpu_count()} cores, shared with other jobs; {runs} interleaved rounds of "
+             f"check() + status() per filter", "",
+             f"| filter | {small} past: median ms | {big:,} past: median ms | ratio | p99 ratio | "
+             f"rebuild from the ledger at {big:,}, s | history-based reference at {big:,}, ms |",
+             "|---|---|---|---|---|---|---|"]
+    with tempfile.TemporaryDirectory() as tmp:
+        engine = Engine(f"chdb://{tmp}/store")
+        request = PrivacyCost(0.001, 0.0, 5e-7)
+        for name in ("basic", "advanced", "zcdp_bm", "mixed"):
+            accs = {}
+            for n in (small, big):
+                analyst = f"scale_{name}_{n}"
+                acc = Accountant(engine, analyst, default_budget=Budget(1e3, 0.1), filter=name)
+                acc.set_budget(Budget(1e3, 0.1), dataset="d.t")
+                _history(engine, analyst, name, n)
+                accs[n] = acc
+            forget_cached_state(engine)
+            started = time.perf_counter()
+            accs[big].status()  # the one O(history) step: the ledger read and the totals built
+            rebuild = time.perf_counter() - started
+            accs[small].status()
+            ms: dict[int, list[float]] = {small: [], big: []}
+            for i in range(runs):
+                for n in ((small, big) if i % 2 == 0 else (big, small)):
+                    ms[n].append(_time(lambda acc=accs[n]: (acc.check(request, datasets=["d.t"]), acc.status())))
+            med = {n: statistics.median(v) for n, v in ms.items()}
+            # the same answers recomputed from the whole history (the filters' reference methods; what
+            # admission and status cost before the running totals), for scale
+            flt = make_filter(name, Budget(1e3, 0.1))
+            history = [e.counted for e in accs[big].recent(big)]
+            old_ms = statistics.median(_time(lambda flt=flt, history=history: [
+                (flt.decide(history, request), flt.spent(history), flt.remaining(history)) for _scope in ("", "d.t")])
+                for _ in range(5))
+            assert accs[big].status().releases == big and not math.isnan(med[big])
+            lines.append(f"| {name} | {med[small]:.3f} | {med[big]:.3f} | {med[big] / med[small]:.2f}x | "
+                         f"{_p99(ms[big]) / _p99(ms[small]):.2f}x | {rebuild:.2f} | {old_ms:.1f} |")
+        engine.close()
+    return "\n".join(lines)
+
+
 def test_bench_ledger() -> None:
     print(run(200))
+
+
+def test_bench_admission_at_scale() -> None:
+    print(run_scale(big=20_000, runs=100))
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=300)
-    print(run(parser.parse_args().runs))
+    parser.add_argument("--scale-only", action="store_true", help="only admission + status at 100 k past releases")
+    args = parser.parse_args()
+    if not args.scale_only:
+        print(run(args.runs))
+    print(run_scale(runs=args.runs))
     sys.exit(0)
