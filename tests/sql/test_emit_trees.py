@@ -78,6 +78,12 @@ def test_emitted_sql_is_unchanged(store_dsn, visits_db, connect, database):
     for key, texts in expected.items():
         for part in ("sql", "probe", "probe_unfiltered"):
             assert actual[key][part] == texts[part], f"{key} [{part}]"
+        # EXPLAIN's measure expressions are rendered from the same trees: as before, except that the
+        # conditions inside, once rendered with double quotes, now quote like the rest (backticks), and
+        # floor/ceil read as the emitted SQL spells them
+        shown = [str(m).replace('"', "`").replace("floor(", "FLOOR(").replace("ceil(", "CEIL(")
+                 for m in texts["measures"]]
+        assert actual[key]["measures"] == shown, key
 
 
 @pytest.mark.parametrize("module", BUILDERS)
