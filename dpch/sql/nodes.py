@@ -56,7 +56,13 @@ _SPECIAL_PARSE = frozenset(ClickHouse.parser_class.FUNCTION_PARSERS)
 
 
 def call(name: str, *args: exp.Expr) -> exp.Func:
-    """``name(args…)`` as the ClickHouse parser builds it; the arguments are copied."""
+    """``name(args…)`` as the ClickHouse parser builds it; the arguments are copied.
+
+    Only nodes are accepted: ``exp.func`` would parse a string argument, and nothing dpch builds
+    is ever parsed.
+    """
+    if not all(isinstance(a, exp.Expr) for a in args):
+        raise TypeError(f"{name}(): arguments must be sqlglot nodes, not text")
     node = exp.func(name, *args, dialect=DIALECT)
     if not isinstance(node, exp.Anonymous) and name.upper() not in _SPECIAL_PARSE:
         node.meta["clickhouse_name"] = name  # rendered under the name written, as a parsed call is

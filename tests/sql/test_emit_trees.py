@@ -16,10 +16,12 @@ import os
 from pathlib import Path
 
 import pytest
+import sqlglot
 
 import dpch
 from dpch import Budget
-from dpch.sql.rewrite import emit_probe_sqls, emit_sql
+from dpch.sql.parse import DIALECT
+from dpch.sql.rewrite import emit_probe_sqls, emit_sql, emit_tree, render
 from tests.helpers import make_table
 from tests.sql.test_corpus import CORPUS
 from tests.sql.test_public_joins import DIM, DIM_ROWS, PRIVATE, ROWS, SAME_AS_CLICKHOUSE
@@ -29,7 +31,7 @@ WRITE = os.environ.get("DPCH_WRITE_EMIT_FIXTURE") == "1"
 SQL_DIR = Path(__file__).parents[2] / "dpch" / "sql"
 #: modules that build emitted SQL: none may parse text (the analyst's SQL is parsed in parse.py)
 BUILDERS = ("rewrite.py", "bounds.py", "aggregates.py", "grouping.py", "relation.py", "analyze.py",
-            "rewrite_literals.py")
+            "rewrite_literals.py", "nodes.py")
 
 
 def _emitted(session: dpch.Session, sql: str, database: str) -> dict[str, object]:
@@ -86,6 +88,17 @@ def test_emitted_sql_is_unchanged(store_dsn, visits_db, connect, database):
         assert actual[key]["measures"] == shown, key
 
 
+def test_calls_take_nodes_only():
+    """A node constructor never parses: text given as an argument is refused, not parsed."""
+    from sqlglot import exp
+
+    from dpch.sql.nodes import call
+
+    assert render(call("toFloat64", exp.column("x"))) == "toFloat64(x)"
+    with pytest.raises(TypeError):
+        call("toFloat64", "x) OR (1")  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("module", BUILDERS)
 def test_builders_parse_no_text(module):
     """An AST scan: the modules that build emitted SQL call no sqlglot parse function."""
@@ -95,3 +108,28 @@ def test_builders_parse_no_text(module):
     assert not names & {"parse_one", "parse", "maybe_parse", "parse_identifier"}, module
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
     assert not imported & {"parse_one", "parse", "maybe_parse"}, module
+
+
+GROUPED = ("uid UInt32, s String, x Float64 COMMENT 'dp: bounds=[0, 10]', "
+           "n UInt8 COMMENT 'dp: bounds=[0, 20]'")
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT s, count() FROM t GROUP BY s",
+    "SELECT s, n, sum(x) FROM t WHERE x > 1 GROUP BY s, n",
+    "SELECT upper(s) AS u, count() FROM t GROUP BY u",
+])
+def test_each_units_first_groups_as_before(connect, database, sql):
+    """Partition selection with G < k (no corpus query has it): the WHERE keeping each unit's first G
+    keys is what the text assembly built, ``(unit, keys) IN (SELECT … LIMIT G BY unit)``."""
+    s = connect(analyst="emit")
+    make_table(s, GROUPED, [(1, "a", 1.0, 3)], ["uid", "s", "x", "n"],
+               comment="dp: privacy_unit=uid, max_rows_per_unit=3, max_groups_per_unit=2")
+    plan = s.explain(sql + " SETTINGS dp_delta = 1e-6").plan
+    assert plan.restrict_groups
+    keys = ", ".join(k.sql for k in plan.keys)
+    unit, rows = "`__unit`", "`__rows`"
+    old = (f"SELECT 1 FROM {rows} WHERE ({unit}, {keys}) IN (SELECT {unit}, {keys} FROM {rows} "
+           f"GROUP BY {unit}, {keys} ORDER BY {unit}, cityHash64({keys}) LIMIT {plan.groups_per_unit} BY {unit})")
+    expected = sqlglot.parse_one(old, read=DIALECT).args["where"]
+    assert render(emit_tree(plan).args["where"]) == render(expected)
