@@ -8,6 +8,8 @@ kept), so a tree renders exactly as the same SQL parsed and rendered would.
 
 from __future__ import annotations
 
+from datetime import date, datetime
+
 from sqlglot import exp
 from sqlglot.dialects.clickhouse import ClickHouse
 
@@ -127,8 +129,6 @@ def setting(name: str, value: exp.Expr) -> exp.EQ:
 
 def literal_node(value: object) -> exp.Expr:
     """The literal of a value dpch places in emitted SQL (a declared key, a unit in the audit)."""
-    from datetime import date, datetime
-
     if isinstance(value, datetime):
         return exp.convert(value.isoformat(sep=" "))
     if isinstance(value, date):

@@ -13,7 +13,8 @@ Shape of the emitted query:
 Rows of a unit are kept deterministically: in the table's stored order when it is sorted by
 the unit (ClickHouse then streams ``LIMIT BY``: 0.22 s vs 0.62 s with a hash sort on 10 M rows
 here), else by unit and a hash of the row. Nothing of the analyst's text reaches ClickHouse
-except through this module, built from validated trees.
+except through this module: the query is one tree assembled from the plan's trees (built by
+:mod:`.nodes`, never parsed from text) and rendered once (docs/design.md rule 4).
 """
 
 from __future__ import annotations
