@@ -33,11 +33,12 @@ from dpch.sql.bounds import (
     Interval,
     ValueExpr,
     ValueTranslator,
-    condition_sql,
+    condition,
     function_name,
     num,
 )
 from dpch.sql.functions import display_name
+from dpch.sql.nodes import call, float_number, number, paren, render, show
 from dpch.sql.parse import DIALECT
 
 MeasureKind = Literal["count", "sum", "distinct", "histogram"]
@@ -53,11 +54,17 @@ class Measure:
 
     name: str
     kind: MeasureKind
-    sql: str
+    #: the aggregate over the capped rows, as the tree the emitted query holds
+    node: exp.Expr
     sensitivity: float
     l2_sensitivity: float
     integer: bool
     derivation: str
+
+    @property
+    def sql(self) -> str:
+        """The aggregate as EXPLAIN displays it (rendered from :attr:`node`)."""
+        return show(self.node)
 
 
 @dataclass(frozen=True)
@@ -77,27 +84,27 @@ class Stat:
 class AggregateBuilder:
     """Turns aggregate calls into measures and statistics (sharing identical measures)."""
 
-    def __init__(self, translator: ValueTranslator, condition: Callable[[exp.Expr], str],
-                 is_unit: Callable[[exp.Expr], bool], cap: int, unit_sql: str,
+    def __init__(self, translator: ValueTranslator, condition: Callable[[exp.Expr], exp.Expr],
+                 is_unit: Callable[[exp.Expr], bool], cap: int, unit: exp.Expr,
                  distinct_unit_groups: int | None) -> None:
         self.translator = translator
         self.condition = condition
         self.is_unit = is_unit
         self.cap = cap
-        self.unit_sql = unit_sql
+        self.unit = unit
         self.distinct_unit_groups = distinct_unit_groups
         self.measures: dict[str, Measure] = {}
         self.stats: dict[str, Stat] = {}
 
     # -- measures ---------------------------------------------------------------------------------
 
-    def _measure(self, kind: MeasureKind, sql: str, l1: float, integer: bool, derivation: str,
+    def _measure(self, kind: MeasureKind, node: exp.Expr, l1: float, integer: bool, derivation: str,
                  l2: float | None = None) -> str:
         for m in self.measures.values():
-            if m.sql == sql:
+            if render(m.node) == render(node):  # identical aggregates are computed once
                 return m.name
         name = f"m{len(self.measures)}"
-        self.measures[name] = Measure(name, kind, sql, l1, l1 if l2 is None else l2, integer, derivation)
+        self.measures[name] = Measure(name, kind, node, l1, l1 if l2 is None else l2, integer, derivation)
         return name
 
     def _stat(self, kind: StatKind, label: str, measures: tuple[str, ...], **kw: Any) -> str:
@@ -109,9 +116,9 @@ class AggregateBuilder:
         self.stats[name] = Stat(name, kind, label, measures, **kw)
         return name
 
-    def _count(self, condition: str | None, label: str) -> str:
-        sql = f"countIf({condition})" if condition else "count()"
-        return self._measure("count", sql, float(self.cap), True, f"{label}: one unit adds at most {self.cap} rows")
+    def _count(self, predicate: exp.Expr | None, label: str) -> str:
+        node = call("countIf", predicate) if predicate is not None else call("count")
+        return self._measure("count", node, float(self.cap), True, f"{label}: one unit adds at most {self.cap} rows")
 
     # -- aggregate calls --------------------------------------------------------------------------
 
@@ -130,7 +137,7 @@ class AggregateBuilder:
         if isinstance(node, exp.Avg) or name == "avgif":
             arg, cond = self._arg_and_condition(node, name == "avgif", label)
             sum_name, value = self._sum(arg, cond, label, centred=True)
-            count_name = self._count(self._not_null(value.sql, cond) if value.nullable else cond, label)
+            count_name = self._count(self._not_null(value.node, cond) if value.nullable else cond, label)
             return self._stat("avg", label, (sum_name, count_name), interval=value.interval)
         if name in ("varpop", "varsamp", "stddevpop", "stddevsamp", "variance", "var_pop", "var_samp",
                     "stddev", "stddev_pop", "stddev_samp", "variance_pop", "variance_samp") \
@@ -159,16 +166,14 @@ class AggregateBuilder:
 
     def _distinct(self, arg: exp.Expr, label: str) -> str:
         if self.is_unit(arg):
-            sql = self.unit_sql
             groups = self.distinct_unit_groups
             l1 = float(min(self.cap, groups) if groups else 1)
             measure = self._measure(
-                "distinct", f"uniqExact({sql})", l1, True,
+                "distinct", call("uniqExact", self.unit), l1, True,
                 f"{label}: one unit is one distinct value in each of at most {int(l1)} group(s)",
                 l2=math.sqrt(l1))
         else:
-            sql = self.condition(arg)
-            measure = self._measure("distinct", f"uniqExact({sql})", float(self.cap), True,
+            measure = self._measure("distinct", call("uniqExact", self.condition(arg)), float(self.cap), True,
                                     f"{label}: one unit's {self.cap} rows add at most {self.cap} distinct values")
         return self._stat("count", label, (measure,))
 
@@ -185,7 +190,7 @@ class AggregateBuilder:
 
     def _arg_and_condition(
         self, node: exp.Expr, conditional: bool, label: str
-    ) -> tuple[exp.Expr, str | None]:
+    ) -> tuple[exp.Expr, exp.Expr | None]:
         if not conditional:
             arg = node.this
             if isinstance(arg, exp.Distinct):
@@ -194,17 +199,18 @@ class AggregateBuilder:
         arg, cond = self._args(node, 2, label)
         return arg, self.condition(cond)
 
-    def _not_null(self, sql: str, cond: str | None) -> str | None:
-        test = f"isNotNull({sql})"
-        return f"({cond}) AND {test}" if cond else test
+    def _not_null(self, node: exp.Expr, cond: exp.Expr | None) -> exp.Expr:
+        test = call("isNotNull", node)
+        return exp.And(this=paren(cond), expression=test) if cond is not None else test
 
-    def _sum(self, arg: exp.Expr, cond: str | None, label: str, *, centred: bool) -> tuple[str, ValueExpr]:
+    def _sum(self, arg: exp.Expr, cond: exp.Expr | None, label: str, *,
+             centred: bool) -> tuple[str, ValueExpr]:
         value = self.translator.translate(arg, label)
         iv = value.interval
         check_accumulable(value, label, floating=centred)  # a centred sum is accumulated in Float64
-        expr = value.sql
+        expr = value.node
         if centred:
-            expr = f"({as_float(value)} - {num(iv.mid)})"
+            expr = _centred(value)
             l1 = self.cap * iv.width / 2.0
             why = f"{label}: Σ(value − {num(iv.mid)}) with value in [{num(iv.lo)}, {num(iv.hi)}]: " \
                   f"{self.cap} rows × {num(iv.width / 2.0)}"
@@ -213,8 +219,8 @@ class AggregateBuilder:
             l1 = self.cap * iv.magnitude
             why = f"{label}: value in [{num(iv.lo)}, {num(iv.hi)}]: {self.cap} rows × {num(iv.magnitude)}"
             integer = value.integer
-        sql = f"sumIf({expr}, {cond})" if cond else f"sum({expr})"
-        return self._measure("sum", sql, l1, integer, why), value
+        node = call("sumIf", expr, cond) if cond is not None else call("sum", expr)
+        return self._measure("sum", node, l1, integer, why), value
 
     def _variance(self, node: exp.Expr, name: str, label: str) -> str:
         arg = self._args(node, 1, label)[0]
@@ -232,12 +238,12 @@ class AggregateBuilder:
         value = self.translator.translate(arg, label)
         iv = value.interval
         check_accumulable(value, label, floating=True)
-        centred = f"({as_float(value)} - {num(iv.mid)})"
+        centred = _centred(value)
         r = iv.width / 2.0
-        count = self._count(self._not_null(value.sql, None) if value.nullable else None, label)
-        s1 = self._measure("sum", f"sum({centred})", self.cap * r, False,
+        count = self._count(self._not_null(value.node, None) if value.nullable else None, label)
+        s1 = self._measure("sum", call("sum", centred), self.cap * r, False,
                            f"{label}: Σ(value − mid): {self.cap} rows × {num(r)}")
-        s2 = self._measure("sum", f"sum(pow({centred}, 2))", self.cap * r * r, False,
+        s2 = self._measure("sum", call("sum", call("pow", centred, number(2))), self.cap * r * r, False,
                            f"{label}: Σ(value − mid)²: {self.cap} rows × {num(r * r)}")
         return self._stat("var", label, (count, s1, s2), interval=iv, variant=variant)
 
@@ -260,9 +266,11 @@ class AggregateBuilder:
         if value.integer and iv.width < QUANTILE_GRID:
             points = int(iv.width) + 1
         step = iv.width / (points - 1)
-        bin_sql = f"toUInt32(round(({as_float(value)} - {num(iv.lo)}) / {step!r}))"
-        sql = f"sumMapIf([{bin_sql}], [toUInt64(1)], isNotNull({value.sql}))"
-        measure = self._measure("histogram", sql, float(self.cap), True,
+        offset = paren(exp.Sub(this=as_float(value), expression=number(iv.lo)))
+        bin_ = call("toUInt32", call("round", exp.Div(this=offset, expression=float_number(step))))
+        node = call("sumMapIf", exp.Array(expressions=[bin_]),
+                    exp.Array(expressions=[call("toUInt64", number(1))]), call("isNotNull", value.node))
+        measure = self._measure("histogram", node, float(self.cap), True,
                                 f"{label}: rank utility; one unit moves a rank by at most {self.cap}")
         return self._stat("quantile", label, (measure,), interval=iv, quantile=level,
                           grid=(iv.lo, step, points))
@@ -290,10 +298,15 @@ def check_accumulable(value: ValueExpr, label: str, *, floating: bool = False) -
             hint="use smaller bounds or constants (integers below 2^62, reals below 1e280)")
 
 
-def as_float(value: ValueExpr) -> str:
+def as_float(value: ValueExpr) -> exp.Expr:
     """``value`` in Float64 (integer values are Int128, whose difference with a float is exact enough
     and never wraps; real values already are Float64)."""
-    return f"toFloat64({value.sql})" if value.integer else value.sql
+    return call("toFloat64", value.node) if value.integer else value.node.copy()
+
+
+def _centred(value: ValueExpr) -> exp.Expr:
+    """``(value − mid)`` in Float64, mid the centre of the value's interval."""
+    return paren(exp.Sub(this=as_float(value), expression=number(value.interval.mid)))
 
 
 def is_aggregate(node: exp.Expr) -> bool:
@@ -306,4 +319,4 @@ def _literal(node: exp.Expr, label: str) -> float:
     raise QueryRejected(f"{label}: expected a number")
 
 
-__all__ = ["AggregateBuilder", "Measure", "Stat", "condition_sql", "is_aggregate"]
+__all__ = ["AggregateBuilder", "Measure", "Stat", "condition", "is_aggregate"]

@@ -24,10 +24,11 @@ from dpch.policy.model import TablePolicy
 from dpch.sql import outputs
 from dpch.sql.aggregates import AggregateBuilder, Measure, Stat, is_aggregate
 from dpch.sql.aliases import check_shadowing
-from dpch.sql.bounds import ColumnRef, ValueTranslator, condition_sql
+from dpch.sql.bounds import ColumnRef, ValueTranslator, condition
 from dpch.sql.grouping import MAX_GROUPS, GroupKey, KeyBuilder, PublicDomain, check_domain_size
+from dpch.sql.nodes import column, show
 from dpch.sql.parse import DIALECT, ParsedQuery
-from dpch.sql.relation import Relation, RelationBuilder, SourceColumn, TableLookup, quote
+from dpch.sql.relation import Relation, RelationBuilder, SourceColumn, TableLookup
 
 _SUPPORTED_CLAUSES = {"expressions", "from_", "where", "group", "order", "limit", "offset", "settings", "joins",
                       "with_", "having"}
@@ -67,8 +68,10 @@ class QueryPlan:
     measures: tuple[Measure, ...]
     stats: dict[str, Stat]
     outputs: tuple[OutputColumn, ...]
-    inner_columns: tuple[tuple[str, str], ...]
-    conditions: tuple[str, ...]
+    #: the inner SELECT's columns: (name c0…, tree over the source rows)
+    inner: tuple[tuple[str, exp.Expr], ...]
+    #: the inner SELECT's WHERE conjuncts (filters, key domains), over the source rows
+    where: tuple[exp.Expr, ...]
     having: exp.Expr | None = None
     order: tuple[tuple[exp.Expr, bool], ...] = ()
     limit: int | None = None
@@ -76,6 +79,16 @@ class QueryPlan:
     groups_per_unit: int = 1
     restrict_groups: bool = False
     group_domain: tuple[tuple[Any, ...], ...] | None = field(default=((),))
+
+    @property
+    def inner_columns(self) -> tuple[tuple[str, str], ...]:
+        """:attr:`inner` as dpch displays it (name, SQL)."""
+        return tuple((name, show(base)) for name, base in self.inner)
+
+    @property
+    def conditions(self) -> tuple[str, ...]:
+        """:attr:`where` as dpch displays it."""
+        return tuple(show(c) for c in self.where)
 
     @property
     def columns(self) -> list[str]:
@@ -112,17 +125,16 @@ class _Analyzer:
         self.database = database
         self.lookup = lookup
         self.public_domain = public_domain
-        self.inner: dict[str, str] = {}  # base SQL → inner column name
+        self.inner: dict[str, tuple[str, exp.Expr]] = {}  # shown base SQL → (inner column name, base)
 
     # -- the inner SELECT's columns ------------------------------------------------------------------
 
-    def outer(self, source: SourceColumn) -> str:
-        """The name under which the capped rows expose ``source`` (c0, c1, … in the inner SELECT)."""
-        name = self.inner.get(source.base_sql)
-        if name is None:
-            name = f"c{len(self.inner)}"
-            self.inner[source.base_sql] = name
-        return quote(name)
+    def outer(self, source: SourceColumn) -> exp.Expr:
+        """The column under which the capped rows expose ``source`` (c0, c1, … in the inner SELECT)."""
+        key = source.base_sql
+        if key not in self.inner:
+            self.inner[key] = (f"c{len(self.inner)}", source.base)
+        return column(self.inner[key][0])
 
     def outer_ref(self, col: exp.Column) -> ColumnRef:
         source = self.relation.resolve(col)
@@ -143,7 +155,7 @@ class _Analyzer:
         conditions = list(self.relation.conditions)
         where = select.args.get("where")
         if where is not None:
-            conditions.append(condition_sql(where.this, lambda c: self._base_ref(c)))
+            conditions.append(condition(where.this, lambda c: self._base_ref(c)))
 
         group_exprs = self._group_expressions()
         key_builder = KeyBuilder(self.relation, self.outer, self.public_domain)
@@ -161,10 +173,10 @@ class _Analyzer:
         self.group_exprs = group_exprs
         self.builder = AggregateBuilder(
             ValueTranslator(self.outer_ref),
-            lambda node: condition_sql(node, self.outer_ref),
+            lambda node: condition(node, self.outer_ref),
             lambda node: isinstance(node, exp.Column) and self.relation.resolve(node).is_unit,
             cap,
-            quote(UNIT_COLUMN),
+            column(UNIT_COLUMN),
             groups_per_unit if keys else None,
         )
 
@@ -201,8 +213,8 @@ class _Analyzer:
             measures=tuple(self.builder.measures.values()),
             stats=dict(self.builder.stats),
             outputs=tuple(outputs_),
-            inner_columns=tuple((name, base) for base, name in self.inner.items()),
-            conditions=tuple(conditions),
+            inner=tuple(self.inner.values()),
+            where=tuple(conditions),
             having=having,
             order=order,
             limit=limit,
@@ -214,7 +226,7 @@ class _Analyzer:
 
     def _base_ref(self, col: exp.Column) -> ColumnRef:
         source = self.relation.resolve(col)
-        return source.ref(source.base_sql)
+        return source.ref(source.base)
 
     def _group_expressions(self) -> list[exp.Expr]:
         group = self.select.args.get("group")

@@ -15,18 +15,17 @@ a condition only selects rows and cannot raise a sum above k·max|bound|.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-import sqlglot
 from sqlglot import exp
 
 from dpch.errors import MissingBoundsError, QueryRejected
 from dpch.policy.model import is_numeric_type
 from dpch.sql.functions import check_total
+from dpch.sql.nodes import call, float_number, num, number, paren, show
 from dpch.sql.parse import DIALECT
 
 
@@ -80,25 +79,34 @@ MAX_ROUND_PLACES = 15
 
 @dataclass(frozen=True)
 class ColumnRef:
-    """A column as an expression reads it: its SQL in that context, its type and its bounds."""
+    """A column as an expression reads it: its node in that context, its type and its bounds."""
 
-    sql: str
+    node: exp.Expr
     name: str
     type: str
     bounds: Interval | None
     integer: bool
     is_unit: bool = False
 
+    @property
+    def sql(self) -> str:
+        return show(self.node)
+
 
 @dataclass(frozen=True)
 class ValueExpr:
-    """A translated row expression: clamped SQL, its bounds, and whether it is integer-valued."""
+    """A translated row expression: clamped SQL tree, its bounds, and whether it is integer-valued."""
 
-    sql: str
+    node: exp.Expr
     interval: Interval
     integer: bool
     #: whether the value can be NULL (a Nullable column or a NULL literal inside)
     nullable: bool = False
+
+    @property
+    def sql(self) -> str:
+        """The expression as dpch displays it."""
+        return show(self.node)
 
 
 Mode = Literal["value", "condition"]
@@ -124,31 +132,22 @@ def function_name(node: exp.Expr) -> str:
     return ""
 
 
-def num(x: float) -> str:
-    """A ClickHouse numeric literal for a bound."""
-    # whole numbers are written as integers at any size below 2^64: a Float64 literal beside an
-    # integer column makes least/greatest fail with a type error (no common type)
-    if float(x).is_integer() and abs(x) < 2**64:
-        return str(int(x))
-    return repr(float(x))
+def clamp(node: exp.Expr, interval: Interval) -> exp.Expr:
+    """``node`` clamped to ``interval`` in its own (integer or date) type: bounds as exact literals."""
+    return call("least", call("greatest", node, number(interval.lo)), number(interval.hi))
 
 
-def clamp_sql(sql: str, interval: Interval) -> str:
-    """``sql`` clamped to ``interval`` in its own (integer or date) type: bounds as exact literals."""
-    return f"least(greatest({sql}, {num(interval.lo)}), {num(interval.hi)})"
-
-
-def keep_null(value_sql: str, clamped_sql: str) -> str:
-    """``clamped_sql``, but NULL where ``value_sql`` is NULL: ClickHouse's least/greatest skip a NULL
+def keep_null(value: exp.Expr, clamped: exp.Expr) -> exp.Expr:
+    """``clamped``, but NULL where ``value`` is NULL: ClickHouse's least/greatest skip a NULL
     argument, so a bare clamp would turn every NULL into the lower bound (summed, and counted by avg)
     instead of leaving it out as sum and avg do."""
-    return f"if(isNull({value_sql}), NULL, {clamped_sql})"
+    return call("if", call("isNull", value), exp.Null(), clamped)
 
 
-def clamp_float_sql(sql: str, interval: Interval) -> str:
-    """Float64 ``sql`` clamped to ``interval``; bounds as Float64 literals (least(Float64, UInt64) is a
+def clamp_float(node: exp.Expr, interval: Interval) -> exp.Expr:
+    """Float64 ``node`` clamped to ``interval``; bounds as Float64 literals (least(Float64, UInt64) is a
     type error in ClickHouse for integers of 2^32 and more)."""
-    return f"least(greatest({sql}, {float(interval.lo)!r}), {float(interval.hi)!r})"
+    return call("least", call("greatest", node, float_number(interval.lo)), float_number(interval.hi))
 
 
 def check_condition(node: exp.Expr, resolve: Resolver) -> None:
@@ -170,38 +169,27 @@ def check_condition(node: exp.Expr, resolve: Resolver) -> None:
         check_total(sub)
 
 
-def condition_sql(node: exp.Expr, resolve: Resolver) -> str:
-    """The SQL of a validated condition with column references mapped to the capped rows.
+def condition(node: exp.Expr, resolve: Resolver) -> exp.Expr:
+    """A validated condition as a new tree, column references mapped to the capped rows.
 
-    Decimal columns are read as Float64 (:func:`read_sql`): Decimal division by zero and Decimal
+    Decimal columns are read as Float64 (:func:`read_column`): Decimal division by zero and Decimal
     overflow raise inside ClickHouse, which a row could trigger on purpose (docs/design.md rule 5).
     """
     check_condition(node, resolve)
     holder = exp.Paren(this=node.copy())  # a parent, so that a bare column can be replaced too
     for col in list(holder.find_all(exp.Column)):
         ref = resolve(col)
-        col.replace(_tree(read_sql(ref.sql, ref.type)))
-    return str(holder.this.sql(dialect=DIALECT))
+        col.replace(read_column(ref.node, ref.type))
+    return holder.this
 
 
-def read_sql(sql: str, type_: str) -> str:
+def read_column(node: exp.Expr, type_: str) -> exp.Expr:
     """How emitted SQL reads a column of ClickHouse type ``type_``: Decimals as Float64, the rest as is."""
-    return f"toFloat64({sql})" if _is_decimal(type_) else sql
+    return call("toFloat64", node) if _is_decimal(type_) else node.copy()
 
 
 def _is_decimal(type_: str) -> bool:
     return "Decimal" in type_
-
-
-def _tree(sql: str) -> exp.Expr:
-    """A column reference dpch built (quoted identifiers, maybe wrapped in toFloat64) as a tree node,
-    so the condition stays one tree (no raw text spliced into it)."""
-    return _parsed_reference(sql).copy()
-
-
-@functools.lru_cache(maxsize=4096)
-def _parsed_reference(sql: str) -> exp.Expr:
-    return sqlglot.parse_one(sql, read=DIALECT)
 
 
 class ValueTranslator:
@@ -222,16 +210,16 @@ class ValueTranslator:
             # clamped in the column's own type (exact; an integer is never NaN), then widened so that
             # sums accumulate in Int128 and cannot wrap (docs/design.md rule 6)
             ref = self.resolve(node)
-            sql = f"toInt128({clamp_sql(ref.sql, interval)})"
-            return ValueExpr(keep_null(ref.sql, sql) if nullable else sql, interval, value.integer, nullable)
+            tree = call("toInt128", clamp(ref.node, interval))
+            return ValueExpr(keep_null(ref.node, tree) if nullable else tree, interval, value.integer, nullable)
         fallback = float(min(max(0.0, interval.lo), interval.hi))
-        inner = value.sql
+        inner = value.node
         if isinstance(node, exp.Column):  # clamp once: NaN/inf first, then the bounds
-            inner = self.resolve(node).sql
-        sql = clamp_float_sql(f"ifNotFinite(toFloat64({inner}), {fallback!r})", interval)
+            inner = self.resolve(node).node
+        tree = clamp_float(call("ifNotFinite", call("toFloat64", inner), float_number(fallback)), interval)
         if exact_integer:
-            sql = f"toInt128({sql})"
-        return ValueExpr(keep_null(inner, sql) if nullable else sql, interval, value.integer, nullable)
+            tree = call("toInt128", tree)
+        return ValueExpr(keep_null(inner, tree) if nullable else tree, interval, value.integer, nullable)
 
     def nullable(self, node: exp.Expr) -> bool:
         """Whether ``node`` can evaluate to NULL on some row."""
@@ -258,27 +246,27 @@ class ValueTranslator:
                 )
             # inside an expression every column is computed in Float64: integer arithmetic wraps
             # silently and Decimal arithmetic raises, both on values a row chooses (rules 5 and 6)
-            sql = clamp_float_sql(f"toFloat64({ref.sql})", ref.bounds)
+            tree = clamp_float(call("toFloat64", ref.node), ref.bounds)
             if self.nullable(node):
-                sql = keep_null(ref.sql, sql)
-            return ValueExpr(sql, ref.bounds, ref.integer)
+                tree = keep_null(ref.node, tree)
+            return ValueExpr(tree, ref.bounds, ref.integer)
         if isinstance(node, exp.Literal):
             if node.is_string:
                 raise QueryRejected(f"{context}: a string literal is not a number")
             value = float(node.this)
-            return ValueExpr(num(value), Interval(value, value), value.is_integer())
+            return ValueExpr(number(value), Interval(value, value), value.is_integer())
         if isinstance(node, exp.Boolean):
             value = 1.0 if node.this else 0.0
-            return ValueExpr(num(value), Interval(value, value), True)
+            return ValueExpr(number(value), Interval(value, value), True)
         if isinstance(node, exp.Neg):
             inner = self._value(node.this, context)
-            return ValueExpr(f"(-{inner.sql})", Interval(-inner.interval.hi, -inner.interval.lo), inner.integer)
+            negated = Interval(-inner.interval.hi, -inner.interval.lo)
+            return ValueExpr(paren(exp.Neg(this=inner.node)), negated, inner.integer)
         if isinstance(node, exp.Add | exp.Sub | exp.Mul):
             a, b = self._value(node.this, context), self._value(node.expression, context)
-            op = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*"}[type(node)]
-            interval = {"+": a.interval + b.interval, "-": a.interval - b.interval,
-                        "*": a.interval * b.interval}[op]
-            return ValueExpr(f"({a.sql} {op} {b.sql})", interval, a.integer and b.integer)
+            interval = {exp.Add: a.interval + b.interval, exp.Sub: a.interval - b.interval,
+                        exp.Mul: a.interval * b.interval}[type(node)]
+            return ValueExpr(paren(type(node)(this=a.node, expression=b.node)), interval, a.integer and b.integer)
         if isinstance(node, exp.Div):
             a, b = self._value(node.this, context), self._value(node.expression, context)
             if b.interval.contains_zero():
@@ -288,7 +276,7 @@ class ValueTranslator:
                     hint="divide by a constant or by a column whose bounds exclude 0",
                 )
             inverse = Interval(1.0 / b.interval.hi, 1.0 / b.interval.lo)
-            return ValueExpr(f"({a.sql} / {b.sql})", a.interval * inverse, False)
+            return ValueExpr(paren(exp.Div(this=a.node, expression=b.node)), a.interval * inverse, False)
         if isinstance(node, exp.If):
             return self._branches([(node.this, node.args.get("true")), (None, node.args.get("false"))], context)
         if isinstance(node, exp.Case):
@@ -298,24 +286,25 @@ class ValueTranslator:
             branches.append((None, node.args.get("default")))
             return self._branches(branches, context)
         if _is_condition(node):
-            return ValueExpr(f"toUInt8({condition_sql(node, self.resolve)})", BOOL, True)
+            return ValueExpr(call("toUInt8", condition(node, self.resolve)), BOOL, True)
         if isinstance(node, exp.Func):
             return self._function(node, context)
         raise QueryRejected(f"{context}: {node.key.upper()} expressions are not supported inside aggregates")
 
     def _branches(self, branches: list[tuple[exp.Expr | None, exp.Expr | None]], context: str) -> ValueExpr:
         """if/CASE: the value lies in the union of the branches' intervals (a missing ELSE is 0)."""
-        parts, interval, integer = [], None, True
+        parts: list[exp.Expr] = []
+        interval, integer = None, True
         for cond, value in branches:
-            translated = self._value(value, context) if value is not None else ValueExpr("0", Interval(0, 0), True)
+            translated = self._value(value, context) if value is not None else ValueExpr(number(0), Interval(0, 0),
+                                                                                            True)
             interval = translated.interval if interval is None else interval.union(translated.interval)
             integer = integer and translated.integer
             if cond is not None:
-                parts.append(f"{condition_sql(cond, self.resolve)}, {translated.sql}")
-            else:
-                parts.append(translated.sql)
+                parts.append(condition(cond, self.resolve))
+            parts.append(translated.node)
         assert interval is not None
-        return ValueExpr(f"multiIf({', '.join(parts)})", interval, integer)
+        return ValueExpr(call("multiIf", *parts), interval, integer)
 
     def _function(self, node: exp.Func, context: str) -> ValueExpr:
         name = function_name(node)
@@ -323,7 +312,7 @@ class ValueTranslator:
         if name == "abs":
             a = self._value(node.this, context)
             lo = 0.0 if a.interval.contains_zero() else min(abs(a.interval.lo), abs(a.interval.hi))
-            return ValueExpr(f"abs({a.sql})", Interval(lo, a.interval.magnitude), a.integer)
+            return ValueExpr(call("abs", a.node), Interval(lo, a.interval.magnitude), a.integer)
         if name in ("least", "greatest"):
             nodes = args or [node.this, *node.expressions]
             values = [self._value(a, context) for a in nodes]
@@ -336,7 +325,7 @@ class ValueTranslator:
             else:
                 lo = max(v.interval.lo for v in sure) if sure else min(v.interval.lo for v in values)
                 interval = Interval(lo, max(v.interval.hi for v in values))
-            return ValueExpr(f"{name}({', '.join(v.sql for v in values)})", interval, all(v.integer for v in values))
+            return ValueExpr(call(name, *(v.node for v in values)), interval, all(v.integer for v in values))
         if name in ("round", "floor", "ceil"):
             a = self._value(node.this, context)
             digits = node.args.get("decimals") or node.args.get("expression")
@@ -347,11 +336,11 @@ class ValueTranslator:
             step = 10.0 ** (-places)
             lo = math.floor(a.interval.lo / step) * step
             hi = math.ceil(a.interval.hi / step) * step
-            suffix = f", {places}" if digits is not None else ""
-            return ValueExpr(f"{name}({a.sql}{suffix})", Interval(lo, hi), a.integer or places <= 0)
+            rounded = call(name, a.node, number(places)) if digits is not None else call(name, a.node)
+            return ValueExpr(rounded, Interval(lo, hi), a.integer or places <= 0)
         if name == "sqrt":
             a = self._value(node.this, context)
-            return ValueExpr(f"sqrt({a.sql})", Interval(math.sqrt(max(0.0, a.interval.lo)),
+            return ValueExpr(call("sqrt", a.node), Interval(math.sqrt(max(0.0, a.interval.lo)),
                                                           math.sqrt(max(0.0, a.interval.hi))), False)
         if isinstance(node, exp.Log) and node.expression is not None:
             # sqlglot reads log2(x) / log10(x) as Log(base, x); any other two-argument log is refused
@@ -366,12 +355,12 @@ class ValueTranslator:
                                     f"{num(a.interval.lo)}", hint="add a positive constant, e.g. log(x + 1)")
             fn = {"ln": math.log, "log": math.log, "log2": math.log2, "log10": math.log10}[name]
             sql_name = "log" if name in ("ln", "log") else name
-            return ValueExpr(f"{sql_name}({a.sql})", Interval(fn(a.interval.lo), fn(a.interval.hi)), False)
+            return ValueExpr(call(sql_name, a.node), Interval(fn(a.interval.lo), fn(a.interval.hi)), False)
         if name == "exp":
             a = self._value(node.this, context)
             if a.interval.hi > 700:
                 raise QueryRejected(f"{context}: exp() of values up to {num(a.interval.hi)} overflows")
-            return ValueExpr(f"exp({a.sql})", Interval(math.exp(a.interval.lo), math.exp(a.interval.hi)), False)
+            return ValueExpr(call("exp", a.node), Interval(math.exp(a.interval.lo), math.exp(a.interval.hi)), False)
         if name in ("pow", "power"):
             base = self._value(node.this, context)
             power = _literal_number(node.expression, context)
@@ -380,10 +369,10 @@ class ValueTranslator:
             corners = [base.interval.lo**power, base.interval.hi**power]
             if base.interval.contains_zero():
                 corners.append(0.0)
-            return ValueExpr(f"pow({base.sql}, {num(power)})", Interval(min(corners), max(corners)), base.integer)
+            return ValueExpr(call("pow", base.node, number(power)), Interval(min(corners), max(corners)), base.integer)
         if name == "sign":
             a = self._value(node.this, context)
-            return ValueExpr(f"sign({a.sql})", Interval(-1.0 if a.interval.lo < 0 else 0.0,
+            return ValueExpr(call("sign", a.node), Interval(-1.0 if a.interval.lo < 0 else 0.0,
                                                           1.0 if a.interval.hi > 0 else 0.0), True)
         if name == "multiif":
             items = list(node.expressions)
@@ -395,7 +384,7 @@ class ValueTranslator:
             interval = values[0].interval
             for v in values[1:]:
                 interval = interval.union(v.interval)
-            return ValueExpr(f"coalesce({', '.join(v.sql for v in values)})", interval, all(v.integer for v in values))
+            return ValueExpr(call("coalesce", *(v.node for v in values)), interval, all(v.integer for v in values))
         raise QueryRejected(
             f"{context}: function {name}() is not supported inside aggregates",
             hint="use arithmetic, if/CASE, abs, least/greatest, round/floor/ceil, sqrt, log, exp, pow",

@@ -26,10 +26,10 @@ from sqlglot import exp
 
 from dpch.errors import QueryRejected
 from dpch.policy.model import base_type
-from dpch.sql.bounds import ColumnRef, check_condition, clamp_sql, condition_sql, function_name
+from dpch.sql.bounds import ColumnRef, check_condition, clamp, condition, function_name
+from dpch.sql.nodes import call, literal_node, number, show
 from dpch.sql.parse import DIALECT
 from dpch.sql.relation import Relation, SourceColumn
-from dpch.sql.rewrite_literals import literal
 
 #: the largest domain a GROUP BY may release (product of the keys' domains)
 MAX_GROUPS = 100_000
@@ -39,19 +39,25 @@ PublicDomain = Callable[[str, str], tuple[Any, ...]]
 
 @dataclass(frozen=True)
 class GroupKey:
-    """One GROUP BY key: its SQL over the capped rows, and its domain (None: partition selection)."""
+    """One GROUP BY key: its tree over the capped rows, and its domain (None: partition selection)."""
 
     label: str
-    sql: str
+    node: exp.Expr
     values: tuple[Any, ...] | None
     origin: str
-    inner_filter: str | None = None
+    #: the condition keeping the declared domain's rows, over the source rows
+    inner_filter: exp.Expr | None = None
     #: the ClickHouse type of the released key
     type: str = "String"
 
+    @property
+    def sql(self) -> str:
+        """The key as dpch displays it."""
+        return show(self.node)
+
 
 class KeyBuilder:
-    def __init__(self, relation: Relation, outer: Callable[[SourceColumn], str],
+    def __init__(self, relation: Relation, outer: Callable[[SourceColumn], exp.Expr],
                  public_domain: PublicDomain) -> None:
         self.relation = relation
         self.outer = outer
@@ -71,40 +77,38 @@ class KeyBuilder:
             source = self.relation.resolve(column)
             if source.date_bounds is not None:
                 return self._date_key(source, date_unit, label)
-        check_condition(expr, lambda c: self.relation.resolve(c).ref(""))
+        check_condition(expr, lambda c: self.relation.resolve(c).ref(exp.null()))
         # an expression key is released as text (its values come from the data, through selection)
-        return GroupKey(label, f"toString({condition_sql(expr, self._outer_ref)})", None, "partition selection")
+        return GroupKey(label, call("toString", condition(expr, self._outer_ref)), None, "partition selection")
 
     def _outer_ref(self, col: exp.Column) -> ColumnRef:
         source = self.relation.resolve(col)
         return source.ref(self.outer(source))
 
     def _column_key(self, source: SourceColumn, label: str) -> GroupKey:
-        sql = self.outer(source)
+        node = self.outer(source)
         if source.is_unit:
             raise QueryRejected(f"GROUP BY {source.name}: grouping by the privacy unit releases one group per person",
                                 hint="count distinct units instead: count(DISTINCT unit)")
         if source.public and source.values is not None:
             domain = _with_unmatched(source, tuple(source.values), label)
-            values = ", ".join(literal(v) for v in domain)
-            return GroupKey(label, sql, domain, "declared values",
-                            inner_filter=f"{source.base_sql} IN ({values})", type=source.type)
+            return GroupKey(label, node, domain, "declared values", inner_filter=_within(source, domain),
+                            type=source.type)
         if source.public_table is not None:
             domain = self.public_domain(source.public_table, source.name)
             if not domain:
                 raise QueryRejected(f"GROUP BY {label}: the public table has no values in this column")
             domain = _with_unmatched(source, tuple(domain), label)
-            values = ", ".join(literal(v) for v in domain)
-            return GroupKey(label, sql, tuple(domain), f"public table {source.public_table}",
-                            inner_filter=f"{source.base_sql} IN ({values})", type=source.type)
+            return GroupKey(label, node, tuple(domain), f"public table {source.public_table}",
+                            inner_filter=_within(source, domain), type=source.type)
         if source.bounds is not None and source.integer:
             lo, hi = int(source.bounds.lo), int(source.bounds.hi)
             _check_size(hi - lo + 1, label)
-            return GroupKey(label, clamp_sql(sql, source.bounds), tuple(range(lo, hi + 1)), "bounds",
+            return GroupKey(label, clamp(node, source.bounds), tuple(range(lo, hi + 1)), "bounds",
                             type=base_type(source.type))
         if source.date_bounds is not None and base_type(source.type) in ("Date", "Date32"):
             return self._date_key(source, "day", label)
-        return GroupKey(label, sql, None, "partition selection", type=source.type)
+        return GroupKey(label, node, None, "partition selection", type=source.type)
 
     def _intdiv(self, expr: exp.Expr, label: str) -> GroupKey:
         args = list(expr.expressions)
@@ -119,25 +123,32 @@ class KeyBuilder:
                                 hint="or group by a public column with declared values")
         lo, hi = int(source.bounds.lo) // step, int(source.bounds.hi) // step
         _check_size(hi - lo + 1, label)
-        sql = f"intDiv({clamp_sql(self.outer(source), source.bounds)}, {step})"
-        return GroupKey(label, sql, tuple(range(lo, hi + 1)), "bounds", type="Int64")
+        node = call("intDiv", clamp(self.outer(source), source.bounds), number(step))
+        return GroupKey(label, node, tuple(range(lo, hi + 1)), "bounds", type="Int64")
 
     def _date_key(self, source: SourceColumn, unit: str, label: str) -> GroupKey:
         """A date bucket key; callers pass only a column with declared date bounds."""
         assert source.date_bounds is not None
         lo, hi = source.date_bounds
         is_time = base_type(source.type).startswith("DateTime")
+        date32 = not is_time and base_type(source.type) == "Date32"
         if is_time:
-            clamp = (f"least(greatest({self.outer(source)}, toDateTime('{lo} 00:00:00')), "
-                     f"toDateTime('{hi} 23:59:59'))")
+            first, last = call("toDateTime", exp.Literal.string(f"{lo} 00:00:00")), \
+                call("toDateTime", exp.Literal.string(f"{hi} 23:59:59"))
         else:
-            fn = "toDate32" if base_type(source.type) == "Date32" else "toDate"
-            clamp = f"least(greatest({self.outer(source)}, {fn}('{lo}')), {fn}('{hi}'))"
+            cast = "toDate32" if date32 else "toDate"
+            first, last = call(cast, exp.Literal.string(f"{lo}")), call(cast, exp.Literal.string(f"{hi}"))
+        clamped = call("least", call("greatest", self.outer(source), first), last)
         fn = {"day": "toDate", "month": "toStartOfMonth", "quarter": "toStartOfQuarter",
               "year": "toStartOfYear", "toyear": "toYear", "tomonth": "toMonth"}[unit]
         domain = _date_domain(unit, lo, hi, label)
-        key_type = {"toYear": "UInt16", "toMonth": "UInt8"}.get(fn, "Date32" if "Date32" in clamp else "Date")
-        return GroupKey(label, f"{fn}({clamp})", domain, "bounds", type=key_type)
+        key_type = {"toYear": "UInt16", "toMonth": "UInt8"}.get(fn, "Date32" if date32 else "Date")
+        return GroupKey(label, call(fn, clamped), domain, "bounds", type=key_type)
+
+
+def _within(source: SourceColumn, domain: tuple[Any, ...]) -> exp.Expr:
+    """``column IN (domain…)`` over the source rows."""
+    return exp.In(this=source.base.copy(), expressions=[literal_node(v) for v in domain])
 
 
 def _with_unmatched(source: SourceColumn, domain: tuple[Any, ...], label: str) -> tuple[Any, ...]:

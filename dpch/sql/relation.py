@@ -36,7 +36,8 @@ from sqlglot import exp
 from dpch.errors import DpchError, QueryRejected
 from dpch.policy.model import ColumnPolicy, TablePolicy, base_type, is_integer_type
 from dpch.sql.aliases import check_shadowing
-from dpch.sql.bounds import ColumnRef, Interval, ValueTranslator, condition_sql
+from dpch.sql.bounds import ColumnRef, Interval, ValueTranslator, condition
+from dpch.sql.nodes import column, limit_by, ordered, paren, show, subquery, table
 from dpch.sql.parse import DIALECT
 from dpch.store.engine import quote_identifier
 
@@ -48,11 +49,11 @@ quote = quote_identifier  # one quoting rule for every identifier dpch emits
 
 @dataclass(frozen=True)
 class SourceColumn:
-    """A column visible to the query, with the SQL that reads it from the source rows."""
+    """A column visible to the query, with the tree that reads it from the source rows."""
 
     name: str
     qualifiers: frozenset[str]
-    base_sql: str
+    base: exp.Expr
     type: str
     bounds: Interval | None
     integer: bool
@@ -69,36 +70,55 @@ class SourceColumn:
     #: one more group than the public table's values
     unmatched_default: bool = False
 
-    def ref(self, sql: str) -> ColumnRef:
-        return ColumnRef(sql=sql, name=self.name, type=self.type, bounds=self.bounds, integer=self.integer,
+    @property
+    def base_sql(self) -> str:
+        """:attr:`base` as dpch displays it; also the column's identity (one source read once)."""
+        return show(self.base)
+
+    def ref(self, node: exp.Expr) -> ColumnRef:
+        return ColumnRef(node=node, name=self.name, type=self.type, bounds=self.bounds, integer=self.integer,
                          is_unit=self.is_unit)
 
 
 @dataclass
 class Relation:
-    """The rows an aggregate reads: columns, FROM SQL, filters, and the contribution cap."""
+    """The rows an aggregate reads: columns, FROM tree, filters, and the contribution cap."""
 
     columns: list[SourceColumn]
-    from_sql: str
-    unit_sql: str
+    #: the first source of FROM (a table or a capped subquery, with its alias)
+    from_: exp.Expr | None
+    unit: exp.Expr | None
     cap: int
     tables: list[TablePolicy]
-    conditions: list[str] = field(default_factory=list)
+    conditions: list[exp.Expr] = field(default_factory=list)
+    #: the joins after :attr:`from_`
+    joins: list[exp.Join] = field(default_factory=list)
     needs_cap: bool = True
     max_groups_per_unit: int | None = None
     unit_name: str = ""
-    #: one base table read directly: its qualified name and inner alias (None once joined), so a
-    #: private join can wrap it in its capped subquery without taking SQL text apart
-    source: tuple[str, str] | None = None
-    #: the stored order of that table, as unqualified quoted columns (for the capped subquery)
+    #: one base table read directly: its database, name and inner alias (None once joined), so a
+    #: private join can wrap it in its capped subquery
+    source: tuple[str, str, str] | None = None
+    #: the stored order of that table, as column names (for the capped subquery)
     order_columns: tuple[str, ...] = ()
 
     @property
-    def order_sql(self) -> str | None:
-        """The stored order as the relation's rows read it (None once joined, or when unordered)."""
-        if self.source is None or not self.order_columns:
-            return None
-        return ", ".join(f"{self.source[1]}.{c}" for c in self.order_columns)
+    def order(self) -> list[exp.Expr]:
+        """The stored order as the relation's rows read it (empty once joined, or when unordered)."""
+        if self.source is None:
+            return []
+        return [column(c, self.source[2]) for c in self.order_columns]
+
+    @property
+    def from_sql(self) -> str:
+        """FROM and its joins as dpch displays them."""
+        assert self.from_ is not None
+        return " ".join([show(self.from_), *(show(j) for j in self.joins)])
+
+    @property
+    def unit_sql(self) -> str:
+        assert self.unit is not None
+        return show(self.unit)
 
     def resolve(self, col: exp.Column) -> SourceColumn:
         """Finds a column by name and optional qualifier; ambiguous or unknown names are errors."""
@@ -208,21 +228,22 @@ class RelationBuilder:
                                 "max_rows_per_unit=K'")
         inner = self._alias()
         qualifiers = frozenset({inner, (alias or policy.table).lower()})  # an alias hides the table name
-        columns = [_column(policy, c, f"{inner}.{quote(c.name)}", qualifiers) for c in policy.columns.values()]
-        unit_sql = f"{inner}.{quote(policy.privacy_unit or '')}"
+        columns = [_column(policy, c, column(c.name, inner), qualifiers) for c in policy.columns.values()]
+        unit = column(policy.privacy_unit or "", inner)
         order_columns: tuple[str, ...] = ()
         if policy.unit_ordered and not policy.unique_units:
-            order_columns = tuple(quote(c) for c in policy.sorting_key)
+            order_columns = tuple(policy.sorting_key)
         # NULL units: rows whose unit is NULL belong to no known person. Capped together they would
         # act as one "person" whose k kept rows an added NULL-unit row could replace (moving a sum by
         # 2·k·max|v| against a sensitivity of k·max|v|), so they are excluded from every private query
-        conditions = [f"{unit_sql} IS NOT NULL"] if policy.nullable_unit else []
+        conditions: list[exp.Expr] = [exp.Not(this=exp.Is(this=unit.copy(), expression=exp.Null()))] \
+            if policy.nullable_unit else []
         return Relation(
             columns=columns,
-            from_sql=f"{quote(self.database)}.{quote(policy.table)} AS {inner}",
-            source=(f"{quote(self.database)}.{quote(policy.table)}", inner),
+            from_=table(self.database, policy.table, inner),
+            source=(self.database, policy.table, inner),
             order_columns=order_columns,
-            unit_sql=unit_sql,
+            unit=unit,
             cap=policy.contribution_cap,
             tables=[policy],
             conditions=conditions,
@@ -244,7 +265,7 @@ class RelationBuilder:
         inner = self.build(select, ctes)
         check_shadowing(select, (c.name for c in inner.columns))
         if select.args.get("where") is not None:
-            inner.conditions.append(condition_sql(select.args["where"].this, lambda c: _base_ref(inner, c)))
+            inner.conditions.append(condition(select.args["where"].this, lambda c: _base_ref(inner, c)))
         qualifiers = frozenset({alias.lower()} if alias else set())
         columns: list[SourceColumn] = []
         for item in select.expressions:
@@ -305,22 +326,23 @@ class RelationBuilder:
         using_names = {ident.name for ident in using or []}
         unmatched = emitted in _KEEPS_UNMATCHED
         right_columns = [
-            replace(_column(policy, c, f"{inner}.{quote(c.name)}", qualifiers), public=True,
+            replace(_column(policy, c, column(c.name, inner), qualifiers), public=True,
                     public_table=policy.table, qualified_only=c.name in using_names, unmatched_default=unmatched)
             for c in policy.columns.values()
         ]
-        merged = Relation(columns=left.columns + right_columns, from_sql="", unit_sql=left.unit_sql,
+        merged = Relation(columns=left.columns + right_columns, from_=left.from_, unit=left.unit,
                           cap=left.cap, tables=left.tables + [policy], conditions=left.conditions,
-                          needs_cap=left.needs_cap,
+                          joins=list(left.joins), needs_cap=left.needs_cap,
                           max_groups_per_unit=left.max_groups_per_unit, unit_name=left.unit_name)
         if on is not None:
             _check_lookup_condition(merged, on, {c.base_sql for c in right_columns}, asof="ASOF" in words)
         elif "ASOF" in words:
             raise QueryRejected("ASOF JOIN ... USING is not supported", hint="write ASOF JOIN ... ON with the "
                                 "key equalities and one inequality")
-        condition = self._join_condition(merged, on, using, left, right_columns)
-        table = f"{quote(self.database)}.{quote(policy.table)}"
-        merged.from_sql = f"{left.from_sql} {emitted} {table} AS {inner} ON {condition}"
+        on_tree = self._join_condition(merged, on, using, left, right_columns)
+        side, kind = emitted
+        merged.joins.append(exp.Join(this=table(self.database, policy.table, inner), side=side, kind=kind,
+                                     on=on_tree))
         return merged
 
     def _private_join(self, left: Relation, policy: TablePolicy, alias: str | None, on: exp.Expr | None,
@@ -342,7 +364,7 @@ class RelationBuilder:
         ok = False
         if isinstance(on, exp.EQ) and all(isinstance(s, exp.Column) for s in (on.this, on.expression)):
             merged_cols = left.columns + right.columns
-            probe = Relation(columns=merged_cols, from_sql="", unit_sql="", cap=0, tables=[])
+            probe = Relation(columns=merged_cols, from_=None, unit=None, cap=0, tables=[])
             ends = {probe.resolve(on.this).base_sql, probe.resolve(on.expression).base_sql}
             ok = ends == {left_unit.base_sql, right_unit.base_sql}
         elif on is None and using and len(using) == 1 and left_unit.name == right_unit.name == using[0].name:
@@ -354,15 +376,16 @@ class RelationBuilder:
                 hint="a join on other keys could let one person's rows multiply without bound")
         # cap each side first: rows per unit after the join ≤ k1·k2
         assert left.source is not None and right.source is not None
-        left_inner, right_inner = left.source[1], right.source[1]
+        left_inner, right_inner = left.source[2], right.source[2]
         left_sub, right_sub = self._capped(left), self._capped(right)
         columns = left.columns + [replace(c, qualified_only=True) if using and c is right_unit else c
                                   for c in right.columns]
+        on_units = exp.EQ(this=left_unit.base.copy(), expression=right_unit.base.copy())
         return Relation(
             columns=columns,
-            from_sql=f"{left_sub} AS {left_inner} INNER JOIN {right_sub} AS {right_inner} "
-            f"ON {left_unit.base_sql} = {right_unit.base_sql}",
-            unit_sql=left.unit_sql,
+            from_=subquery(left_sub, left_inner),
+            joins=[exp.Join(this=subquery(right_sub, right_inner), kind="INNER", on=on_units)],
+            unit=left.unit,
             cap=left.cap * right.cap,
             tables=left.tables + right.tables,
             conditions=left.conditions,
@@ -371,29 +394,35 @@ class RelationBuilder:
             unit_name=left.unit_name,
         )
 
-    def _capped(self, relation: Relation) -> str:
+    def _capped(self, relation: Relation) -> exp.Select:
         """The relation's one table with each unit cut to its k rows (in stored order, else by unit)."""
         assert relation.source is not None
-        table = relation.source[0]
-        unit = quote(relation.unit_name)
+        database, name, _ = relation.source
+        select = exp.Select(expressions=[exp.Star()]).from_(table(database, name), copy=False)
         if not relation.needs_cap:
-            return f"(SELECT * FROM {table})"
-        order = ", ".join(relation.order_columns) if relation.order_columns else unit
-        return f"(SELECT * FROM {table} ORDER BY {order} LIMIT {relation.cap} BY {unit})"
+            return select
+        unit = column(relation.unit_name)
+        order = [column(c) for c in relation.order_columns] or [unit]
+        select.set("order", exp.Order(expressions=[ordered(o) for o in order]))
+        select.set("limit", limit_by(relation.cap, unit))
+        return select
 
     def _join_condition(self, merged: Relation, on: exp.Expr | None, using: list[exp.Expr] | None,
-                        left: Relation, right_columns: list[SourceColumn]) -> str:
+                        left: Relation, right_columns: list[SourceColumn]) -> exp.Expr:
         if on is not None:
-            return condition_sql(on, lambda c: _base_ref(merged, c))
-        parts = []
+            return condition(on, lambda c: _base_ref(merged, c))
+        parts: list[exp.Expr] = []
         for ident in using or []:
             name = ident.name
             lcol = [c for c in left.columns if c.name == name]
             rcol = [c for c in right_columns if c.name == name]
             if len(lcol) != 1 or len(rcol) != 1:
                 raise QueryRejected(f"USING ({name}): the column must exist once on each side")
-            parts.append(f"{lcol[0].base_sql} = {rcol[0].base_sql}")
-        return " AND ".join(parts)
+            parts.append(exp.EQ(this=lcol[0].base.copy(), expression=rcol[0].base.copy()))
+        result = parts[0]
+        for part in parts[1:]:
+            result = exp.And(this=result, expression=part)
+        return result
 
 
 #: the arguments of a JOIN node dpch understands (anything else, e.g. GLOBAL, is refused)
@@ -402,23 +431,26 @@ _JOIN_ARGS = {"this", "on", "using", "side", "kind", "pivots"}
 #: how each join form the analyst may write with a public table is emitted. Every emitted form
 #: keeps each private row at most once (ClickHouse 26, checked in tests/sql/test_joins.py), so the
 #: rows per unit stay ≤ k whatever the public table holds; plain JOIN/LEFT JOIN become lookups.
-_PUBLIC_JOINS: dict[frozenset[str], str] = {
-    frozenset(): "LEFT SEMI JOIN",
-    frozenset({"INNER"}): "LEFT SEMI JOIN",
-    frozenset({"LEFT"}): "LEFT ANY JOIN",
-    frozenset({"LEFT", "OUTER"}): "LEFT ANY JOIN",
-    frozenset({"LEFT", "ANY"}): "LEFT ANY JOIN",
-    frozenset({"SEMI"}): "LEFT SEMI JOIN",
-    frozenset({"LEFT", "SEMI"}): "LEFT SEMI JOIN",
-    frozenset({"ANTI"}): "LEFT ANTI JOIN",
-    frozenset({"LEFT", "ANTI"}): "LEFT ANTI JOIN",
-    frozenset({"ASOF"}): "ASOF JOIN",
-    frozenset({"INNER", "ASOF"}): "ASOF JOIN",
-    frozenset({"LEFT", "ASOF"}): "LEFT ASOF JOIN",
+_SEMI, _ANY, _ANTI = ("LEFT", "SEMI"), ("LEFT", "ANY"), ("LEFT", "ANTI")
+_ASOF, _LEFT_ASOF = (None, "ASOF"), ("LEFT", "ASOF")
+#: (side, kind) of the emitted JOIN node: LEFT SEMI, LEFT ANY, LEFT ANTI, ASOF, LEFT ASOF
+_PUBLIC_JOINS: dict[frozenset[str], tuple[str | None, str]] = {
+    frozenset(): _SEMI,
+    frozenset({"INNER"}): _SEMI,
+    frozenset({"LEFT"}): _ANY,
+    frozenset({"LEFT", "OUTER"}): _ANY,
+    frozenset({"LEFT", "ANY"}): _ANY,
+    frozenset({"SEMI"}): _SEMI,
+    frozenset({"LEFT", "SEMI"}): _SEMI,
+    frozenset({"ANTI"}): _ANTI,
+    frozenset({"LEFT", "ANTI"}): _ANTI,
+    frozenset({"ASOF"}): _ASOF,
+    frozenset({"INNER", "ASOF"}): _ASOF,
+    frozenset({"LEFT", "ASOF"}): _LEFT_ASOF,
 }
 
 #: emitted forms that keep a private row without a match (its public columns read their defaults)
-_KEEPS_UNMATCHED = frozenset({"LEFT ANY JOIN", "LEFT ANTI JOIN", "LEFT ASOF JOIN"})
+_KEEPS_UNMATCHED = frozenset({_ANY, _ANTI, _LEFT_ASOF})
 
 _LOOKUP_HINT = "write JOIN or LEFT JOIN: dpch joins a public table as a lookup, each private row meeting at most " \
                "one of its rows"
@@ -488,13 +520,13 @@ def _check_lookup_condition(merged: Relation, on: exp.Expr, right: set[str], *, 
 
 def _base_ref(relation: Relation, col: exp.Column) -> ColumnRef:
     source = relation.resolve(col)
-    return source.ref(source.base_sql)
+    return source.ref(source.base)
 
 
-def _column(policy: TablePolicy, col: ColumnPolicy, base_sql: str, qualifiers: frozenset[str]) -> SourceColumn:
+def _column(policy: TablePolicy, col: ColumnPolicy, base: exp.Expr, qualifiers: frozenset[str]) -> SourceColumn:
     bounds = Interval(*col.bounds) if col.bounds is not None else None
     return SourceColumn(
-        name=col.name, qualifiers=qualifiers, base_sql=base_sql, type=col.type, bounds=bounds,
+        name=col.name, qualifiers=qualifiers, base=base, type=col.type, bounds=bounds,
         integer=is_integer_type(col.type), public=col.public, values=col.values,
         is_unit=col.name == policy.privacy_unit, date_bounds=col.date_bounds,
     )
@@ -505,11 +537,11 @@ def _derived_column(inner: Relation, expr: exp.Expr, name: str, qualifiers: froz
     translator = ValueTranslator(lambda c: _base_ref(inner, c))
     try:
         value = translator.translate(expr, name)
-        return SourceColumn(name=name, qualifiers=qualifiers, base_sql=f"({value.sql})", type="Float64",
+        return SourceColumn(name=name, qualifiers=qualifiers, base=paren(value.node), type="Float64",
                             bounds=value.interval, integer=value.integer)
     except QueryRejected:
-        sql = condition_sql(expr, lambda c: _base_ref(inner, c))
-        return SourceColumn(name=name, qualifiers=qualifiers, base_sql=f"({sql})", type="String",
+        tree = condition(expr, lambda c: _base_ref(inner, c))
+        return SourceColumn(name=name, qualifiers=qualifiers, base=paren(tree), type="String",
                             bounds=None, integer=False)
 
 

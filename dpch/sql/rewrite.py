@@ -13,73 +13,85 @@ Shape of the emitted query:
 Rows of a unit are kept deterministically: in the table's stored order when it is sorted by
 the unit (ClickHouse then streams ``LIMIT BY``: 0.22 s vs 0.62 s with a hash sort on 10 M rows
 here), else by unit and a hash of the row. Nothing of the analyst's text reaches ClickHouse
-except through this module, built from validated trees.
+except through this module: the query is one tree assembled from the plan's trees (built by
+:mod:`.nodes`, never parsed from text) and rendered once (docs/design.md rule 4).
 """
 
 from __future__ import annotations
 
-import sqlglot
 from sqlglot import exp
 
 from dpch.policy.model import TablePolicy, base_type
 from dpch.sql.analyze import UNIT_COLUMN, QueryPlan
-from dpch.sql.parse import DIALECT
+from dpch.sql.nodes import (
+    alias,
+    call,
+    cast_to,
+    column,
+    conjunction,
+    ident,
+    limit_by,
+    ordered,
+    render,
+    setting,
+)
 from dpch.sql.relation import quote
 from dpch.sql.rewrite_literals import literal
 
 __all__ = ["emit_probe_sqls", "emit_sql", "emit_tree", "literal", "quote", "render"]
 
 SELECTION_MEASURE = "units"
+ROWS = "__rows"
 
 
-def _inner(plan: QueryPlan) -> str:
+def _inner(plan: QueryPlan) -> exp.Select:
+    """The capped rows: each unit's first k rows of the filtered source, columns c0… and the unit."""
     relation = plan.relation
-    columns = [f"{base} AS {quote(name)}" for name, base in plan.inner_columns]
-    columns.append(f"{relation.unit_sql} AS {quote(UNIT_COLUMN)}")
-    sql = f"SELECT {', '.join(columns)} FROM {relation.from_sql}"
-    if plan.conditions:
-        sql += " WHERE " + " AND ".join(f"({c})" for c in plan.conditions)
+    assert relation.from_ is not None and relation.unit is not None
+    unit = column(UNIT_COLUMN)
+    columns = [alias(base, name) for name, base in plan.inner]
+    columns.append(alias(relation.unit, UNIT_COLUMN))
+    select = exp.Select(expressions=columns).from_(relation.from_.copy(), copy=False)
+    if relation.joins:
+        select.set("joins", [j.copy() for j in relation.joins])
+    if plan.where:
+        select.set("where", exp.Where(this=conjunction(list(plan.where))))
     if relation.needs_cap:
-        if relation.order_sql:
-            order = relation.order_sql
-        else:
-            hashed = ", ".join(quote(name) for name, _ in plan.inner_columns)
-            order = f"{quote(UNIT_COLUMN)}" + (f", cityHash64({hashed})" if hashed else "")
-        sql += f" ORDER BY {order} LIMIT {relation.cap} BY {quote(UNIT_COLUMN)}"
-    return sql
-
-
-def _assemble(plan: QueryPlan) -> str:
-    """The emitted query as text assembled from the plan's validated parts (parsed once, below)."""
-    rows = quote("__rows")
-    select = [f"{k.sql} AS k{i}" for i, k in enumerate(plan.keys)]
-    select += [f"{m.sql} AS {m.name}" for m in plan.measures]
-    if plan.partition_selection:
-        select.append(f"uniqExact({quote(UNIT_COLUMN)}) AS {SELECTION_MEASURE}")
-    sql = f"WITH {rows} AS ({_inner(plan)}) SELECT {', '.join(select)} FROM {rows}"
-    if plan.restrict_groups:
-        keys = ", ".join(k.sql for k in plan.keys)
-        unit = quote(UNIT_COLUMN)
-        sql += (
-            f" WHERE ({unit}, {keys}) IN (SELECT {unit}, {keys} FROM {rows} GROUP BY {unit}, {keys}"
-            f" ORDER BY {unit}, cityHash64({keys}) LIMIT {plan.groups_per_unit} BY {unit})"
-        )
-    if plan.keys:
-        sql += " GROUP BY " + ", ".join(f"k{i}" for i in range(len(plan.keys)))
-    # a LEFT join's unmatched rows carry the column type's default, which the key domain counts on:
-    # pinned, so a server profile with join_use_nulls = 1 cannot silently drop that group
-    return sql + " SETTINGS join_use_nulls = 0"
+        order = relation.order
+        if not order:
+            order = [unit]
+            if plan.inner:
+                order.append(call("cityHash64", *(column(name) for name, _ in plan.inner)))
+        select.set("order", exp.Order(expressions=[ordered(o) for o in order]))
+        select.set("limit", limit_by(relation.cap, unit))
+    return select
 
 
 def emit_tree(plan: QueryPlan) -> exp.Query:
-    """The emitted query as one sqlglot tree: what runs and what the probe checks are both rendered
-    from it (docs/design.md rule 4), so no text substitution can make them differ."""
-    return sqlglot.parse_one(_assemble(plan), read=DIALECT)  # type: ignore[return-value]
-
-
-def render(tree: exp.Expr) -> str:
-    """The one way an emitted tree becomes SQL text."""
-    return tree.sql(dialect=DIALECT)
+    """The emitted query as one sqlglot tree, built from the plan's trees (nothing parsed): what runs
+    and what the probe checks are both rendered from it (docs/design.md rule 4)."""
+    rows = exp.Table(this=ident(ROWS))
+    select_list = [alias(k.node, f"k{i}", quoted=False) for i, k in enumerate(plan.keys)]
+    select_list += [alias(m.node, m.name, quoted=False) for m in plan.measures]
+    if plan.partition_selection:
+        select_list.append(alias(call("uniqExact", column(UNIT_COLUMN)), SELECTION_MEASURE, quoted=False))
+    select = exp.Select(expressions=select_list).from_(rows, copy=False)
+    select.set("with_", exp.With(expressions=[exp.CTE(this=_inner(plan), alias=exp.TableAlias(this=ident(ROWS)))]))
+    if plan.restrict_groups:
+        unit = column(UNIT_COLUMN)
+        keys = [k.node for k in plan.keys]
+        first = exp.Select(expressions=[unit.copy(), *(k.copy() for k in keys)]).from_(rows.copy(), copy=False)
+        first.set("group", exp.Group(expressions=[unit.copy(), *(k.copy() for k in keys)]))
+        first.set("order", exp.Order(expressions=[ordered(unit), ordered(call("cityHash64", *keys))]))
+        first.set("limit", limit_by(plan.groups_per_unit, unit))
+        select.set("where", exp.Where(this=exp.In(this=exp.Tuple(expressions=[unit.copy(), *(k.copy() for k in keys)]),
+                                                  query=exp.Subquery(this=first))))
+    if plan.keys:
+        select.set("group", exp.Group(expressions=[exp.column(f"k{i}") for i in range(len(plan.keys))]))
+    # a LEFT join's unmatched rows carry the column type's default, which the key domain counts on:
+    # pinned, so a server profile with join_use_nulls = 1 cannot silently drop that group
+    select.set("settings", [setting("join_use_nulls", exp.Literal.number(0))])
+    return select
 
 
 def emit_sql(plan: QueryPlan, database: str) -> str:
@@ -132,15 +144,12 @@ def _unfiltered(node: exp.Expr) -> exp.Expr:
 def _eager(tree: exp.Expr) -> exp.Expr:
     """``tree`` with short-circuit evaluation off: every branch runs on the probe's row."""
     settings = list(tree.args.get("settings") or [])
-    settings.append(exp.EQ(this=exp.column("short_circuit_function_evaluation"),
-                           expression=exp.Literal.string("disable")))
+    settings.append(setting("short_circuit_function_evaluation", exp.Literal.string("disable")))
     tree.set("settings", settings)
     return tree
 
 
 def _synthetic_row(table: TablePolicy) -> exp.Select:
-    columns = ", ".join(
-        f"CAST(defaultValueOfTypeName({literal(base_type(c.type))}), {literal(c.type)}) AS {quote(c.name)}"
-        for c in table.columns.values()
-    )
-    return sqlglot.parse_one(f"SELECT {columns}", read=DIALECT)  # type: ignore[return-value]
+    columns = [alias(cast_to(call("defaultValueOfTypeName", exp.Literal.string(base_type(c.type))), c.type), c.name)
+               for c in table.columns.values()]
+    return exp.Select(expressions=columns)

@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import date, datetime
-
-from sqlglot import exp
-
-from dpch.sql.parse import DIALECT
+from dpch.sql.nodes import literal_node, render
 
 
 def literal(value: object) -> str:
-    """A ClickHouse literal for a declared key value (strings escaped by sqlglot)."""
-    if isinstance(value, datetime | date):
-        return exp.convert(value.isoformat(sep=" ") if isinstance(value, datetime) else value.isoformat()).sql(
-            dialect=DIALECT)
-    return exp.convert(value).sql(dialect=DIALECT)
+    """A ClickHouse literal's text for a declared key value (strings escaped by sqlglot), rendered
+    from :func:`dpch.sql.nodes.literal_node`, the node emitted SQL holds."""
+    return render(literal_node(value))
