@@ -210,7 +210,7 @@ class ValueTranslator:
             # clamped in the column's own type (exact; an integer is never NaN), then widened so that
             # sums accumulate in Int128 and cannot wrap (docs/design.md rule 6)
             ref = self.resolve(node)
-            tree = call("toInt128", clamp(ref.node, interval))
+            tree: exp.Expr = call("toInt128", clamp(ref.node, interval))
             return ValueExpr(keep_null(ref.node, tree) if nullable else tree, interval, value.integer, nullable)
         fallback = float(min(max(0.0, interval.lo), interval.hi))
         inner = value.node

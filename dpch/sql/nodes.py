@@ -43,12 +43,12 @@ def num(x: float) -> str:
     return repr(float(x))
 
 
-def number(x: float) -> exp.Literal:
+def number(x: float) -> exp.Expr:
     """The literal node of :func:`num`."""
     return exp.Literal.number(num(x))
 
 
-def float_number(x: float) -> exp.Literal:
+def float_number(x: float) -> exp.Expr:
     """``x`` as a Float64 literal node (``0.0``, ``1e-05``): beside a Float64 value it keeps the type."""
     return exp.Literal.number(repr(float(x)))
 
