@@ -39,24 +39,12 @@ class ExactSum:
         if math.isinf(x):
             self._infinite += sign
             return
-        if sign < 0:
-            x = -x
-        # Shewchuk's grow-expansion (the Python recipe behind math.fsum): hi + lo == x + y exactly
-        partials = self._partials
-        i = 0
-        for y in partials:
-            if abs(x) < abs(y):
-                x, y = y, x
-            hi = x + y
-            lo = y - (hi - x)
-            if lo:
-                partials[i] = lo
-                i += 1
-            x = hi
-        partials[i:] = [x]
+        self.extend([-x if sign < 0 else x])
 
     def extend(self, terms: list[float]) -> None:
-        """Adds every term of ``terms`` (the rebuild from a history: one tight loop, no call per term)."""
+        """Adds every term of ``terms`` (the rebuild from a history: one tight loop, no call per term).
+
+        Shewchuk's grow-expansion (the Python recipe behind math.fsum): hi + lo == x + y exactly."""
         partials = self._partials
         for x in terms:
             if math.isinf(x):
