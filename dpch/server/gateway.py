@@ -90,11 +90,9 @@ class Gateway:
             for db in config.databases:
                 self._engines[db] = Engine(config.dsn, database=db)
             first = self._engines[config.database]
-            # Metadata queries read synthetic rows only, so any connection serves them. With a
-            # ClickHouse server they get their own connection and never wait for (or delay) a
-            # release; the embedded store is one shared client, where ClickHouse's time limit
-            # (metadata_timeout) bounds how long one can hold it.
-            self._metadata_engine = first if first.embedded else Engine(config.dsn, database=config.database)
+            # Metadata queries read synthetic rows only, so any connection serves them; each call
+            # borrows its own client from the engine's pool, so one never waits for a release.
+            self._metadata_engine = first
             self.version, self.timezone = first.query_rows("SELECT version(), timezone()")[0]
             for user in config.users.values():
                 if user.budget is not None:
@@ -275,9 +273,8 @@ class Gateway:
     def metadata(self, found: Introspection, fmt: str, output: dict[str, str]) -> bytes:
         """Runs an introspection query with limits ClickHouse itself enforces.
 
-        On the embedded store the engine is one shared client, so a metadata query holds it while
-        it runs; these limits bound how long it can delay any release (the allowlist already
-        refuses row generators). With a ClickHouse server it has a connection of its own."""
+        It borrows a client of its own from the engine's pool, so it delays no release; these
+        limits bound the CPU it can take from them (the allowlist already refuses row generators)."""
         settings = {**metadata_limits(self.config.metadata_timeout), "input_format_parallel_parsing": "0", **output}
         engine = self._metadata_engine
         if engine is None:
@@ -328,9 +325,7 @@ class Gateway:
         return result
 
     def close(self) -> None:
-        metadata, self._metadata_engine = self._metadata_engine, None
-        if metadata is not None and all(metadata is not e for e in self._engines.values()):
-            metadata.close()
+        self._metadata_engine = None
         for engine in self._engines.values():
             engine.close()
         self._engines.clear()

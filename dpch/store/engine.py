@@ -8,9 +8,14 @@ DSNs:
 
 An embedded store can be opened by one process only (ClickHouse locks its data directory), and
 one process can hold one store at a time. Engines on the same path inside a process share one
-client and one :class:`SharedState` (what every session of the store must see, such as the
-analysts' admission states); opening a second path while the first is open is refused with a
-clear error.
+:class:`ClientPool` and one :class:`SharedState` (what every session of the store must see, such
+as the analysts' admission states); opening a second path while the first is open is refused with
+a clear error.
+
+Calls are not serialised: each call borrows a client of its own from the pool, so concurrent
+calls run in parallel inside ClickHouse (chdb runs queries of different connection handles on
+the same store concurrently; one handle runs one query at a time). Whatever must be serialised
+(an analyst's admission) is locked by its owner, not here.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ import os
 import re
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -98,15 +104,61 @@ class SharedState:
             return cast(T, item)
 
 
+class ClientPool:
+    """Clients of one store (or server), lent one per call: a call borrows an idle client, or opens
+    a new one when all are busy, and gives it back when done. So at most as many clients exist as
+    calls ever ran at once, each used by one thread at a time (a clickhouse-connect client is not
+    meant to run two queries at once), and concurrent calls never wait for each other here.
+    The most recently returned client is lent first (warm caches, idle ones stay idle)."""
+
+    def __init__(self, open_client: Callable[[], Any], first: Any) -> None:
+        self._open = open_client
+        self._idle: list[Any] = [first]
+        self._all: list[Any] = [first]
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @contextmanager
+    def client(self) -> Iterator[Any]:
+        """A client for this thread's call, returned to the pool afterwards."""
+        with self._lock:
+            client = self._idle.pop() if self._idle else None
+        if client is None:
+            client = self._open()
+            with self._lock:
+                self._all.append(client)
+        try:
+            yield client
+        finally:
+            with self._lock:
+                if self._closed:
+                    client.close()
+                else:
+                    self._idle.append(client)
+
+    @property
+    def size(self) -> int:
+        """How many clients the pool has opened (the most calls that ever ran at once)."""
+        with self._lock:
+            return len(self._all)
+
+    def close(self) -> None:
+        """Closes the idle clients now and each busy one when its call returns."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for client in idle:
+            client.close()
+
+
 class _SharedClient:
-    """A process-wide chdb client with a reference count, a lock serialising calls, and the state
+    """A process-wide pool of chdb clients on one store, with a reference count and the state
     its Engines share."""
 
-    def __init__(self, path: str, client: Any) -> None:
+    def __init__(self, path: str, pool: ClientPool) -> None:
         self.path = path
-        self.client = client
+        self.pool = pool
         self.refs = 0
-        self.lock = threading.RLock()
         self.token = uuid.uuid4().hex
         self.shared = SharedState()
 
@@ -161,7 +213,7 @@ def _open_embedded(path: str) -> _SharedClient:
                     hint=_LOCKED_HINT,
                 )
             try:
-                client = clickhouse_connect.get_client(dsn=f"chdb://{path}")
+                first = clickhouse_connect.get_client(dsn=f"chdb://{path}")
             except ClickHouseError as exc:
                 if "Cannot lock file" in str(exc):
                     raise StoreLocked(
@@ -169,7 +221,8 @@ def _open_embedded(path: str) -> _SharedClient:
                         hint=_LOCKED_HINT,
                     ) from None
                 raise ConfigError(f"cannot open the embedded store at {path}: {exc}") from None
-            shared = _SharedClient(path, client)
+            shared = _SharedClient(path, ClientPool(lambda: clickhouse_connect.get_client(dsn=f"chdb://{path}"),
+                                                    first))
             _embedded[path] = shared
         shared.refs += 1
         return shared
@@ -186,7 +239,7 @@ def _release_embedded(shared: _SharedClient) -> None:
         shared.refs -= 1
         if shared.refs <= 0:
             _embedded.pop(shared.path, None)
-            shared.client.close()
+            shared.pool.close()
 
 
 #: what a failed probe (synthetic rows only, so the failure says nothing about the data) means
@@ -222,8 +275,7 @@ class Engine:
             path = (parts.netloc + parts.path) or str(Path.cwd() / DEFAULT_STORE_DIR)
             self.store_path = str(Path(path).resolve())
             self._shared = _open_embedded(self.store_path)
-            self._client = self._shared.client
-            self._lock: Any = self._shared.lock
+            self.pool = self._shared.pool
             self.token = self._shared.token
             self.shared = self._shared.shared
             self.database = database or "default"
@@ -232,10 +284,11 @@ class Engine:
             url_db = parts.path.strip("/") or None
             self.database = database or url_db or "default"
             try:
-                self._client = clickhouse_connect.get_client(dsn=self.dsn, database=self.database)
+                first = clickhouse_connect.get_client(dsn=self.dsn, database=self.database)
             except ClickHouseError as exc:
                 raise ConfigError(f"cannot connect to ClickHouse at {parts.hostname}: {exc}") from None
-            self._lock = threading.RLock()
+            dsn, database = self.dsn, self.database
+            self.pool = ClientPool(lambda: clickhouse_connect.get_client(dsn=dsn, database=database), first)
             self.token = uuid.uuid4().hex
             self.shared = SharedState()
         else:
@@ -258,6 +311,8 @@ class Engine:
     token: str
     #: state shared by the Engines on this opening of the store (:class:`SharedState`)
     shared: SharedState
+    #: the clients calls borrow (:class:`ClientPool`; shared by the Engines on one embedded store)
+    pool: ClientPool
 
     @property
     def embedded(self) -> bool:
@@ -277,8 +332,8 @@ class Engine:
     # -- raw access: metadata, DDL, ledger (never for analyst SQL) --------------------------
 
     def command(self, sql: str, parameters: dict[str, Any] | None = None) -> None:
-        with self._lock:
-            self._client.command(sql, parameters=parameters)
+        with self.pool.client() as client:
+            client.command(sql, parameters=parameters)
 
     def insert_row(self, table: str, values: dict[str, tuple[str, Any]]) -> None:
         """Inserts one row as a single statement: ``values`` maps column → (ClickHouse type, value).
@@ -292,14 +347,14 @@ class Engine:
         self.command(f"INSERT INTO {self.table(table)} ({columns}) SELECT {params}", bound)
 
     def query_rows(self, sql: str, parameters: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
-        with self._lock:
-            return list(self._client.query(sql, parameters=parameters).result_rows)
+        with self.pool.client() as client:
+            return list(client.query(sql, parameters=parameters).result_rows)
 
     def raw_query(self, sql: str, fmt: str) -> bytes:
         """Runs dpch-built SQL and returns ClickHouse's bytes in format ``fmt`` (the gateway uses
         this to serialise released rows and public metadata; never for analyst SQL)."""
-        with self._lock:
-            return bytes(self._client.raw_query(sql, fmt=fmt))
+        with self.pool.client() as client:
+            return bytes(client.raw_query(sql, fmt=fmt))
 
     def insert(
         self,
@@ -310,8 +365,8 @@ class Engine:
         column_oriented: bool = False,
     ) -> None:
         """Inserts rows (or, with ``column_oriented``, one sequence per column)."""
-        with self._lock:
-            self._client.insert(
+        with self.pool.client() as client:
+            client.insert(
                 table,
                 list(data),
                 column_names=list(column_names),
@@ -320,8 +375,8 @@ class Engine:
             )
 
     def insert_df(self, table: str, frame: Any) -> None:
-        with self._lock:
-            self._client.insert_df(table, frame, database=self.database)
+        with self.pool.client() as client:
+            client.insert_df(table, frame, database=self.database)
 
     # -- emitted private SQL -----------------------------------------------------------------
 
@@ -335,8 +390,8 @@ class Engine:
         from clickhouse_connect.driver.exceptions import ClickHouseError
 
         try:
-            with self._lock:
-                return list(self._client.query(sql).result_rows)
+            with self.pool.client() as client:
+                return list(client.query(sql).result_rows)
         except ClickHouseError as exc:
             error = ExecutionError(
                 "ClickHouse failed while computing the private aggregate",
@@ -355,8 +410,8 @@ class Engine:
         from clickhouse_connect.driver.exceptions import ClickHouseError
 
         try:
-            with self._lock:
-                self._client.query(sql)
+            with self.pool.client() as client:
+                client.query(sql)
         except ClickHouseError as exc:
             match = _ERROR_CODE.search(str(exc))
             code = match.group(1) if match else "UNKNOWN"
@@ -410,7 +465,7 @@ class Engine:
         if self._shared is not None:
             _release_embedded(self._shared)
         else:
-            self._client.close()
+            self.pool.close()
 
     def __enter__(self) -> Engine:
         return self
