@@ -166,6 +166,19 @@ def is_constant(node: exp.Expr | None) -> bool:
     return isinstance(node, exp.Literal | exp.Null | exp.Boolean | exp.Var)
 
 
+def is_constant_argument(node: exp.Expr) -> bool:
+    """Whether ``node`` (a literal, possibly signed or parenthesised) sits in an argument the registry
+    lists as ``constant``: ClickHouse compiles such a value (a pattern, a unit, rounding places), so
+    whether the query runs can depend on the value itself, not only on its type."""
+    while isinstance(node.parent, exp.Neg | exp.Paren):
+        node = node.parent
+    parent = node.parent
+    if parent is None:
+        return False
+    found = rule(parent)
+    return found is not None and any(_argument(parent, arg) is node for arg in found.constant)
+
+
 #: hints for refused constructs that have a total alternative
 ALTERNATIVES = {
     "intdiv": "use '/' (it never fails on 0) and round/floor",
@@ -201,4 +214,4 @@ def check_total(node: exp.Expr, where: str = "") -> None:
 
 
 __all__ = ["ALTERNATIVES", "NAMED_RULES", "NODE_RULES", "TYPED_NAMES", "Totality", "check_total", "display_name",
-           "is_constant", "rule"]
+           "is_constant", "is_constant_argument", "rule"]
