@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 
-from scipy.special import ndtri
+from dpch.mechanisms.normal import ndtri
 
 ROUNDING = 2.0**-20
 

@@ -36,13 +36,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.special import log_ndtr, ndtri
 
 from dpch.accounting.filters import FILTERS
 from dpch.accuracy import bounds, rules
 from dpch.errors import BudgetExceeded, QueryRejected
 from dpch.mechanisms.boundaries import MixtureBoundary
 from dpch.mechanisms.calibration import analytic_gaussian_sigma
+from dpch.mechanisms.normal import log_ndtr, ndtri
 from dpch.privacy.cost import PrivacyCost
 from dpch.sql.accuracy_target import AccuracyTarget
 from dpch.sql.analyze import QueryPlan

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import math
 
-from scipy.special import log_ndtr, ndtri
-
+from dpch.mechanisms.normal import log_ndtr, ndtri
 from dpch.privacy import conversions
 
 

@@ -26,9 +26,9 @@ import math
 from functools import lru_cache
 
 import numpy as np
-from scipy.special import logsumexp, ndtr, ndtri
 
 from dpch.mechanisms.calibration import analytic_gaussian_sigma
+from dpch.mechanisms.normal import logsumexp, ndtr, ndtri
 
 #: above this σ the discrete Gaussian's tails are bounded by integrals instead of summed
 EXACT_SIGMA_LIMIT = 2000.0

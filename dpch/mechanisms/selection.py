@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
-from scipy.special import ndtri
 
+from dpch.mechanisms.normal import ndtri
 from dpch.mechanisms.sampling import NoiseSource
 from dpch.mechanisms.selection_bounds import at_epsilon_max, at_epsilon_post, rnm_epsilon
 from dpch.privacy.cost import PrivacyCost

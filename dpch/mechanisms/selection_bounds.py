@@ -24,7 +24,8 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-from scipy.special import log_ndtr
+
+from dpch.mechanisms.normal import log_ndtr
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
@@ -94,7 +95,7 @@ def at_epsilon_post(
         def log_g(x: np.ndarray) -> np.ndarray:
             below = log_ndtr((sigma_x * x + threshold - b + xi) / sigma_z)
             top = log_ndtr((-sigma_x * x - threshold + a + xi) / sigma_z)
-            return (t - 1) * below + top
+            return np.asarray((t - 1) * below + top)
 
         return log_gaussian_expectation(log_g)
 
