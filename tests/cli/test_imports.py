@@ -17,7 +17,7 @@ import dpch.cli
 CLI = Path(dpch.cli.__file__).parent
 PACKAGE = CLI.parent
 #: modules outside the CLI whose heavy imports were moved into the functions that need them
-LAZY_MODULES = ("store/engine.py", "mechanisms/discrete.py")
+LAZY_MODULES = ("store/engine.py", "mechanisms/discrete.py", "mechanisms/normal.py")
 #: what a command that opens no session must not load (each costs 0.05–0.3 s to import)
 HEAVY = ("numpy", "scipy", "sqlglot", "clickhouse_connect", "chdb", "pyarrow", "pandas", "prompt_toolkit",
          "urllib3", "dpch.accounting", "dpch.mechanisms", "dpch.pipeline", "dpch.privacy", "dpch.policy",
@@ -92,9 +92,10 @@ def test_the_lazy_imports_outside_the_cli_say_why():
 
 
 def _loaded_after(code: str) -> set[str]:
-    out = subprocess.run([sys.executable, "-c", f"{code}\nimport sys\nprint(*sorted(sys.modules))"],
-                         capture_output=True, text=True, check=True).stdout
-    return set(out.split())
+    run = subprocess.run([sys.executable, "-c", f"{code}\nimport sys\nprint(*sorted(sys.modules))"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    return set(run.stdout.split())
 
 
 def _heavy(modules: set[str]) -> set[str]:
@@ -129,3 +130,19 @@ def test_the_lazy_public_names_are_the_real_ones():
         assert "no_such_name" in str(exc)
     else:
         raise AssertionError("an unknown attribute of dpch must raise AttributeError")
+
+
+def test_a_laplace_release_loads_no_scipy(tmp_path):
+    """scipy takes 0.15–0.5 s to import and a Laplace release needs none of it (its interval is
+    closed-form); a Gaussian one loads scipy.special, the negative control that the probe sees it."""
+    code = ("import dpch\ns = dpch.connect('chdb://{store}', analyst='a')\n"
+            "s.engine.command('CREATE TABLE t (u UInt32, x Float64 COMMENT \\'dp: bounds=[0, 1]\\') "
+            "ENGINE = MergeTree ORDER BY u COMMENT \\'dp: privacy_unit=u, unique_units\\'')\n"
+            "s.engine.command('INSERT INTO t VALUES (1, 0.5)')\n"
+            "s.query('SELECT sum(x) FROM t SETTINGS dp_epsilon = 0.1'){extra}")
+    laplace = _loaded_after(code.format(store=tmp_path / "l", extra=""))
+    assert "dpch.pipeline.release" in laplace and not {m for m in laplace if m.startswith("scipy")}
+    gaussian_query = "\ns.query('SELECT sum(x) FROM t SETTINGS dp_epsilon = 0.1, dp_delta = 1e-7, " \
+                     "dp_mechanism = \\'gaussian\\'')"
+    gaussian = _loaded_after(code.format(store=tmp_path / "g", extra=gaussian_query))
+    assert "scipy.special" in gaussian
