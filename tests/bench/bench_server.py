@@ -1,15 +1,22 @@
-"""Throughput and latency of `dpch serve` (issue 9, "Speed").
+"""Throughput and latency of `dpch serve` (issues 9 and 14), against a baseline measured in the same run.
 
-Run:  python tests/bench/bench_server.py [--seconds 5] [--people 5000]
-  or  pytest tests/bench/bench_server.py -s
+Run:  python tests/bench/bench_server.py [--seconds 5] [--people 5000] [--against DIR] [--history 30000]
+  or  pytest tests/bench/bench_server.py -s            (a short run, this checkout only)
 
-In one run, on one embedded store owned by this process:
-1. the same small aggregates run directly on embedded ClickHouse (clickhouse-connect on chdb),
-   one at a time: the baseline latency;
-2. the same queries through `dpch serve` (cache off) from 1, 4 and 16 concurrent client
-   processes (raw HTTP keep-alive connections, as a BI tool's pool): queries/s, median and p99;
-3. 16 clients with the release cache on (a dashboard refreshing the same panels).
-The aim of the issue is ≥ 500 queries/s at 16 clients with the cache off.
+Each server runs in a process of its own (an embedded store belongs to one process), on a store of
+its own holding the visits fixture table, and is driven by client processes over raw HTTP keep-alive
+connections (as a BI tool's pool), round-robin over four small aggregates, release cache off:
+
+1. the same SQL run directly on embedded ClickHouse, one at a time: the latency floor;
+2. this checkout at 1, 4 and 16 clients, and with ``--against DIR`` (another checkout of dpch,
+   e.g. ``git worktree add /tmp/base <commit>``) that checkout too, the two taking turns at each
+   client count so machine load hits both alike; the ratio of queries/s is this / that
+   (issue 14's aim: at least 2x at 16 clients, and at least 150 queries/s on 2 cores);
+3. decay with use: this checkout with ``--history`` past releases already in the bench analyst's
+   ledger (bulk-inserted rows, as a gateway after months of use) against a fresh one, interleaved,
+   at 16 clients (aim: no decay, a ratio of at least 0.95);
+4. 16 clients with the release cache on (a dashboard refreshing the same panels).
+No timing is asserted anywhere: speed is measured here, never in tests (docs/development.md).
 """
 
 from __future__ import annotations
@@ -20,10 +27,13 @@ import http.client
 import multiprocessing
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[2]
 QUERIES = [
     "SELECT count(*) FROM visits",
     "SELECT sum(pages) FROM visits WHERE age > 40",
@@ -31,18 +41,74 @@ QUERIES = [
     "SELECT device, avg(spend) FROM visits GROUP BY device",
 ]
 SETTINGS = " SETTINGS dp_epsilon = 0.001 FORMAT TabSeparated"
+CLIENTS = (1, 4, 16)
+
+#: run in the server's process (with the checkout under test first on sys.path): loads the fixture
+#: table, optionally bulk-inserts a history of past releases, serves on a free port and prints it,
+#: and stops when its stdin closes
+SERVER = r"""
+import sys, threading
+from dpch.server import ServerConfig, make_server
+from dpch.store.engine import Engine
+from sql_fixtures import visits
+
+store, people, cache_ttl, history = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+dsn = f"chdb://{store}"
+config = ServerConfig.from_mapping({
+    "server": {"dsn": dsn, "database": "bench", "cache_ttl": cache_ttl, "access_log": "", "max_concurrent": 32},
+    "users": {"bench": {"password": "bench-pw", "epsilon": 1e9, "delta": 1e-6}},
+})
+engine = Engine(dsn, database="bench")
+visits.load(engine, "visits", people=people)
+engine.close()
+server = make_server(config, host="127.0.0.1", port=0)
+if history:
+    from dpch.accounting.accountant import Accountant, forget_cached_state
+    engine = Engine(dsn, database="bench")
+    Accountant(engine, "bench").status()  # creates the ledger table
+    engine.command(
+        f"INSERT INTO {engine.table('dpch_ledger')} (release_id, seq, time, analyst, dataset, query_hash, mechanism,"
+        " filter, status, epsilon, delta, rho, worst_epsilon, worst_delta, worst_rho, ex_post, datasets)"
+        " SELECT generateUUIDv4(number), 1, now64(6) - toIntervalMillisecond(number), 'bench', 'bench.visits',"
+        " 'h', 'laplace', 'basic', 'charged', 0.001, 0, NULL, 0.001, 0, NULL, false, ['bench.visits']"
+        f" FROM numbers({history})")
+    forget_cached_state(engine)
+    engine.close()
+server.start()
+print(server.port, flush=True)
+sys.stdin.read()
+server.stop()
+"""
 
 
-def _client(args: tuple[int, float, int, int]) -> tuple[int, list[float], int]:
+class Server:
+    """A `dpch serve` of one checkout in a process of its own."""
+
+    def __init__(self, checkout: Path, store: str, people: int, cache_ttl: int = 0, history: int = 0) -> None:
+        env = {**os.environ, "PYTHONPATH": f"{checkout}{os.pathsep}{ROOT}", "DPCH_ALLOW_FIXED_SEED": "1"}
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", SERVER, store, str(people), str(cache_ttl), str(history)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line.strip().isdigit():
+            raise RuntimeError(f"the server on {checkout} did not start")
+        self.port = int(line)
+
+    def stop(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=120)
+
+
+def _client(args: tuple[int, float, int]) -> tuple[int, list[float], int]:
     """One client process: sends queries round-robin for ``seconds``; returns (done, latencies, errors)."""
-    port, seconds, offset, tag = args
+    port, seconds, offset = args
     auth = "Basic " + base64.b64encode(b"bench:bench-pw").decode()
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     latencies, errors, i = [], 0, offset
     deadline = time.perf_counter() + seconds
     while time.perf_counter() < deadline:
-        # a distinct comment per client makes no difference to the SQL's fingerprint; the cache
-        # (when on) sees the same four queries from every client, like a shared dashboard
         sql = QUERIES[i % len(QUERIES)] + SETTINGS
         i += 1
         started = time.perf_counter()
@@ -61,76 +127,99 @@ def _pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
-def run(seconds: float = 5.0, people: int = 5000) -> str:
-    os.environ.setdefault("DPCH_ALLOW_FIXED_SEED", "1")
-    from dpch.server import ServerConfig, make_server
-    from dpch.store.engine import Engine
-    from sql_fixtures import visits
+def _drive(pool: multiprocessing.pool.Pool, port: int, clients: int, seconds: float) -> tuple[float, float, float, int]:
+    """(queries/s, median ms, p99 ms, errors) of ``clients`` concurrent clients for ``seconds``."""
+    pool.map(_client, [(port, 0.5, k) for k in range(clients)])  # warm up (connections, caches)
+    started = time.perf_counter()
+    out = pool.map(_client, [(port, seconds, k) for k in range(clients)])
+    wall = time.perf_counter() - started
+    latencies = [x for o in out for x in o[1]]
+    return sum(o[0] for o in out) / wall, statistics.median(latencies), _pct(latencies, 0.99), sum(o[2] for o in out)
 
-    lines = [f"machine: {os.cpu_count()} cores; {seconds:g} s per measurement; queries: small aggregates, "
-             f"round-robin over {len(QUERIES)}"]
+
+def _floor(people: int) -> tuple[float, float]:
+    """Median and p99 ms of the queries run directly on embedded ClickHouse, one at a time."""
+    code = (
+        "import sys, time, statistics\nfrom dpch.store.engine import Engine\nfrom sql_fixtures import visits\n"
+        f"e = Engine(f'chdb://{{sys.argv[1]}}', database='bench')\nvisits.load(e, 'visits', people={people})\n"
+        f"qs = {QUERIES!r}\nms = []\n"
+        "for q in qs * 50:\n    t = time.perf_counter(); e.query_rows(q.replace('FROM visits', 'FROM bench.visits'))\n"
+        "    ms.append((time.perf_counter() - t) * 1000)\nms.sort()\n"
+        "print(statistics.median(ms), ms[int(0.99 * (len(ms) - 1))])\ne.close()")
     with tempfile.TemporaryDirectory() as tmp:
-        dsn = f"chdb://{tmp}/store"
-        engine = Engine(dsn, database="bench")
-        rows = visits.load(engine, "visits", people=people)
-        lines.append(f"table: visits, {rows} rows ({people} people), 10 rows per unit cap")
+        out = subprocess.run([sys.executable, "-c", code, f"{tmp}/store"], capture_output=True, text=True, check=True,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout.split()
+    return float(out[0]), float(out[1])
 
-        # 1. baseline: the analyst's SQL run as is on embedded ClickHouse, one at a time
-        direct = []
-        for q in QUERIES * 50:
-            sql = q.replace("FROM visits", f"FROM {engine.table('visits')}")
-            started = time.perf_counter()
-            engine.query_rows(sql)
-            direct.append((time.perf_counter() - started) * 1000.0)
-        base_median = statistics.median(direct)
 
-        results = []
-        for cache_ttl, clients in ((0, 1), (0, 4), (0, 16), (300, 16)):
-            config = ServerConfig.from_mapping({
-                "server": {"dsn": dsn, "database": "bench", "cache_ttl": cache_ttl, "access_log": "",
-                           "max_concurrent": 32},
-                "users": {"bench": {"password": "bench-pw", "epsilon": 1e9, "delta": 1e-6}},
-            })
-            server = make_server(config, host="127.0.0.1", port=0)
-            server.start()
-            ctx = multiprocessing.get_context("spawn")
-            with ctx.Pool(clients) as pool:
-                pool.map(_client, [(server.port, 0.5, k, 0) for k in range(clients)])  # warm up
-                started = time.perf_counter()
-                out = pool.map(_client, [(server.port, seconds, k, 1) for k in range(clients)])
-                wall = time.perf_counter() - started
-            server.stop()
-            done = sum(o[0] for o in out)
-            latencies = [x for o in out for x in o[1]]
-            errors = sum(o[2] for o in out)
-            results.append((cache_ttl, clients, done / wall, statistics.median(latencies), _pct(latencies, 0.99),
-                            errors))
-        engine.close()
+def run(seconds: float = 5.0, people: int = 5000, against: Path | None = None, history: int = 30_000,
+        rounds: int = 1) -> str:
+    floor_median, floor_p99 = _floor(people)
+    lines = [f"machine: {os.cpu_count()} cores; {seconds:g} s per measurement, {rounds} round(s); "
+             f"queries: small aggregates, round-robin over {len(QUERIES)}, release cache off unless stated",
+             f"table: visits ({people} people); embedded ClickHouse directly, 1 at a time: median "
+             f"{floor_median:.2f} ms, p99 {floor_p99:.2f} ms", ""]
+    variants = {"this": ROOT} | ({str(against): against} if against is not None else {})
+    measured: dict[tuple[str, int], list[tuple[float, float, float, int]]] = {}
+    ctx = multiprocessing.get_context("spawn")
+    with tempfile.TemporaryDirectory() as tmp, ctx.Pool(max(CLIENTS)) as pool:
+        servers = {name: Server(path, f"{tmp}/{i}", people) for i, (name, path) in enumerate(variants.items())}
+        try:
+            for _ in range(rounds):
+                for clients in CLIENTS:
+                    for name, server in servers.items():
+                        measured.setdefault((name, clients), []).append(_drive(pool, server.port, clients, seconds))
+        finally:
+            for server in servers.values():
+                server.stop()
+        lines += ["| checkout | clients | queries/s | median ms | p99 ms | errors |", "|---|---|---|---|---|---|"]
+        best = {key: max(runs, key=lambda r: r[0]) for key, runs in measured.items()}
+        for (name, clients), (qps, median, p99, errors) in sorted(best.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+            lines.append(f"| {name} | {clients} | {qps:.0f} | {median:.2f} | {p99:.2f} | {errors} |")
+        this16 = best[("this", 16)][0]
+        lines.append("")
+        lines.append(f"aim ≥ 150 queries/s at 16 clients: {'met' if this16 >= 150 else 'NOT met'} ({this16:.0f})")
+        if against is not None:
+            ratio = this16 / best[(str(against), 16)][0]
+            verdict = "met" if ratio >= 2 else "NOT met"
+            lines.append(f"this / {against} at 16 clients: {ratio:.2f}x (aim ≥ 2x: {verdict})")
 
-    lines.append("")
-    lines.append(f"embedded ClickHouse directly (same SQL, 1 at a time): median {base_median:.2f} ms, "
-                 f"p99 {_pct(direct, 0.99):.2f} ms, {1000.0 / statistics.mean(direct):.0f} queries/s")
-    lines.append("")
-    lines.append("| cache | clients | queries/s | median ms | p99 ms | median vs direct | errors |")
-    lines.append("|---|---|---|---|---|---|---|")
-    for cache_ttl, clients, qps, median, p99, errors in results:
-        lines.append(f"| {'on' if cache_ttl else 'off'} | {clients} | {qps:.0f} | {median:.2f} | {p99:.2f} | "
-                     f"{median / base_median:.1f}x | {errors} |")
-    off16 = next(r for r in results if r[0] == 0 and r[1] == 16)
-    lines.append("")
-    lines.append(f"aim ≥ 500 queries/s at 16 clients, cache off: {'met' if off16[2] >= 500 else 'NOT met'} "
-                 f"({off16[2]:.0f} queries/s)")
+        # decay with use: a history of past releases against none, interleaved
+        if history:
+            aged = Server(ROOT, f"{tmp}/aged", people, history=history)
+            fresh = Server(ROOT, f"{tmp}/fresh", people)
+            try:
+                pairs = [(_drive(pool, fresh.port, 16, seconds)[0], _drive(pool, aged.port, 16, seconds)[0])
+                         for _ in range(rounds)]
+            finally:
+                aged.stop()
+                fresh.stop()
+            fresh_qps = statistics.median(p[0] for p in pairs)
+            aged_qps = statistics.median(p[1] for p in pairs)
+            ratio = aged_qps / fresh_qps
+            lines.append(f"decay: {history} past releases {aged_qps:.0f} queries/s vs fresh {fresh_qps:.0f}: "
+                         f"{ratio:.2f}x (aim ≥ 0.95: {'met' if ratio >= 0.95 else 'NOT met'})")
+
+        cached = Server(ROOT, f"{tmp}/cached", people, cache_ttl=300)
+        try:
+            qps, median, p99, errors = _drive(pool, cached.port, 16, seconds)
+        finally:
+            cached.stop()
+        lines.append(f"release cache on, 16 clients: {qps:.0f} queries/s, median {median:.2f} ms, p99 {p99:.2f} ms, "
+                     f"{errors} errors")
     return "\n".join(lines)
 
 
 def test_bench_server() -> None:
-    print(run(seconds=3.0))
+    print(run(seconds=2.0, people=2000, history=2000))
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--people", type=int, default=5000)
+    parser.add_argument("--against", type=Path, help="another dpch checkout to measure in the same run")
+    parser.add_argument("--history", type=int, default=30_000, help="past releases for the decay measurement")
+    parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds (the best of each is reported)")
     ns = parser.parse_args()
-    sys.path.insert(0, os.getcwd())
-    print(run(ns.seconds, ns.people))
+    print(run(ns.seconds, ns.people, ns.against.resolve() if ns.against else None, ns.history, ns.rounds))
