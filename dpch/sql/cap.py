@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from dpch.sql.nodes import alias, call, column, limit_by, ordered
+from dpch.sql.nodes import alias, call, column, conjunction, limit_by, ordered
 
 #: marks of the primary index read to choose the split point; ``groupArray(N)`` keeps at most N
 #: values and never raises (a plain ``groupArray`` raises past its element limit: the emitted SQL
@@ -47,6 +47,37 @@ def split_point(database: str, table: str, unit: str) -> exp.Subquery:
     index = exp.Table(this=exp.Anonymous(this="mergeTreeIndex", expressions=[exp.Literal.string(database),
                                                                              exp.Literal.string(table)]))
     return exp.Subquery(this=exp.Select(expressions=[value]).from_(index, copy=False))
+
+
+#: marks the ``_part`` virtual column of :func:`verified_rows` (the probe's synthetic row has none)
+PART_MARK = "dpch_part"
+
+
+def verified_rows(database: str, table: str, parts: tuple[tuple[str, str], ...], qualifier: str) -> exp.Expr:
+    """The rows of a table whose rows per unit the owner verified, while the verification holds:
+    ``_part IN (<verified names>) AND (<active parts now>) = (<verified parts>)``.
+
+    Replaces the cap (docs/annotating.md). The policy lookup found the parts unchanged; this
+    condition checks again as the query runs and reads only the verified parts, so a change in
+    between (an INSERT, a mutation, a merge, the table dropped and created again) makes the query
+    read fewer rows — never a row that was not verified (a part's name and checksum identify its
+    contents, :mod:`dpch.policy.parts`).
+    """
+    part = exp.Column(this=exp.Identifier(this="_part", quoted=False),
+                      table=exp.Identifier(this=qualifier, quoted=False))
+    part.meta[PART_MARK] = True
+    names = exp.In(this=part, expressions=[exp.Literal.string(name) for name, _ in parts])
+    current = call("arrayStringConcat", call("arraySort", call("groupArray", call(
+        "concat", exp.column("name"), exp.Literal.string(":"), exp.column("hash_of_all_files")))),
+        exp.Literal.string(","))
+    where = conjunction([exp.EQ(this=exp.column("database"), expression=exp.Literal.string(database)),
+                         exp.EQ(this=exp.column("table"), expression=exp.Literal.string(table)),
+                         exp.column("active")])
+    active = exp.Select(expressions=[current]).from_(exp.Table(this=exp.to_identifier("parts"),
+                                                               db=exp.to_identifier("system")), copy=False)
+    active.set("where", exp.Where(this=where))
+    recorded = exp.Literal.string(",".join(f"{name}:{checksum}" for name, checksum in sorted(parts)))
+    return conjunction([names, exp.EQ(this=exp.Subquery(this=active), expression=recorded)])
 
 
 def split_index_table(node: exp.Expr) -> tuple[str, str] | None:
@@ -93,4 +124,5 @@ def _where(select: exp.Select, condition: exp.Expr) -> exp.Select:
     return select
 
 
-__all__ = ["SPLIT_MARKS", "UNIT_ROWS", "capped", "capped_rows", "count_by_unit", "split_index_table", "split_point"]
+__all__ = ["PART_MARK", "SPLIT_MARKS", "UNIT_ROWS", "capped", "capped_rows", "count_by_unit", "split_index_table",
+           "split_point", "verified_rows"]

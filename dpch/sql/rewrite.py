@@ -23,7 +23,7 @@ from sqlglot import exp
 
 from dpch.policy.model import TablePolicy, base_type
 from dpch.sql.analyze import UNIT_COLUMN, QueryPlan
-from dpch.sql.cap import capped, capped_rows, count_by_unit, split_index_table, split_point
+from dpch.sql.cap import PART_MARK, capped, capped_rows, count_by_unit, split_index_table, split_point
 from dpch.sql.nodes import (
     alias,
     call,
@@ -57,8 +57,9 @@ def _inner(plan: QueryPlan, *, cap: bool = True, split: bool = True) -> exp.Quer
     select = exp.Select(expressions=columns).from_(relation.from_.copy(), copy=False)
     if relation.joins:
         select.set("joins", [j.copy() for j in relation.joins])
-    if plan.where:
-        select.set("where", exp.Where(this=conjunction(list(plan.where))))
+    where = list(plan.where) + ([relation.part_filter] if relation.part_filter is not None else [])
+    if where:
+        select.set("where", exp.Where(this=conjunction(where)))
     if not (relation.needs_cap and cap):
         return select
     order = relation.order
@@ -166,6 +167,8 @@ def emit_probe_sqls(plan: QueryPlan, database: str) -> tuple[str, str]:
         if isinstance(node, exp.Table) and node.args.get("db") is not None and node.db == database \
                 and node.name in synthetic:
             return exp.Subquery(this=synthetic[node.name].copy(), alias=node.args.get("alias"))
+        if isinstance(node, exp.Column) and node.meta.get(PART_MARK):
+            return exp.Literal.string("")  # the synthetic row is in no part
         index = split_index_table(node)
         if index is not None and index[0] == database and index[1] in synthetic:
             # the cap's split point reads the table's primary index: the probe reads the row instead
