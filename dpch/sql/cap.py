@@ -55,7 +55,7 @@ PART_MARK = "dpch_part"
 
 def verified_rows(database: str, table: str, parts: tuple[tuple[str, str], ...], qualifier: str) -> exp.Expr:
     """The rows of a table whose rows per unit the owner verified, while the verification holds:
-    ``_part IN (<verified names>) AND (<active parts now>) = (<verified parts>)``.
+    ``indexHint(_part IN (<verified names>)) AND (<active parts now>) = (<verified parts>)``.
 
     Replaces the cap (docs/annotating.md). The policy lookup found the parts unchanged; this
     condition checks again as the query runs and reads only the verified parts, so a change in
@@ -66,7 +66,11 @@ def verified_rows(database: str, table: str, parts: tuple[tuple[str, str], ...],
     part = exp.Column(this=exp.Identifier(this="_part", quoted=False),
                       table=exp.Identifier(this=qualifier, quoted=False))
     part.meta[PART_MARK] = True
-    names = exp.In(this=part, expressions=[exp.Literal.string(name) for name, _ in parts])
+    # indexHint: ClickHouse prunes the parts by the condition (index analysis) without evaluating it
+    # on every row — as a row filter it cost 45% of the read on 20 M rows here. That the pruning
+    # happens is tested (tests/policy/test_verified_rows.py), so a ClickHouse that stopped doing it
+    # fails the suite
+    names = call("indexHint", exp.In(this=part, expressions=[exp.Literal.string(name) for name, _ in parts]))
     current = call("arrayStringConcat", call("arraySort", call("groupArray", call(
         "concat", exp.column("name"), exp.Literal.string(":"), exp.column("hash_of_all_files")))),
         exp.Literal.string(","))

@@ -88,6 +88,39 @@ def test_a_query_planned_before_an_insert_reads_only_the_verified_rows(session):
     assert after["m1"][0] <= before["m1"][0], "rows written after the verification were read uncapped"
 
 
+def _without_the_parts_check(tree):
+    """``tree`` as if the parts check had passed just before the change: its conjunct replaced by 1."""
+    from sqlglot import exp
+
+    for eq in list(tree.find_all(exp.EQ)):
+        if isinstance(eq.this, exp.Subquery) and "system" in eq.this.sql():
+            eq.replace(exp.true())
+    return tree
+
+
+@pytest.mark.parametrize("guard", [True, False], ids=["verified parts only", "negative control: no part guard"])
+def test_the_part_guard_alone_keeps_new_rows_out(session, guard):
+    """The race the guard exists for: the parts check passes, then an INSERT lands before the read.
+    Simulated by dropping the check's conjunct: the verified-parts guard (pruning by ``_part``) must
+    keep the new part out; without the guard the new rows are read (so this test can fail)."""
+    from sqlglot import exp
+
+    verify_rows_per_unit(session.engine, session.policy, "t")
+    plan = session.explain(SUM).plan
+    tree = _without_the_parts_check(emit_tree(plan))
+    if not guard:
+        for hint in list(tree.find_all(exp.Anonymous)):
+            if hint.name == "indexHint":
+                hint.replace(exp.true())
+    before = exact(session.engine, plan, render(tree)).measures["m1"][0]
+    session.engine.insert("t", [(1, 100 + i, "a", 100) for i in range(CAP + 1)], ["uid", "seq", "region", "x"])
+    after = exact(session.engine, plan, render(tree)).measures["m1"][0]
+    if guard:
+        assert after == before, "rows of a part written after the check were read"
+    else:
+        assert after == before + CAP + 1
+
+
 def test_a_merge_makes_the_verification_stale(session):
     session.engine.insert("t", [(21, 1, "a", 5)], ["uid", "seq", "region", "x"])  # a second part
     verify_rows_per_unit(session.engine, session.policy, "t")
