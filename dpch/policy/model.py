@@ -95,6 +95,8 @@ class TablePolicy:
     sources: tuple[str, ...] = field(default=())
     #: the table's ClickHouse sorting key, when it is plain columns
     sorting_key: tuple[str, ...] = field(default=())
+    #: the table's primary key (a prefix of the sorting key), when it is plain columns
+    primary_key: tuple[str, ...] = field(default=())
     #: the table's active parts (name, checksum) when the owner verified that no unit has more than
     #: ``max_rows_per_unit`` rows (:func:`dpch.policy.verify.verify_rows_per_unit`)
     verified_parts: tuple[tuple[str, str], ...] = field(default=())
@@ -127,6 +129,12 @@ class TablePolicy:
         still exactly those (checked again inside the query), so a change after the lookup can
         make that query read less, never rows that were not verified."""
         return bool(self.verified_parts) and self.verified_current and not self.unique_units
+
+    @property
+    def unit_indexed(self) -> bool:
+        """Whether the primary index starts with the privacy unit (the cap's split point is read
+        from it: :func:`dpch.sql.cap.split_point`)."""
+        return self.unit_ordered and bool(self.primary_key) and self.primary_key[0] == self.privacy_unit
 
     @property
     def contribution_cap(self) -> int:
@@ -208,6 +216,7 @@ def build_table_policy(
     column_specs: dict[str, dict[str, Any]],
     sources: tuple[str, ...] = (),
     sorting_key: tuple[str, ...] = (),
+    primary_key: tuple[str, ...] = (),
 ) -> TablePolicy:
     """Validates raw annotation/TOML settings against the table's real columns."""
     unknown = set(table_spec) - TABLE_KEYS
@@ -271,6 +280,7 @@ def build_table_policy(
         sorting_key=tuple(k for k in sorting_key if k in column_types)
         if all(k in column_types for k in sorting_key)
         else (),
+        primary_key=tuple(primary_key) if all(k in column_types for k in primary_key) else (),
     )
 
 

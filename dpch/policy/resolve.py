@@ -109,4 +109,14 @@ class Policy:
             column_specs,
             tuple(sources),
             tuple(engine.sorting_key(table)),
+            _primary_key(engine, table),
         )
+
+
+def _primary_key(engine: Engine, table: str) -> tuple[str, ...]:
+    """The table's primary key as a tuple of expressions (empty if none)."""
+    rows = engine.query_rows(
+        "SELECT primary_key FROM system.tables WHERE database = {db:String} AND name = {t:String}",
+        {"db": engine.database, "t": table})
+    key = str(rows[0][0]) if rows else ""
+    return tuple(part.strip() for part in key.split(",") if part.strip())

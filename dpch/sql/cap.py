@@ -30,6 +30,9 @@ from dpch.sql.nodes import alias, call, column, conjunction, limit_by, ordered
 #: must be total, docs/design.md rule 5). Past N marks the split is merely less even.
 SPLIT_MARKS = 65536
 
+#: alias of the primary index in :func:`split_point`
+INDEX_ALIAS = "__index"
+
 #: name of the per-unit row count in :func:`count_by_unit`
 UNIT_ROWS = "__n"
 
@@ -39,13 +42,16 @@ def split_point(database: str, table: str, unit: str) -> exp.Subquery:
 
     One row always (an aggregate without GROUP BY); on an empty table the type's default value.
     """
+    # qualified by the index's alias: an unqualified name missing from the index would resolve to the
+    # outer query's column (ClickHouse 26 runs correlated subqueries) instead of failing
     units = exp.ParameterizedAgg(this="groupArray", expressions=[exp.Literal.number(SPLIT_MARKS)],
-                                 params=[column(unit)])
+                                 params=[column(unit, INDEX_ALIAS)])
     middle = exp.Add(this=call("intDiv", call("length", units), exp.Literal.number(2)),
                      expression=exp.Literal.number(1))
     value = call("arrayElement", call("arraySort", units), middle)
     index = exp.Table(this=exp.Anonymous(this="mergeTreeIndex", expressions=[exp.Literal.string(database),
-                                                                             exp.Literal.string(table)]))
+                                                                             exp.Literal.string(table)]),
+                      alias=exp.TableAlias(this=exp.Identifier(this=INDEX_ALIAS, quoted=False)))
     return exp.Subquery(this=exp.Select(expressions=[value]).from_(index, copy=False))
 
 

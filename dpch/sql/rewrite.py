@@ -76,9 +76,10 @@ def _inner(plan: QueryPlan, *, cap: bool = True, split: bool = True) -> exp.Quer
 
 def _split_source(plan: QueryPlan) -> tuple[str, str] | None:
     """(database, table) when the capped rows come from one table stored ordered by its (non-Nullable)
-    unit: the cap is then split over two unit ranges of its primary index."""
+    unit, which also leads its primary index: the cap is then split over two unit ranges of it."""
     relation = plan.relation
-    if not relation.order or relation.source is None or relation.tables[0].nullable_unit:
+    table = relation.tables[0]
+    if not relation.order or relation.source is None or table.nullable_unit or not table.unit_indexed:
         return None
     return relation.source[0], relation.source[1]
 
@@ -185,7 +186,7 @@ def emit_probe_sqls(plan: QueryPlan, database: str) -> tuple[str, str]:
         index = split_index_table(node)
         if index is not None and index[0] == database and index[1] in synthetic:
             # the cap's split point reads the table's primary index: the probe reads the row instead
-            return exp.Subquery(this=synthetic[index[1]].copy())
+            return exp.Subquery(this=synthetic[index[1]].copy(), alias=node.args.get("alias"))
         return node
 
     filtered = emit_tree(plan).transform(swap)
