@@ -10,7 +10,7 @@ from typing import Any
 
 from dpch.errors import PolicyError
 
-TABLE_KEYS = {"privacy_unit", "max_rows_per_unit", "unique_units", "max_groups_per_unit", "public"}
+TABLE_KEYS = {"privacy_unit", "max_rows_per_unit", "unique_units", "max_groups_per_unit", "public", "verified_parts"}
 COLUMN_KEYS = {"bounds", "public", "values"}
 
 _WRAPPER = re.compile(r"^(?:Nullable|LowCardinality)\((.*)\)$")
@@ -95,6 +95,14 @@ class TablePolicy:
     sources: tuple[str, ...] = field(default=())
     #: the table's ClickHouse sorting key, when it is plain columns
     sorting_key: tuple[str, ...] = field(default=())
+    #: the table's primary key (a prefix of the sorting key), when it is plain columns
+    primary_key: tuple[str, ...] = field(default=())
+    #: the table's active parts (name, checksum) when the owner verified that no unit has more than
+    #: ``max_rows_per_unit`` rows (:func:`dpch.policy.verify.verify_rows_per_unit`)
+    verified_parts: tuple[tuple[str, str], ...] = field(default=())
+    #: whether the table's active parts are still exactly :attr:`verified_parts`, read when the
+    #: policy was looked up (:meth:`dpch.policy.Policy.table` reads it at every lookup)
+    verified_current: bool = False
 
     @property
     def private(self) -> bool:
@@ -112,6 +120,21 @@ class TablePolicy:
     def unit_ordered(self) -> bool:
         """Whether the table is stored ordered by its privacy unit first (fast LIMIT BY)."""
         return bool(self.sorting_key) and self.sorting_key[0] == self.privacy_unit
+
+    @property
+    def rows_verified(self) -> bool:
+        """Whether the cap may be skipped because the owner's verification still describes the data.
+
+        The emitted query then reads only the verified parts, and only while the table's parts are
+        still exactly those (checked again inside the query), so a change after the lookup can
+        make that query read less, never rows that were not verified."""
+        return bool(self.verified_parts) and self.verified_current and not self.unique_units
+
+    @property
+    def unit_indexed(self) -> bool:
+        """Whether the primary index starts with the privacy unit (the cap's split point is read
+        from it: :func:`dpch.sql.cap.split_point`)."""
+        return self.unit_ordered and bool(self.primary_key) and self.primary_key[0] == self.privacy_unit
 
     @property
     def contribution_cap(self) -> int:
@@ -150,6 +173,10 @@ class TablePolicy:
                 lines.append("  one row per unit (no contribution cap needed)")
             else:
                 lines.append(f"  max rows per unit: {self.max_rows_per_unit}")
+            if self.verified_parts:
+                state = "current: the cap is skipped" if self.verified_current else \
+                    "stale (the data changed since): the cap is applied"
+                lines.append(f"  rows per unit verified on {len(self.verified_parts)} part(s), {state}")
             if self.max_groups_per_unit is not None:
                 lines.append(f"  max groups per unit: {self.max_groups_per_unit}")
         if self.sources:
@@ -189,6 +216,7 @@ def build_table_policy(
     column_specs: dict[str, dict[str, Any]],
     sources: tuple[str, ...] = (),
     sorting_key: tuple[str, ...] = (),
+    primary_key: tuple[str, ...] = (),
 ) -> TablePolicy:
     """Validates raw annotation/TOML settings against the table's real columns."""
     unknown = set(table_spec) - TABLE_KEYS
@@ -231,6 +259,9 @@ def build_table_policy(
             hint="add max_rows_per_unit=K to the table comment (or unique_units if each unit "
             "has one row); without a cap one unit's influence is unbounded",
         )
+    verified = _verified_parts(table_spec.get("verified_parts", []), f"table {table}: verified_parts")
+    if verified and cap is None:
+        raise PolicyError(f"table {table}: verified_parts needs max_rows_per_unit (the bound that was verified)")
     if unit is None and (cap is not None or unique):
         raise PolicyError(
             f"table {table} sets a contribution cap but names no privacy_unit",
@@ -245,9 +276,11 @@ def build_table_policy(
         max_groups_per_unit=groups,
         public=public,
         sources=sources,
+        verified_parts=verified,
         sorting_key=tuple(k for k in sorting_key if k in column_types)
         if all(k in column_types for k in sorting_key)
         else (),
+        primary_key=tuple(primary_key) if all(k in column_types for k in primary_key) else (),
     )
 
 
@@ -300,6 +333,15 @@ def _column_policy(table: str, name: str, ch_type: str, spec: dict[str, Any]) ->
         raise PolicyError(f"{where}: values are only meaningful on a public column")
     return ColumnPolicy(name=name, type=ch_type, bounds=bounds, public=public, values=values,
                         date_bounds=date_bounds)
+
+
+def _verified_parts(value: Any, where: str) -> tuple[tuple[str, str], ...]:
+    """``[["part name", "checksum"], ...]`` as written by the verification."""
+    if not isinstance(value, list) or not all(
+            isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) and x for x in p) for p in value):
+        raise PolicyError(f"{where} must be a list of [part name, checksum] pairs",
+                          hint="let `dpch.policy.verify.verify_rows_per_unit` write it")
+    return tuple(sorted((name, checksum) for name, checksum in value))
 
 
 def _flag(value: Any, where: str) -> bool:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dpch.errors import PolicyError
 from dpch.policy.annotations import is_annotation, parse_annotation
 from dpch.policy.model import TablePolicy, build_table_policy
+from dpch.policy.parts import active_parts
 from dpch.policy.toml_file import parse_policy_mapping, read_policy_toml, read_privacy_settings
 
 if TYPE_CHECKING:
@@ -65,10 +67,14 @@ class Policy:
         with self._lock:
             cached = self._cache.get(key)
         if cached is not None and now - cached[1] < self.ttl:
-            return cached[0]
-        policy = self._build(engine, table)
-        with self._lock:
-            self._cache[key] = (policy, now)
+            policy = cached[0]
+        else:
+            policy = self._build(engine, table)
+            with self._lock:
+                self._cache[key] = (policy, now)
+        if policy.verified_parts:
+            # read at every lookup, never cached: a verification goes stale the moment the data changes
+            policy = replace(policy, verified_current=active_parts(engine, table) == policy.verified_parts)
         return policy
 
     def _build(self, engine: Engine, table: str) -> TablePolicy:
@@ -103,4 +109,14 @@ class Policy:
             column_specs,
             tuple(sources),
             tuple(engine.sorting_key(table)),
+            _primary_key(engine, table),
         )
+
+
+def _primary_key(engine: Engine, table: str) -> tuple[str, ...]:
+    """The table's primary key as a tuple of expressions (empty if none)."""
+    rows = engine.query_rows(
+        "SELECT primary_key FROM system.tables WHERE database = {db:String} AND name = {t:String}",
+        {"db": engine.database, "t": table})
+    key = str(rows[0][0]) if rows else ""
+    return tuple(part.strip() for part in key.split(",") if part.strip())

@@ -37,6 +37,7 @@ from dpch.errors import DpchError, QueryRejected
 from dpch.policy.model import ColumnPolicy, TablePolicy, base_type, is_integer_type
 from dpch.sql.aliases import check_shadowing
 from dpch.sql.bounds import ColumnRef, Interval, ValueTranslator, condition
+from dpch.sql.cap import verified_rows
 from dpch.sql.nodes import column, limit_by, ordered, paren, show, subquery, table
 from dpch.sql.parse import DIALECT
 from dpch.store.engine import quote_identifier
@@ -101,6 +102,9 @@ class Relation:
     source: tuple[str, str, str] | None = None
     #: the stored order of that table, as column names (for the capped subquery)
     order_columns: tuple[str, ...] = ()
+    #: on a table whose rows per unit the owner verified (and that has not changed since), the
+    #: condition that reads only the verified rows; it replaces the cap (:func:`.cap.verified_rows`)
+    part_filter: exp.Expr | None = None
 
     @property
     def order(self) -> list[exp.Expr]:
@@ -233,6 +237,8 @@ class RelationBuilder:
         order_columns: tuple[str, ...] = ()
         if policy.unit_ordered and not policy.unique_units:
             order_columns = tuple(policy.sorting_key)
+        verified = policy.rows_verified
+        part_filter = verified_rows(self.database, policy.table, policy.verified_parts, inner) if verified else None
         # NULL units: rows whose unit is NULL belong to no known person. Capped together they would
         # act as one "person" whose k kept rows an added NULL-unit row could replace (moving a sum by
         # 2·k·max|v| against a sensitivity of k·max|v|), so they are excluded from every private query
@@ -247,9 +253,10 @@ class RelationBuilder:
             cap=policy.contribution_cap,
             tables=[policy],
             conditions=conditions,
-            needs_cap=not policy.unique_units,
+            needs_cap=not (policy.unique_units or verified),
             max_groups_per_unit=policy.max_groups_per_unit,
             unit_name=policy.privacy_unit or "",
+            part_filter=part_filter,
         )
 
     def _derived(self, select: exp.Select, alias: str | None, ctes: dict[str, exp.Select]) -> Relation:
@@ -333,7 +340,8 @@ class RelationBuilder:
         merged = Relation(columns=left.columns + right_columns, from_=left.from_, unit=left.unit,
                           cap=left.cap, tables=left.tables + [policy], conditions=left.conditions,
                           joins=list(left.joins), needs_cap=left.needs_cap,
-                          max_groups_per_unit=left.max_groups_per_unit, unit_name=left.unit_name)
+                          max_groups_per_unit=left.max_groups_per_unit, unit_name=left.unit_name,
+                          part_filter=left.part_filter)
         if on is not None:
             _check_lookup_condition(merged, on, {c.base_sql for c in right_columns}, asof="ASOF" in words)
         elif "ASOF" in words:
@@ -399,7 +407,8 @@ class RelationBuilder:
         assert relation.source is not None
         database, name, _ = relation.source
         select = exp.Select(expressions=[exp.Star()]).from_(table(database, name), copy=False)
-        if not relation.needs_cap:
+        # a verified table is capped here all the same: the join's subquery does not read _part
+        if not relation.needs_cap and relation.part_filter is None:
             return select
         unit = column(relation.unit_name)
         order = [column(c) for c in relation.order_columns] or [unit]

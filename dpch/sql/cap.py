@@ -1,0 +1,138 @@
+"""The per-unit contribution cap as emitted SQL: which rows each unit keeps, and how it runs fast.
+
+The cap keeps each unit's first k rows (``ORDER BY <order> LIMIT k BY <unit>``). ClickHouse runs
+``LIMIT BY`` after merging its sorted read streams into one, so on a large table the cap runs on
+one core. Two rewrites keep exactly the same rows and run on more:
+
+- **Split by unit range** (:func:`capped_rows`): on a table stored ordered by its unit, the rows
+  are cut in two at a unit value read from the table's primary index (the middle mark), and each
+  half is capped on its own in one branch of a ``UNION ALL``; ClickHouse runs the branches in
+  parallel, each reading only its half of the granules. Every unit lies wholly in one branch
+  (``u < p`` and ``NOT (u < p)`` are complements for any non-NULL ``u`` and ``p``; NULL units are
+  already excluded or not allowed here), so each unit keeps the same k rows in the same order:
+  the split point decides only the speed, never the answer, and it is computed inside the query
+  (nothing of the data is written in the SQL dpch shows). Splitting by a *hash* of the unit keeps
+  the same rows too, but each branch then reads the whole table: measured ~2× slower than one
+  stream on 20 M rows here, so the range split is used.
+- **COUNT as Σ least(rows, k)** (:func:`count_by_unit`): an ungrouped ``count()`` of the capped
+  rows equals the sum over units of ``least(count(), k)`` of the filtered rows, which a plain
+  (parallel) GROUP BY computes without ordering anything.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from dpch.sql.nodes import alias, call, column, conjunction, limit_by, ordered
+
+#: marks of the primary index read to choose the split point; ``groupArray(N)`` keeps at most N
+#: values and never raises (a plain ``groupArray`` raises past its element limit: the emitted SQL
+#: must be total, docs/design.md rule 5). Past N marks the split is merely less even.
+SPLIT_MARKS = 65536
+
+#: alias of the primary index in :func:`split_point`
+INDEX_ALIAS = "__index"
+
+#: name of the per-unit row count in :func:`count_by_unit`
+UNIT_ROWS = "__n"
+
+
+def split_point(database: str, table: str, unit: str) -> exp.Subquery:
+    """``(SELECT <middle unit value of the primary index> FROM mergeTreeIndex(db, table))``.
+
+    One row always (an aggregate without GROUP BY); on an empty table the type's default value.
+    """
+    # qualified by the index's alias: an unqualified name missing from the index would resolve to the
+    # outer query's column (ClickHouse 26 runs correlated subqueries) instead of failing
+    units = exp.ParameterizedAgg(this="groupArray", expressions=[exp.Literal.number(SPLIT_MARKS)],
+                                 params=[column(unit, INDEX_ALIAS)])
+    middle = exp.Add(this=call("intDiv", call("length", units), exp.Literal.number(2)),
+                     expression=exp.Literal.number(1))
+    value = call("arrayElement", call("arraySort", units), middle)
+    index = exp.Table(this=exp.Anonymous(this="mergeTreeIndex", expressions=[exp.Literal.string(database),
+                                                                             exp.Literal.string(table)]),
+                      alias=exp.TableAlias(this=exp.Identifier(this=INDEX_ALIAS, quoted=False)))
+    return exp.Subquery(this=exp.Select(expressions=[value]).from_(index, copy=False))
+
+
+#: marks the ``_part`` virtual column of :func:`verified_rows` (the probe's synthetic row has none)
+PART_MARK = "dpch_part"
+
+
+def verified_rows(database: str, table: str, parts: tuple[tuple[str, str], ...], qualifier: str) -> exp.Expr:
+    """The rows of a table whose rows per unit the owner verified, while the verification holds:
+    ``indexHint(_part IN (<verified names>)) AND (<active parts now>) = (<verified parts>)``.
+
+    Replaces the cap (docs/annotating.md). The policy lookup found the parts unchanged; this
+    condition checks again as the query runs and reads only the verified parts, so a change in
+    between (an INSERT, a mutation, a merge, the table dropped and created again) makes the query
+    read fewer rows — never a row that was not verified (a part's name and checksum identify its
+    contents, :mod:`dpch.policy.parts`).
+    """
+    part = exp.Column(this=exp.Identifier(this="_part", quoted=False),
+                      table=exp.Identifier(this=qualifier, quoted=False))
+    part.meta[PART_MARK] = True
+    # indexHint: ClickHouse prunes the parts by the condition (index analysis) without evaluating it
+    # on every row — as a row filter it cost 45% of the read on 20 M rows here. That the pruning
+    # happens is tested (tests/policy/test_verified_rows.py), so a ClickHouse that stopped doing it
+    # fails the suite
+    names = call("indexHint", exp.In(this=part, expressions=[exp.Literal.string(name) for name, _ in parts]))
+    current = call("arrayStringConcat", call("arraySort", call("groupArray", call(
+        "concat", exp.column("name"), exp.Literal.string(":"), exp.column("hash_of_all_files")))),
+        exp.Literal.string(","))
+    where = conjunction([exp.EQ(this=exp.column("database"), expression=exp.Literal.string(database)),
+                         exp.EQ(this=exp.column("table"), expression=exp.Literal.string(table)),
+                         exp.column("active")])
+    active = exp.Select(expressions=[current]).from_(exp.Table(this=exp.to_identifier("parts"),
+                                                               db=exp.to_identifier("system")), copy=False)
+    active.set("where", exp.Where(this=where))
+    recorded = exp.Literal.string(",".join(f"{name}:{checksum}" for name, checksum in sorted(parts)))
+    return conjunction([names, exp.EQ(this=exp.Subquery(this=active), expression=recorded)])
+
+
+def split_index_table(node: exp.Expr) -> tuple[str, str] | None:
+    """(database, table) when ``node`` is the ``mergeTreeIndex(db, table)`` source of a
+    :func:`split_point` (the probe swaps it for its synthetic row), else None."""
+    if not (isinstance(node, exp.Table) and isinstance(node.this, exp.Anonymous)
+            and node.this.name == "mergeTreeIndex"):
+        return None
+    database, table = node.this.expressions
+    return database.name, table.name
+
+
+def capped(select: exp.Select, order: list[exp.Expr], cap: int, unit: exp.Expr) -> exp.Select:
+    """``select`` with its rows cut to each unit's first ``cap`` rows in ``order`` (in place)."""
+    select.set("order", exp.Order(expressions=[ordered(o) for o in order]))
+    select.set("limit", limit_by(cap, unit))
+    return select
+
+
+def capped_rows(select: exp.Select, order: list[exp.Expr], cap: int, unit: exp.Expr,
+                split_unit: exp.Expr, point: exp.Subquery) -> exp.Union:
+    """``select`` capped per unit in two branches of a UNION ALL, split at ``point`` by
+    ``split_unit`` (the unit as the source rows read it)."""
+    below = exp.LT(this=split_unit.copy(), expression=point.copy())
+    branches = [_where(select.copy(), below), _where(select.copy(), exp.Not(this=exp.Paren(this=below.copy())))]
+    # each branch in parentheses: its ORDER BY and LIMIT BY visibly belong to it, not to the union
+    first, second = (exp.Subquery(this=capped(b, order, cap, unit)) for b in branches)
+    return exp.Union(this=first, expression=second, distinct=False)
+
+
+def count_by_unit(rows: exp.Expr, unit: exp.Expr, cap: int, name: str) -> exp.Select:
+    """``SELECT sum(least(__n, cap)) AS name FROM (SELECT count() AS __n FROM rows GROUP BY unit)``."""
+    per_unit = exp.Select(expressions=[alias(call("count"), UNIT_ROWS)])
+    per_unit = per_unit.from_(rows.copy(), copy=False)
+    per_unit.set("group", exp.Group(expressions=[unit.copy()]))
+    total = call("sum", call("least", column(UNIT_ROWS), exp.Literal.number(cap)))
+    return exp.Select(expressions=[alias(total, name, quoted=False)]).from_(exp.Subquery(this=per_unit), copy=False)
+
+
+def _where(select: exp.Select, condition: exp.Expr) -> exp.Select:
+    where = select.args.get("where")
+    node = condition if where is None else exp.And(this=where.this, expression=exp.Paren(this=condition))
+    select.set("where", exp.Where(this=node))
+    return select
+
+
+__all__ = ["PART_MARK", "SPLIT_MARKS", "UNIT_ROWS", "capped", "capped_rows", "count_by_unit", "split_index_table",
+           "split_point", "verified_rows"]
