@@ -24,6 +24,7 @@ Exactness (tested by round trips through chdb, tests/store/test_quoting.py):
 from __future__ import annotations
 
 import math
+import numbers
 import re
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -53,10 +54,13 @@ def quote_string(text: str) -> str:
 
 
 def _float64(value: Any) -> str:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"a Float64 literal needs a number, not {type(value).__name__}")
-    number = float(value)
-    if isinstance(value, int) and number != value:
+    try:
+        number = float(value)
+    except OverflowError:
+        raise ValueError(f"{value} is beyond the range of a Float64") from None
+    if isinstance(value, numbers.Integral) and number != value:
         raise ValueError(f"the integer {value} is not exactly a Float64")
     if not math.isfinite(number):
         raise ValueError("a Float64 ledger value must be finite (NaN and infinities are refused)")
