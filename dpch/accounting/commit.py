@@ -75,7 +75,7 @@ class PendingWrite:
         if self._failed:
             error = LedgerWriteFailed()
             error.reason = self.reason
-            raise error
+            raise error from None  # never chained: the caller may be handling an error that quotes data
 
     def _finish(self, error: BaseException | None) -> None:
         if error is not None:
@@ -118,6 +118,12 @@ class GroupCommit:
         finally:
             self._hand_off()  # rows queued while this thread wrote are not this caller's to wait for
         return pending
+
+    @property
+    def queued(self) -> int:
+        """Rows waiting for the next INSERT (not counting one being written)."""
+        with self._lock:
+            return len(self._queue)
 
     def insert(self, engine: Engine, sql: str) -> None:
         """Runs one INSERT statement (a seam for tests that delay the write)."""
