@@ -112,7 +112,7 @@ def test_other_types_round_trip(table):
 
 @pytest.mark.parametrize("value, type_name", [
     (math.nan, "Float64"), (math.inf, "Float64"), (-math.inf, "Float64"), (math.nan, "Nullable(Float64)"),
-    (True, "Float64"), ("1.0", "Float64"), (2 ** 53 + 1, "Float64"),
+    (True, "Float64"), ("1.0", "Float64"), (2 ** 53 + 1, "Float64"), (10 ** 400, "Float64"),
     (256, "UInt8"), (-1, "UInt8"), (True, "UInt8"), (1, "Bool"), ("true", "Bool"),
     ("not-a-uuid", "UUID"), ("x", "Array(String)"), ([1], "Array(String)"), (b"x", "String"),
     ("\ud800", "String"), ("2026-01-01", "DateTime64(6, 'UTC')"), (1, "Int128"),
