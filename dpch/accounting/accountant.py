@@ -308,7 +308,8 @@ class AnalystStates:
 
 def forget_cached_state(engine: Engine | None = None) -> None:
     """Drops cached filter states (of ``engine``'s store, or of every embedded store open in this
-    process): the next use re-reads the ledger, as after a restart."""
+    process): the next use re-reads the ledger, as after a restart. Call it with no release in
+    flight (as tests do): a row still being written is counted by the old state only."""
     for shared in [engine.shared] if engine is not None else open_embedded_states():
         shared.get(AnalystStates).clear()
 

@@ -1,7 +1,11 @@
 """The ledger: an append-only table ``dpch_ledger`` with one row per release (or per step).
 
 Every admitted release writes its charge here *before* any noise is drawn, so a crash loses
-budget, never privacy (docs/design.md rule 2). Protocol:
+budget, never privacy (docs/design.md rule 2). Durable means ClickHouse has the row (the INSERT
+returned): it survives a crash of the dpch process; with ``ledger_fsync`` the table fsyncs every
+INSERT, and the row also survives power loss. Rows are literal ``INSERT … VALUES`` text
+(:mod:`dpch.store.quoting`), and rows of releases admitted close together share one INSERT
+(:mod:`.commit`, group commit). Protocol:
 
 - a fixed-cost release writes ONE row, status ``charged`` (reserve and charge in one row:
   its cost is known in advance);
