@@ -3,7 +3,7 @@
 A release's charge must be durable (ClickHouse has the row) before its noise is drawn
 (docs/design.md rule 2), and one ledger INSERT costs about a millisecond whether it carries one row
 or a hundred. So rows are queued, and whoever flushes takes every row queued so far and writes them
-as ONE literal ``INSERT … VALUES`` statement (:func:`dpch.store.quoting.insert_values`; one part,
+as ONE literal ``INSERT … VALUES`` statement (:func:`dpch.store.quoting.insert_statement`; one part,
 all rows or none). Each caller still waits for the INSERT that carries its own row
 (:meth:`PendingWrite.wait`) before it draws noise. No timer: a batch is simply what queued up while
 the previous INSERT ran, so a lone release is written at once, and under load the batches grow
@@ -34,7 +34,7 @@ from typing import Any
 
 from dpch.errors import ExecutionError
 from dpch.store.engine import Engine
-from dpch.store.quoting import insert_values
+from dpch.store.quoting import insert_statement, values_tuple
 
 
 class LedgerWriteFailed(ExecutionError):
@@ -58,7 +58,9 @@ class PendingWrite:
         self.engine = engine
         self.table = table
         self.columns = columns
-        self.row = row
+        #: rendered here, in the caller's thread: a value that cannot be written fails its own
+        #: caller (ValueError), never the other releases of a batch
+        self.values = values_tuple(columns, row)
         self._done = threading.Event()
         self._failed = False
         #: the failure's class name (internal, for the data owner; never shown to an analyst)
@@ -165,16 +167,19 @@ class GroupCommit:
         by_table: dict[str, list[PendingWrite]] = {}
         for pending in batch:
             by_table.setdefault(pending.table, []).append(pending)
+        fatal: BaseException | None = None
         for table, rows in by_table.items():
             error: BaseException | None = None
             try:
-                self.insert(rows[0].engine, insert_values(table, rows[0].columns, [p.row for p in rows]))
+                self.insert(rows[0].engine, insert_statement(table, rows[0].columns, [p.values for p in rows]))
             except BaseException as exc:  # every waiter must wake, whatever went wrong
                 error = exc
+                if not isinstance(exc, Exception):
+                    fatal = fatal or exc
             with self._lock:
                 self.inserts += 1
                 self.rows += len(rows) if error is None else 0
             for pending in rows:
                 pending._finish(error)
-            if error is not None and not isinstance(error, Exception):
-                raise error
+        if fatal is not None:  # KeyboardInterrupt and the like, after every waiter was woken
+            raise fatal

@@ -121,20 +121,26 @@ def literal(value: Any, type_name: str) -> str:
     return _renderer(type_name)(value)
 
 
+def values_tuple(columns: Sequence[tuple[str, str]], row: Sequence[Any]) -> str:
+    """One row of a VALUES clause, ``(…)``: ``row``'s values rendered as ``columns``' types, in order."""
+    if len(row) != len(columns):
+        raise ValueError(f"a row has {len(row)} values for {len(columns)} columns")
+    return "(" + ", ".join(_renderer(type_name)(v) for (_, type_name), v in zip(columns, row, strict=True)) + ")"
+
+
+def insert_statement(table: str, columns: Sequence[tuple[str, str]], tuples: Sequence[str]) -> str:
+    """``INSERT INTO table (cols) VALUES t1, t2, …`` from rows already rendered by :func:`values_tuple`."""
+    if not tuples:
+        raise ValueError("an INSERT needs at least one row")
+    names = ", ".join(quote_identifier(name) for name, _ in columns)
+    return f"INSERT INTO {table} ({names}) VALUES " + ", ".join(tuples)
+
+
 def insert_values(table: str, columns: Sequence[tuple[str, str]], rows: Iterable[Sequence[Any]]) -> str:
     """``INSERT INTO table (cols) VALUES (…), (…)``: ``table`` already qualified and quoted,
     ``columns`` (name, ClickHouse type) pairs, each row's values in that order. One statement:
     ClickHouse writes it as one part, all rows or none."""
-    names = ", ".join(quote_identifier(name) for name, _ in columns)
-    renderers = [_renderer(type_name) for _, type_name in columns]
-    tuples = []
-    for row in rows:
-        if len(row) != len(renderers):
-            raise ValueError(f"a row has {len(row)} values for {len(renderers)} columns")
-        tuples.append("(" + ", ".join(render(v) for render, v in zip(renderers, row, strict=True)) + ")")
-    if not tuples:
-        raise ValueError("an INSERT needs at least one row")
-    return f"INSERT INTO {table} ({names}) VALUES " + ", ".join(tuples)
+    return insert_statement(table, columns, [values_tuple(columns, row) for row in rows])
 
 
 def _renderer(type_name: str) -> Callable[[Any], str]:

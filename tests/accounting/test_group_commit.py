@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import pytest
 
@@ -200,3 +201,18 @@ def test_the_store_has_one_writer_and_a_lone_release_needs_no_thread(engine):
     inserts = acc.ledger.writer.inserts
     acc.charge(COST, query_hash="h", mechanism="laplace")
     assert acc.ledger.writer.inserts == inserts + 1 and threading.active_count() == threads
+
+
+def test_a_value_that_cannot_be_written_fails_its_own_caller_only(engine):
+    """Rows are rendered in the caller's thread, before they join a batch: a non-finite cost (which
+    no filter admits) is refused to its caller and cannot fail other releases' INSERT."""
+    acc = Accountant(engine, "ana", default_budget=Budget(10.0, 1e-6))
+    entry = acc.ledger.new_entry("charged", analyst="ana", datasets=(), query_hash="h", mechanism="laplace",
+                                 filter_name="basic", cost=PrivacyCost(0.1))
+    bad = replace(entry, cost=replace(entry.cost, epsilon=float("inf")))
+    queued = acc.ledger.writer.queued
+    with pytest.raises(ValueError, match="finite"):
+        acc.ledger.write(bad, 1)
+    assert acc.ledger.writer.queued == queued and _rows(engine) == 0
+    acc.ledger.write(entry, 1).wait()
+    assert _rows(engine) == 1
