@@ -290,14 +290,27 @@ class AnalystStates:
 
     def __init__(self) -> None:
         self._states: dict[tuple[str, str], _AnalystState] = {}
+        #: one lock per analyst for loading (kept, so that loads of one analyst never run twice at
+        #: once, even across clear()): a load reads the ledger (O(history)), and must hold up only
+        #: that analyst's first queries, never another analyst's
+        self._loading: dict[tuple[str, str], threading.Lock] = {}
         self._lock = threading.Lock()
 
     def get(self, database: str, analyst: str, load: Callable[[], _AnalystState]) -> _AnalystState:
-        """The analyst's state, loaded (once, under the registry's lock) on first use."""
+        """The analyst's state, loaded once (under that analyst's loading lock) on first use."""
+        key = (database, analyst)
         with self._lock:
-            state = self._states.get((database, analyst))
-            if state is None:
-                state = self._states[(database, analyst)] = load()
+            state = self._states.get(key)
+            if state is not None:
+                return state
+            loading = self._loading.setdefault(key, threading.Lock())
+        with loading:
+            with self._lock:
+                state = self._states.get(key)
+            if state is None:  # the first of this analyst's callers: the others wait here, then find it
+                state = load()
+                with self._lock:
+                    self._states[key] = state
             return state
 
     def clear(self) -> None:
