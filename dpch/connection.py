@@ -40,6 +40,7 @@ def connect(
     password: str | None = None,
     filter: str | None = None,
     filter_options: dict[str, Any] | None = None,
+    ledger_fsync: bool | None = None,
 ) -> PrivateSession:
     """Opens a private session.
 
@@ -49,7 +50,10 @@ def connect(
     this session's per-query defaults. ``seed`` fixes the noise for tests only (refused unless
     ``DPCH_ALLOW_FIXED_SEED=1``). ``filter``/``filter_options`` choose the privacy filter
     (see :mod:`dpch.accounting.filters`; default ``$DPCH_FILTER`` or ``basic``; a filter the data
-    owner set with ``dpch budget set --filter`` wins).
+    owner set with ``dpch budget set --filter`` wins). ``ledger_fsync`` (default
+    ``$DPCH_LEDGER_FSYNC``): True makes every ledger write fsync, so charges survive power loss as
+    well as a crash of the process (slower; docs/filters-and-ledger.md); None keeps the ledger
+    table's setting.
 
     ``dpch://host:port[/db]`` opens a remote session on a ``dpch serve`` gateway instead
     (``analyst`` and ``password`` are the gateway user's; see :mod:`dpch.server.client`); the
@@ -60,7 +64,7 @@ def connect(
                                delta=delta, confidence=confidence)
     return connect_local(dsn, analyst=analyst, policy=policy, database=database, epsilon=epsilon, delta=delta,
                          confidence=confidence, default_budget=default_budget, seed=seed, filter=filter,
-                         filter_options=filter_options)
+                         filter_options=filter_options, ledger_fsync=ledger_fsync)
 
 
 def connect_gateway(dsn: str | None = None, *, analyst: str = "default", password: str | None = None,
@@ -87,6 +91,7 @@ def connect_local(
     seed: int | None = None,
     filter: str | None = None,
     filter_options: dict[str, Any] | None = None,
+    ledger_fsync: bool | None = None,
 ) -> Session:
     """:func:`connect` on the store itself (the data owner's commands need it: the ledger, the
     policy, planning); a gateway DSN is a :class:`ConfigError`."""
@@ -103,6 +108,7 @@ def connect_local(
         return Session(
             engine, analyst=analyst, policy=policy, defaults=defaults,
             default_budget=default_budget, seed=seed, filter=filter, filter_options=filter_options,
+            ledger_fsync=ledger_fsync,
         )
     except Exception:
         engine.close()

@@ -29,7 +29,10 @@ from dpch.store.engine import Engine
 
 
 class Session:
-    """A private connection for one analyst. Create it with :func:`dpch.connect`."""
+    """A private connection for one analyst. Create it with :func:`dpch.connect`.
+
+    ``ledger_fsync`` (default ``$DPCH_LEDGER_FSYNC``, else the ledger table's current setting):
+    whether every ledger INSERT fsyncs, so charges survive power loss (docs/filters-and-ledger.md)."""
 
     #: queries are planned, charged and noised in this process (:class:`dpch.api.PrivateSession`)
     in_process = True
@@ -45,6 +48,7 @@ class Session:
         seed: int | None = None,
         filter: str | None = None,
         filter_options: dict[str, Any] | None = None,
+        ledger_fsync: bool | None = None,
     ) -> None:
         self.engine = engine
         self.analyst = analyst
@@ -54,7 +58,7 @@ class Session:
             filter = self.policy.privacy["filter"]
             filter_options = filter_options or self.policy.privacy.get("filter_options")
         self.accountant = Accountant(engine, analyst, default_budget=default_budget, filter=filter,
-                                     filter_options=filter_options)
+                                     filter_options=filter_options, ledger_fsync=ledger_fsync)
         self.context = QueryContext(engine, self.accountant, Probe(engine), Noise(seed))
         self.public_domains = PublicDomains(engine, self.table_policy)
         self.accuracy_runs = accuracy_first.AccuracyRuns()
@@ -92,10 +96,11 @@ class Session:
         noise = calibrate(plan, opts)
         emitted = emit_sql(plan, self.engine.database)
         self.context.probe.check(plan, emitted)
-        # durable before ClickHouse runs and before any noise is drawn (docs/design.md rule 2)
-        entry = admit.charge(self.accountant, noise.cost, self.datasets(plan), plan, opts.resolved_mechanism)
-        with self.accountant.tripwire(entry):  # any failure from here on may depend on the data (rule 5)
-            data = execute.exact(self.engine, plan, emitted)
+        # admitted and counted now; the ledger row is written while the aggregate runs
+        pending = admit.begin_charge(self.accountant, noise.cost, self.datasets(plan), plan, opts.resolved_mechanism)
+        with self.accountant.tripwire(pending):  # any failure from here on may depend on the data (rule 5);
+            data = execute.exact(self.engine, plan, emitted)  # acted on only once the charge is durable
+            entry = pending.wait()  # durable before any noise is drawn (docs/design.md rule 2)
             with self.context.noise.drawing() as source:
                 columns, rows, intervals = release_rows(plan, opts, noise, data, source)
         return Release(

@@ -1,17 +1,33 @@
-"""Admission: the filters' decision and the durable ledger write, under one lock per analyst.
+"""Admission: the filters' decision under one lock per analyst, and the durable ledger write.
 
 The process that holds the store is the single admission owner for its ledger. Inside it,
 every session of the same analyst shares one :class:`_AnalystState` (history loaded from the
 ledger once, then kept in step with each write), and admission is serialised by its lock, so
 concurrent threads can never jointly overspend. The state keeps, per scope (the analyst's and each
 dataset's), running totals in each filter's terms (:mod:`.tally`), built from the ledger on first
-use after the store is opened and updated under the lock with every row written, so admission and
-:meth:`Accountant.status` cost the same at any number of past releases. The lock is held for decide + ledger INSERT
-only, never while a query runs: an open reservation already counts at its worst case.
+use after the store is opened and updated under the lock with every row, so admission and
+:meth:`Accountant.status` cost the same at any number of past releases.
+
+The lock covers the decision and the in-memory count only, never a query and (for a charge or a
+reservation) not the ledger INSERT: a release is counted in memory under the lock, then its row is
+written by the store's group commit (:mod:`.commit`), so many releases' rows share one INSERT. The
+invariant that makes this safe: memory never counts less than the ledger holds. A new row only adds
+to the count, so it is counted first and written after; a settle may lower a count (or raise it, ex
+post), so its write and count stay together under the lock. An open reservation already counts at
+its worst case, and a row whose INSERT failed stays counted until the store is reopened.
 
 Two ways to spend:
 
 - :meth:`Accountant.charge` — a fixed-cost release: admit and write ONE ``charged`` row.
+  :meth:`Accountant.begin_charge` is the same with the write overlapped: it returns a
+  :class:`PendingCharge` at once, the caller runs the aggregate while the row is written, and
+  :meth:`PendingCharge.wait` (durable) comes before any noise is drawn or any failure acted on::
+
+      pending = accountant.begin_charge(cost, datasets=..., query_hash=..., mechanism="laplace")
+      with accountant.tripwire(pending):
+          data = run_aggregate()            # overlaps the INSERT; nothing of it is acted on yet
+          entry = pending.wait()            # durable (or LedgerWriteFailed: no noise, no trip)
+          value = add_noise(data)
 - :meth:`Accountant.reserve` — a release whose cost is known only afterwards (noise reduction,
   accuracy-first, Above Threshold): admit on the worst case and write a ``reserved`` row,
   then :meth:`Reservation.settle` with the realized cost (or :meth:`Reservation.void` if
@@ -44,14 +60,15 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from itertools import islice
 from typing import Any
 
 from dpch.accounting.budget import Budget, BudgetSetting, BudgetStore
+from dpch.accounting.commit import LedgerWriteFailed, PendingWrite
 from dpch.accounting.filters import DEFAULT_FILTER, PrivacyFilter, make_filter
-from dpch.accounting.ledger import Ledger, LedgerEntry
+from dpch.accounting.ledger import FAILED_SEQ, Ledger, LedgerEntry
 from dpch.accounting.locks import AnalystLock, LockStore
 from dpch.accounting.tally import ExactSum
 from dpch.errors import (
@@ -273,14 +290,27 @@ class AnalystStates:
 
     def __init__(self) -> None:
         self._states: dict[tuple[str, str], _AnalystState] = {}
+        #: one lock per analyst for loading (kept, so that loads of one analyst never run twice at
+        #: once, even across clear()): a load reads the ledger (O(history)), and must hold up only
+        #: that analyst's first queries, never another analyst's
+        self._loading: dict[tuple[str, str], threading.Lock] = {}
         self._lock = threading.Lock()
 
     def get(self, database: str, analyst: str, load: Callable[[], _AnalystState]) -> _AnalystState:
-        """The analyst's state, loaded (once, under the registry's lock) on first use."""
+        """The analyst's state, loaded once (under that analyst's loading lock) on first use."""
+        key = (database, analyst)
         with self._lock:
-            state = self._states.get((database, analyst))
-            if state is None:
-                state = self._states[(database, analyst)] = load()
+            state = self._states.get(key)
+            if state is not None:
+                return state
+            loading = self._loading.setdefault(key, threading.Lock())
+        with loading:
+            with self._lock:
+                state = self._states.get(key)
+            if state is None:  # the first of this analyst's callers: the others wait here, then find it
+                state = load()
+                with self._lock:
+                    self._states[key] = state
             return state
 
     def clear(self) -> None:
@@ -291,9 +321,35 @@ class AnalystStates:
 
 def forget_cached_state(engine: Engine | None = None) -> None:
     """Drops cached filter states (of ``engine``'s store, or of every embedded store open in this
-    process): the next use re-reads the ledger, as after a restart."""
+    process): the next use re-reads the ledger, as after a restart. Call it with no release in
+    flight (as tests do): a row still being written is counted by the old state only."""
     for shared in [engine.shared] if engine is not None else open_embedded_states():
         shared.get(AnalystStates).clear()
+
+
+class PendingCharge:
+    """A fixed-cost release admitted and counted, its ledger row being written
+    (:meth:`Accountant.begin_charge`). Nothing that depends on the data may be acted on, and no
+    noise drawn, before :meth:`wait` returns."""
+
+    def __init__(self, entry: LedgerEntry, write: PendingWrite) -> None:
+        self.entry = entry
+        self._write = write
+
+    @property
+    def release_id(self) -> str:
+        return self.entry.release_id
+
+    @property
+    def durable(self) -> bool:
+        """Whether the row's INSERT has returned (check :meth:`wait` for its outcome)."""
+        return self._write.done
+
+    def wait(self) -> LedgerEntry:
+        """Blocks until the row is durable and returns the entry; raises
+        :class:`~dpch.accounting.commit.LedgerWriteFailed` if its INSERT failed."""
+        self._write.wait()
+        return self.entry
 
 
 class Reservation:
@@ -357,6 +413,10 @@ class Accountant:
     the filter the analyst's ledger was written under, then ``basic``. ``filter_options`` are
     the filter's keyword options. A connection whose filter differs from the one the ledger
     was written under is refused: a filter's guarantee covers only the releases it admitted.
+
+    ``ledger_fsync`` (default ``$DPCH_LEDGER_FSYNC``): True makes every ledger INSERT fsync, so a
+    charge survives power loss and not only a crash of the process; False turns that off; None
+    leaves the ledger table as it is (:class:`~dpch.accounting.ledger.Ledger`).
     """
 
     def __init__(
@@ -367,6 +427,7 @@ class Accountant:
         default_budget: Budget | None = None,
         filter: str | None = None,
         filter_options: dict[str, Any] | None = None,
+        ledger_fsync: bool | None = None,
     ) -> None:
         self.engine = engine
         self.analyst = analyst
@@ -376,7 +437,7 @@ class Accountant:
         if self.filter_name:  # fail fast on a bad configuration
             make_filter(self.filter_name, Budget(1.0, 1e-6), self.filter_options)
         self.budgets = BudgetStore(engine)
-        self.ledger = Ledger(engine)
+        self.ledger = Ledger(engine, fsync=ledger_fsync)
         self.locks = LockStore(engine)
         self._states = engine.shared.get(AnalystStates)
 
@@ -442,20 +503,34 @@ class Accountant:
     def charge(self, cost: PrivacyCost, *, dataset: str = "", datasets: Iterable[str] = (), query_hash: str,
                mechanism: str) -> LedgerEntry:
         """Admits and durably charges a fixed-cost release (ONE ledger row), or raises
-        :class:`BudgetExceeded`. Decision and write happen under the analyst's lock. The
-        release counts in the analyst's scope and in each of ``datasets`` (and ``dataset``)."""
+        :class:`BudgetExceeded`; returns once the row is durable. The release counts in the
+        analyst's scope and in each of ``datasets`` (and ``dataset``)."""
+        return self.begin_charge(cost, dataset=dataset, datasets=datasets, query_hash=query_hash,
+                                 mechanism=mechanism, background=False).wait()
+
+    def begin_charge(self, cost: PrivacyCost, *, dataset: str = "", datasets: Iterable[str] = (), query_hash: str,
+                     mechanism: str, background: bool = True) -> PendingCharge:
+        """Admits a fixed-cost release and starts writing its ledger row; raises
+        :class:`BudgetExceeded` (nothing written) if refused.
+
+        The release is counted in memory at once, so no later admission can overspend, and its row
+        is written by the store's group commit while the caller runs the aggregate. Call
+        :meth:`PendingCharge.wait` — it returns once the row is durable — before drawing noise or
+        acting on anything the aggregate did (docs/design.md rule 2), and wrap everything after this
+        call in :meth:`tripwire` (``background=False``: this thread writes, when no one else is)."""
         if cost.ex_post:
             raise ConfigError("an ex-post cost is known only after the release",
                               hint="use Accountant.reserve(worst_cost) and settle the realized cost")
         names = _names(dataset, datasets)
         state = self._state()
-        with state.lock:
+        with state.lock:  # decision and count only: the write and its wait happen outside the lock
             flt = self._admit(state, cost, names)
             checkpoint()  # the last moment a query can be cancelled for free (dpch.store.cancel)
-            entry = self.ledger.charge(analyst=self.analyst, datasets=names, query_hash=query_hash,
-                                       mechanism=mechanism, filter_name=flt.name, cost=cost)
+            entry = self.ledger.new_entry("charged", analyst=self.analyst, datasets=names, query_hash=query_hash,
+                                          mechanism=mechanism, filter_name=flt.name, cost=cost)
+            # counted before it is durable: memory never counts less than the ledger (the safe direction)
             state.put(entry)
-            return entry
+        return PendingCharge(entry, self.ledger.write(entry, 1, background=background))
 
     def reserve(self, worst: PrivacyCost, *, dataset: str = "", datasets: Iterable[str] = (), query_hash: str,
                 mechanism: str) -> Reservation:
@@ -463,20 +538,24 @@ class Accountant:
 
         ``worst`` is the mechanism's worst-case cost: an ex-post :class:`PrivacyCost` with
         ``worst_epsilon``/``worst_rho`` (e.g. ``BrownianMechanism.worst_cost``), or a fixed cost.
-        Returns a :class:`Reservation` to settle with the realized cost.
+        Returns a :class:`Reservation` to settle with the realized cost, once its row is durable.
         """
         names = _names(dataset, datasets)
         state = self._state()
         with state.lock:
             flt = self._admit(state, worst, names)
             checkpoint()
-            entry = self.ledger.reserve(analyst=self.analyst, datasets=names, query_hash=query_hash,
-                                        mechanism=mechanism, filter_name=flt.name, worst=worst)
-            state.put(entry)
+            entry = self.ledger.new_entry("reserved", analyst=self.analyst, datasets=names, query_hash=query_hash,
+                                          mechanism=mechanism, filter_name=flt.name, cost=worst)
+            state.put(entry)  # counted at its worst case before it is durable, as a charge
+        self.ledger.write(entry, 1).wait()
         return Reservation(self, entry)
 
     def _settle(self, entry: LedgerEntry, realized: PrivacyCost | None) -> LedgerEntry:
         state = self._state()
+        # Under the lock with its write: a settled cost may count less than the reservation (or, ex
+        # post, more), so neither order of count and write keeps memory >= ledger throughout.
+        # Reservations are the rare, slow path (accuracy-first); a charge never waits here.
         with state.lock:
             final = self.ledger.settle(entry, realized)
             state.put(final)
@@ -485,8 +564,11 @@ class Accountant:
     # -- the tripwire (docs/design.md rule 5) --------------------------------------------------------
 
     @contextmanager
-    def tripwire(self, release: LedgerEntry | Reservation) -> Iterator[None]:
+    def tripwire(self, release: LedgerEntry | Reservation | PendingCharge) -> Iterator[None]:
         """Wraps everything that runs after ``release`` was charged (emitted SQL, noise).
+
+        For a :class:`PendingCharge`, a failure is acted on only once its ledger row is durable; if
+        the row could not be written, :class:`LedgerWriteFailed` is raised instead, whatever failed.
 
         Any exception trips: the release is marked failed, the analyst locked, and
         :class:`QueryFailedAfterCharge` raised in its place, with no detail and no chained
@@ -494,6 +576,14 @@ class Accountant:
         try:
             yield
         except Exception as exc:
+            if isinstance(release, PendingCharge):
+                # nothing is acted on before the charge is durable; if it cannot be written, the
+                # release fails with the ledger's fixed error (no trip: the lock would tell the
+                # analyst whether the aggregate failed)
+                try:
+                    release = release.wait()
+                except LedgerWriteFailed as failed:
+                    raise failed from None  # never chained to the first error (its text can quote data)
             reason = _failure_reason(exc)
             try:
                 if isinstance(release, Reservation):
@@ -511,12 +601,17 @@ class Accountant:
         ``dpch budget``, the analyst never does. The lock is written first: it is what stops
         the next query, and it holds in this process even if the store cannot be written."""
         state = self._state()
+        failed = self.ledger.failed(entry)
         with state.lock:
+            # in memory first: from here on every admission of this analyst in this process refuses
             state.locked = AnalystLock(self.analyst, entry.release_id, reason, datetime.now(UTC))
-            state.locked = self.locks.lock(self.analyst, release_id=entry.release_id, reason=reason)
-            final = self.ledger.fail(entry)
-            state.put(final)
-            return final
+            state.put(failed)  # counts what the release already counted: no total moves
+        lock = self.locks.lock(self.analyst, release_id=entry.release_id, reason=reason)
+        self.ledger.write(failed, FAILED_SEQ).wait()
+        with state.lock:
+            if state.locked is not None and state.locked.release_id == entry.release_id:
+                state.locked = lock
+        return replace(failed, time=entry.time)
 
     def lock_info(self) -> AnalystLock | None:
         """Why and since when this analyst is locked, or None."""

@@ -1,7 +1,11 @@
 """The ledger: an append-only table ``dpch_ledger`` with one row per release (or per step).
 
 Every admitted release writes its charge here *before* any noise is drawn, so a crash loses
-budget, never privacy (docs/design.md rule 2). Protocol:
+budget, never privacy (docs/design.md rule 2). Durable means ClickHouse has the row (the INSERT
+returned): it survives a crash of the dpch process; with ``ledger_fsync`` the table fsyncs every
+INSERT, and the row also survives power loss. Rows are literal ``INSERT … VALUES`` text
+(:mod:`dpch.store.quoting`), and rows of releases admitted close together share one INSERT
+(:mod:`.commit`, group commit). Protocol:
 
 - a fixed-cost release writes ONE row, status ``charged`` (reserve and charge in one row:
   its cost is known in advance);
@@ -23,10 +27,14 @@ case forever.
 
 from __future__ import annotations
 
+import os
+import re
 import uuid
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
+from dpch.accounting.commit import GroupCommit, PendingWrite
+from dpch.errors import ConfigError
 from dpch.privacy.cost import PrivacyCost
 from dpch.store.engine import Engine
 
@@ -79,12 +87,52 @@ def worst_of(cost: PrivacyCost) -> PrivacyCost:
     return PrivacyCost(eps, cost.delta, rho, rho_delta=cost.rho_delta if rho is not None else 0.0)
 
 
-class Ledger:
-    """Reads and appends ``dpch_ledger`` rows in the engine's database."""
+#: the ledger's columns as written, (name, ClickHouse type), in :meth:`Ledger.row` order
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("release_id", "UUID"), ("seq", "UInt8"), ("time", "DateTime64(6, 'UTC')"), ("analyst", "String"),
+    ("dataset", "String"), ("query_hash", "String"), ("mechanism", "String"), ("filter", "String"),
+    ("status", "String"), ("epsilon", "Float64"), ("delta", "Float64"), ("rho", "Nullable(Float64)"),
+    ("worst_epsilon", "Float64"), ("worst_delta", "Float64"), ("worst_rho", "Nullable(Float64)"),
+    ("ex_post", "Bool"), ("datasets", "Array(String)"), ("rho_delta", "Float64"),
+)
 
-    def __init__(self, engine: Engine) -> None:
+FSYNC_ENV = "DPCH_LEDGER_FSYNC"
+#: the MergeTree settings that make an INSERT return only after its part's files and directory are
+#: fsynced: the row then survives power loss, not only a crash of the process
+FSYNC_SETTINGS = ("fsync_after_insert", "fsync_part_directory")
+_FSYNC_SETTING = re.compile(r"\b(fsync_after_insert|fsync_part_directory)\s*=\s*'?(\d)")
+_TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
+
+
+def fsync_from_env() -> bool | None:
+    """``$DPCH_LEDGER_FSYNC``: 1/true/yes/on, 0/false/no/off, or None when unset."""
+    value = os.environ.get(FSYNC_ENV, "").strip().lower()
+    if not value:
+        return None
+    if value in _TRUE | _FALSE:
+        return value in _TRUE
+    raise ConfigError(f"${FSYNC_ENV} must be 1 or 0 (true/false), not {value!r}",
+                      hint=f"set {FSYNC_ENV}=1 for a ledger that survives power loss")
+
+
+class Ledger:
+    """Reads and appends ``dpch_ledger`` rows in the engine's database.
+
+    Rows are written as literal ``INSERT … VALUES`` by the store's :class:`GroupCommit` (``writer``):
+    :meth:`write` queues a row and returns a :class:`PendingWrite` to wait for; :meth:`charge`,
+    :meth:`reserve`, :meth:`settle` and :meth:`fail` write and wait in one call.
+
+    ``fsync``: True sets the table's ``fsync_after_insert`` and ``fsync_part_directory`` (durable
+    against power loss, at a cost per INSERT; docs/filters-and-ledger.md), False clears them, None
+    (the default, or ``$DPCH_LEDGER_FSYNC``) leaves the table as it is: the choice is the table's,
+    so every process writing the ledger keeps it.
+    """
+
+    def __init__(self, engine: Engine, *, fsync: bool | None = None, writer: GroupCommit | None = None) -> None:
         self.engine = engine
         self.table = engine.table(LEDGER_TABLE)
+        #: the store's group-commit writer (a test may put a delaying subclass here)
+        self.writer = writer if writer is not None else engine.shared.get(GroupCommit)
         engine.command(
             f"CREATE TABLE IF NOT EXISTS {self.table} ("
             " release_id UUID, seq UInt8, time DateTime64(6, 'UTC'),"
@@ -106,77 +154,99 @@ class Ledger:
             # written before it existed, which is right for them (only ρ-zCDP mechanisms had a ρ)
             " ADD COLUMN IF NOT EXISTS rho_delta Float64 DEFAULT 0"
         )
+        if fsync is None:
+            fsync = fsync_from_env()
+        if fsync is not None and self.fsync != fsync:
+            # altered only when it differs: MODIFY SETTING rewrites the table's metadata (~20 ms)
+            flag = int(fsync)
+            engine.command(f"ALTER TABLE {self.table} MODIFY SETTING "
+                           + ", ".join(f"{name} = {flag}" for name in FSYNC_SETTINGS))
 
-    def _new(self, status: str, *, analyst: str, datasets: tuple[str, ...], query_hash: str, mechanism: str,
-             filter_name: str, cost: PrivacyCost) -> LedgerEntry:
+    @property
+    def fsync(self) -> bool:
+        """Whether the ledger table fsyncs every INSERT (both settings on)."""
+        rows = self.engine.query_rows(
+            "SELECT engine_full FROM system.tables WHERE database = {db:String} AND name = {t:String}",
+            {"db": self.engine.database, "t": LEDGER_TABLE})
+        found = dict(_FSYNC_SETTING.findall(rows[0][0] if rows else ""))
+        return all(found.get(name) == "1" for name in FSYNC_SETTINGS)
+
+    # -- entries (built in memory; written by write) ----------------------------------------------
+
+    def new_entry(self, status: str, *, analyst: str, datasets: tuple[str, ...], query_hash: str, mechanism: str,
+                  filter_name: str, cost: PrivacyCost) -> LedgerEntry:
+        """A new release's first entry (``charged``, or ``reserved`` with ``cost`` its worst case)."""
         return LedgerEntry(
             release_id=str(uuid.uuid4()), time=datetime.now(UTC), analyst=analyst, dataset="+".join(datasets),
             query_hash=query_hash, mechanism=mechanism, status=status, cost=cost, worst=worst_of(cost),
             filter=filter_name, datasets=datasets,
         )
 
+    @staticmethod
+    def settled(reserved: LedgerEntry, realized: PrivacyCost | None) -> LedgerEntry:
+        """The ``charged`` (``realized`` given) or ``voided`` entry (seq 2) closing a reservation."""
+        if realized is None:
+            return replace(reserved, status="voided", time=datetime.now(UTC))
+        # as the ledger will read it back: the reservation's kind and worst case, the realized cost
+        ex_post = reserved.cost.ex_post
+        cost = PrivacyCost(realized.epsilon, realized.delta, realized.rho, ex_post=ex_post,
+                           worst_epsilon=reserved.worst.epsilon if ex_post else None,
+                           worst_rho=reserved.worst.rho if ex_post else None, rho_delta=realized.rho_delta)
+        return replace(reserved, status="charged", cost=cost, time=datetime.now(UTC))
+
+    @staticmethod
+    def failed(entry: LedgerEntry) -> LedgerEntry:
+        """The ``failed`` entry (seq 3) of a release that failed after its charge.
+
+        It counts what the release counted (a reservation: its worst case): the release may
+        have read data before it failed, so failing refunds nothing.
+        """
+        return replace(entry, status="failed", cost=entry.counted, time=datetime.now(UTC))
+
+    def write(self, entry: LedgerEntry, seq: int, *, background: bool = False) -> PendingWrite:
+        """Queues ``entry``'s row (``seq`` 1 first row, 2 settled, :data:`FAILED_SEQ` failed) for the
+        store's next group INSERT; wait on the result before drawing noise. ``background``: start the
+        write and return at once (the caller does other work meanwhile), else this thread may write."""
+        pending = PendingWrite(self.engine, self.table, COLUMNS, self.row(entry, seq))
+        return self.writer.submit(pending, background=background)
+
+    # -- write and wait ------------------------------------------------------------------------------
+
     def charge(self, *, analyst: str, datasets: tuple[str, ...], query_hash: str, mechanism: str,
                filter_name: str, cost: PrivacyCost) -> LedgerEntry:
-        """Appends one durable ``charged`` row for a fixed-cost release (one INSERT) and returns it."""
-        entry = self._new("charged", analyst=analyst, datasets=datasets, query_hash=query_hash,
-                          mechanism=mechanism, filter_name=filter_name, cost=cost)
-        self.engine.insert_row(LEDGER_TABLE, self._row(entry, 1))
+        """Appends one durable ``charged`` row for a fixed-cost release and returns it."""
+        entry = self.new_entry("charged", analyst=analyst, datasets=datasets, query_hash=query_hash,
+                               mechanism=mechanism, filter_name=filter_name, cost=cost)
+        self.write(entry, 1).wait()
         return entry
 
     def reserve(self, *, analyst: str, datasets: tuple[str, ...], query_hash: str, mechanism: str,
                 filter_name: str, worst: PrivacyCost) -> LedgerEntry:
         """Appends one durable ``reserved`` row at the worst case (seq 1)."""
-        entry = self._new("reserved", analyst=analyst, datasets=datasets, query_hash=query_hash,
-                          mechanism=mechanism, filter_name=filter_name, cost=worst)
-        self.engine.insert_row(LEDGER_TABLE, self._row(entry, 1))
+        entry = self.new_entry("reserved", analyst=analyst, datasets=datasets, query_hash=query_hash,
+                               mechanism=mechanism, filter_name=filter_name, cost=worst)
+        self.write(entry, 1).wait()
         return entry
 
     def settle(self, reserved: LedgerEntry, realized: PrivacyCost | None) -> LedgerEntry:
-        """Appends the ``charged`` (``realized`` given) or ``voided`` row (seq 2) of a reservation."""
-        if realized is None:
-            entry = replace(reserved, status="voided", time=datetime.now(UTC))
-        else:
-            # as the ledger will read it back: the reservation's kind and worst case, the realized cost
-            ex_post = reserved.cost.ex_post
-            cost = PrivacyCost(realized.epsilon, realized.delta, realized.rho, ex_post=ex_post,
-                               worst_epsilon=reserved.worst.epsilon if ex_post else None,
-                               worst_rho=reserved.worst.rho if ex_post else None, rho_delta=realized.rho_delta)
-            entry = replace(reserved, status="charged", cost=cost, time=datetime.now(UTC))
-        self.engine.insert_row(LEDGER_TABLE, self._row(entry, 2))
+        """Appends the durable ``charged`` (``realized`` given) or ``voided`` row (seq 2) of a reservation."""
+        entry = self.settled(reserved, realized)
+        self.write(entry, 2).wait()
         return replace(entry, time=reserved.time)
 
     def fail(self, entry: LedgerEntry) -> LedgerEntry:
-        """Appends the ``failed`` row (seq 3) of a release that failed after its charge.
-
-        It counts what the release counted (a reservation: its worst case): the release may
-        have read data before it failed, so failing refunds nothing.
-        """
-        failed = replace(entry, status="failed", cost=entry.counted, time=datetime.now(UTC))
-        self.engine.insert_row(LEDGER_TABLE, self._row(failed, FAILED_SEQ))
+        """Appends the durable ``failed`` row (seq 3) of a release that failed after its charge."""
+        failed = self.failed(entry)
+        self.write(failed, FAILED_SEQ).wait()
         return replace(failed, time=entry.time)
 
     @staticmethod
-    def _row(entry: LedgerEntry, seq: int) -> dict[str, tuple[str, object]]:
-        return {
-            "release_id": ("UUID", entry.release_id),
-            "seq": ("UInt8", seq),
-            "time": ("DateTime64(6, 'UTC')", entry.time.strftime("%Y-%m-%d %H:%M:%S.%f")),
-            "analyst": ("String", entry.analyst),
-            "dataset": ("String", entry.dataset),
-            "query_hash": ("String", entry.query_hash),
-            "mechanism": ("String", entry.mechanism),
-            "filter": ("String", entry.filter),
-            "status": ("String", entry.status),
-            "epsilon": ("Float64", entry.cost.epsilon),
-            "delta": ("Float64", entry.cost.delta),
-            "rho": ("Nullable(Float64)", entry.cost.rho),
-            "worst_epsilon": ("Float64", entry.worst.epsilon),
-            "worst_delta": ("Float64", entry.worst.delta),
-            "worst_rho": ("Nullable(Float64)", entry.worst.rho),
-            "ex_post": ("Bool", entry.cost.ex_post),
-            "datasets": ("Array(String)", list(entry.datasets)),
-            "rho_delta": ("Float64", entry.cost.rho_delta),
-        }
+    def row(entry: LedgerEntry, seq: int) -> tuple[object, ...]:
+        """``entry`` as the values of one ledger row, in :data:`COLUMNS` order."""
+        c, w = entry.cost, entry.worst
+        return (entry.release_id, seq, entry.time, entry.analyst, entry.dataset, entry.query_hash, entry.mechanism,
+                entry.filter, entry.status, c.epsilon, c.delta, c.rho, w.epsilon, w.delta, w.rho, c.ex_post,
+                list(entry.datasets), c.rho_delta)
 
     def entries(self, analyst: str) -> list[LedgerEntry]:
         """Every release of ``analyst`` at its latest row, oldest first."""

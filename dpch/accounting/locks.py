@@ -17,8 +17,11 @@ from typing import Any
 
 from dpch.accounting.budget import whoami
 from dpch.store.engine import Engine
+from dpch.store.quoting import insert_values
 
 LOCKS_TABLE = "dpch_locks"
+_COLUMNS = (("analyst", "String"), ("locked", "Bool"), ("release_id", "String"), ("reason", "String"),
+            ("time", "DateTime64(6, 'UTC')"), ("set_by", "String"))
 
 
 @dataclass(frozen=True)
@@ -81,13 +84,7 @@ class LockStore:
 
     def _write(self, analyst: str, locked: bool, release_id: str, reason: str) -> AnalystLock:
         now = datetime.now(UTC)
-        self.engine.insert_row(LOCKS_TABLE, {
-            "analyst": ("String", analyst),
-            "locked": ("Bool", locked),
-            "release_id": ("String", release_id),
-            "reason": ("String", reason),
-            "time": ("DateTime64(6, 'UTC')", now.strftime("%Y-%m-%d %H:%M:%S.%f")),
-            "set_by": ("String", whoami()),
-        })
+        # a literal VALUES row (dpch.store.quoting), like the ledger's; written at once, not grouped:
+        # a lock is rare and must hold before anything else happens
+        self.engine.command(insert_values(self.table, _COLUMNS, [(analyst, locked, release_id, reason, now, whoami())]))
         return AnalystLock(analyst, release_id, reason, now)
-

@@ -1,7 +1,9 @@
 """Stage 5, execute: run dpch's emitted SQL and hold the exact inputs of every group.
 
 :class:`GroupData` never leaves the process: the release stage adds noise to it and only noisy
-values go further. Runs after the charge, inside the accountant's tripwire."""
+values go further. Runs after admission, inside the accountant's tripwire, while the charge's ledger
+row is being written (:meth:`~dpch.accounting.accountant.Accountant.begin_charge`): nothing it
+returns or raises is acted on before that row is durable."""
 
 from __future__ import annotations
 

@@ -15,6 +15,7 @@ metadata_timeout = 2                # seconds ClickHouse lets a metadata query (
 policy = "policy.toml"              # optional TOML overriding the tables' dp: annotations
 access_log = "-"                    # "-" = stderr, or a file path (JSON lines)
 accept_settings = []                # more URL settings to accept and ignore
+ledger_fsync = true                 # optional: fsync every ledger INSERT (survives power loss; slower)
 
 [users.grafana]                     # a ClickHouse user name
 password_sha256 = "5e8848..."       # or password = "..." (plain, for tests)
@@ -39,7 +40,7 @@ from dpch.errors import ConfigError
 _SERVER_KEYS = {
     "dsn", "database", "databases", "host", "port", "display_name", "cache_ttl", "max_request_bytes",
     "query_timeout", "max_concurrent", "policy", "access_log", "accept_settings", "keep_alive_timeout",
-    "metadata_timeout",
+    "metadata_timeout", "ledger_fsync",
 }
 _USER_KEYS = {"password", "password_sha256", "analyst", "epsilon", "delta"}
 
@@ -78,6 +79,9 @@ class ServerConfig:
     policy: str | None = None
     access_log: str | None = "-"
     accept_settings: tuple[str, ...] = ()
+    #: fsync every ledger INSERT (docs/filters-and-ledger.md); None keeps the ledger table's setting
+    #: (or follows $DPCH_LEDGER_FSYNC)
+    ledger_fsync: bool | None = None
     users: dict[str, User] = field(default_factory=dict)
 
     @property
@@ -128,6 +132,11 @@ class ServerConfig:
         if kwargs.get("metadata_timeout", 1.0) == 0:
             raise ConfigError(f"{source}: [server] metadata_timeout must be positive",
                               hint="metadata queries share the engine with releases, so their time is always bounded")
+        if "ledger_fsync" in server:
+            value = server.pop("ledger_fsync")
+            if not isinstance(value, bool):
+                raise ConfigError(f"{source}: [server] ledger_fsync must be true or false")
+            kwargs["ledger_fsync"] = value
         for key in ("dsn", "host", "display_name", "policy", "access_log"):
             if key in server:
                 kwargs[key] = str(server.pop(key))

@@ -33,6 +33,7 @@ from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit
 
 from dpch.errors import ConfigError, ExecutionError, QueryRejected, StoreLocked
+from dpch.store.quoting import quote_identifier, quote_string  # noqa: F401 — re-exported (moved to quoting)
 
 DSN_ENV = "DPCH_DSN"
 DEFAULT_STORE_DIR = "dpch-data"
@@ -47,16 +48,6 @@ def default_dsn() -> str:
     if env:
         return env
     return f"chdb://{Path.cwd() / DEFAULT_STORE_DIR}"
-
-
-def quote_identifier(name: str) -> str:
-    """Backtick-quotes a ClickHouse identifier (database, table or column name)."""
-    return "`" + name.replace("\\", "\\\\").replace("`", "\\`") + "`"
-
-
-def quote_string(text: str) -> str:
-    """A ClickHouse string literal (backslash escapes) for ``text``."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def check_identifier(name: str, what: str) -> str:

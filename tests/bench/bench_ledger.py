@@ -15,6 +15,19 @@ same run, per filter, with a dataset budget beside the analyst's (two scopes). T
 bulk-inserted ledger rows (writing 100 000 releases one by one would take ten minutes); each
 analyst's state is then rebuilt from the ledger as when a process opens the store, and that
 one-time rebuild is timed too. The aim: the ratio at most 1.2.
+
+Then ledger throughput (issue 14, part 2): fixed-cost releases per second of ONE analyst (the
+worst case for its lock) at 1 and 16 threads, with and without ``ledger_fsync``, in three modes
+measured interleaved in the same run:
+
+- ``old``: the path before group commit — admission and an ``INSERT … SELECT {params}`` row under
+  one lock per analyst (``Engine.insert_row``), one INSERT per release;
+- ``group size 1``: today's accountant with grouping off (``GroupCommit.max_batch = 1``): a
+  literal-VALUES INSERT per release, outside the analyst's lock;
+- ``group commit``: today's accountant as shipped: rows admitted while an INSERT runs share the
+  next one.
+
+Run only that part:  python tests/bench/bench_ledger.py --throughput-only
 """
 
 from __future__ import annotations
@@ -25,12 +38,15 @@ import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 from dpch.accounting.accountant import Accountant, forget_cached_state
 from dpch.accounting.budget import Budget
+from dpch.accounting.commit import GroupCommit
 from dpch.accounting.filters import make_filter
 from dpch.privacy.cost import PrivacyCost
 from dpch.store.engine import Engine
@@ -154,6 +170,80 @@ def run_scale(big: int = 100_000, small: int = 10, runs: int = 300) -> str:
     return "\n".join(lines)
 
 
+THROUGHPUT_MODES = ("old", "group size 1", "group commit")
+
+
+def _releases_per_second(engine: Engine, acc: Accountant, mode: str, threads: int, n: int) -> tuple[float, float]:
+    """``n`` fixed-cost releases of ``acc``'s analyst from ``threads`` threads; (releases/s, rows per INSERT)."""
+    cost = PrivacyCost(1e-6)
+    writer = GroupCommit()
+    writer.max_batch = 1 if mode == "group size 1" else GroupCommit.max_batch
+    acc.ledger.writer = writer
+    analyst_lock = threading.Lock()
+
+    def old_release() -> None:  # what Accountant.charge did before group commit
+        with analyst_lock:
+            acc.check(cost, dataset="d.t")
+            engine.insert_row("dpch_ledger", _bare_row())
+
+    def release() -> None:
+        acc.charge(cost, dataset="d.t", query_hash="h", mechanism="laplace")
+
+    one = old_release if mode == "old" else release
+    start = threading.Barrier(threads + 1)
+
+    def worker(count: int) -> None:
+        start.wait()
+        for _ in range(count):
+            one()
+
+    with ThreadPoolExecutor(threads) as pool:
+        futures = [pool.submit(worker, n // threads) for _ in range(threads)]
+        start.wait()
+        started = time.perf_counter()
+        for f in futures:
+            f.result()
+        elapsed = time.perf_counter() - started
+    done = (n // threads) * threads
+    rows_per_insert = writer.rows / writer.inserts if writer.inserts else 1.0
+    return done / elapsed, rows_per_insert
+
+
+def run_throughput(releases: int = 480, rounds: int = 3, thread_counts: tuple[int, ...] = (1, 16)) -> str:
+    """Ledger throughput by mode, thread count and ledger_fsync, interleaved rounds; medians."""
+    lines = [f"machine: {os.cpu_count()} cores, shared with other jobs; {releases} releases of one analyst "
+             f"per cell, {rounds} interleaved rounds, median releases/s (rows per INSERT)", "",
+             "| ledger_fsync | threads | " + " | ".join(THROUGHPUT_MODES) + " | group commit / old |",
+             "|---|---|" + "---|" * (len(THROUGHPUT_MODES) + 1)]
+    with tempfile.TemporaryDirectory() as tmp:
+        engines = {fsync: Engine(f"chdb://{tmp}/store", database=f"bench_fsync_{int(fsync)}")
+                   for fsync in (False, True)}
+        accs = {fsync: Accountant(e, "bench", default_budget=Budget(1e9, 0.5), ledger_fsync=fsync)
+                for fsync, e in engines.items()}
+        for fsync, acc in accs.items():
+            assert acc.ledger.fsync is fsync
+        results: dict[tuple[bool, int, str], list[tuple[float, float]]] = {}
+        for _ in range(rounds):
+            for fsync, acc in accs.items():
+                for threads in thread_counts:
+                    for mode in THROUGHPUT_MODES:
+                        results.setdefault((fsync, threads, mode), []).append(
+                            _releases_per_second(engines[fsync], acc, mode, threads, releases))
+        for fsync in (False, True):
+            for threads in thread_counts:
+                cells, rates = [], {}
+                for mode in THROUGHPUT_MODES:
+                    rs = results[(fsync, threads, mode)]
+                    rates[mode] = statistics.median(r for r, _ in rs)
+                    size = statistics.median(g for _, g in rs)
+                    cells.append(f"{rates[mode]:.0f}" + (f" ({size:.1f})" if mode != "old" else ""))
+                lines.append(f"| {'on' if fsync else 'off'} | {threads} | " + " | ".join(cells)
+                             + f" | {rates['group commit'] / rates['old']:.2f}x |")
+        for e in engines.values():
+            e.close()
+    return "\n".join(lines)
+
+
 def test_bench_ledger() -> None:
     print(run(200))
 
@@ -162,12 +252,24 @@ def test_bench_admission_at_scale() -> None:
     print(run_scale(big=20_000, runs=100))
 
 
+def test_bench_ledger_throughput() -> None:
+    print(run_throughput(releases=320, rounds=2))
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=300)
     parser.add_argument("--scale-only", action="store_true", help="only admission + status at 100 k past releases")
+    parser.add_argument("--throughput-only", action="store_true",
+                        help="only ledger throughput (group commit, ledger_fsync) at 1 and 16 threads")
+    parser.add_argument("--releases", type=int, default=480, help="releases per throughput cell")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the throughput table")
     args = parser.parse_args()
+    if args.throughput_only:
+        print(run_throughput(args.releases, args.rounds))
+        sys.exit(0)
     if not args.scale_only:
         print(run(args.runs))
     print(run_scale(runs=args.runs))
+    print(run_throughput(args.releases, args.rounds))
     sys.exit(0)
