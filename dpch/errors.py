@@ -208,6 +208,20 @@ def _kinds(*rows: tuple[type[DpchError], int, str]) -> dict[str, ErrorKind]:
     return {cls.kind: ErrorKind(cls.kind, cls, code, pep249) for cls, code, pep249 in rows}
 
 
+class LedgerWriteFailed(ExecutionError):
+    """The ledger INSERT carrying a release's charge failed: nothing was released, no noise drawn.
+
+    Fixed text (the failure concerns dpch's own rows, never the data); the release stays counted in
+    this process's budget state until the store is reopened (the safe direction)."""
+
+    kind = "ledger_write"
+
+    def __init__(self) -> None:
+        super().__init__("the privacy ledger could not be written, so nothing was released; the query "
+                         "still counts against the budget until the store is reopened",
+                         hint="the data owner should check the store (disk space, permissions), then retry")
+
+
 #: kind → (dpch class, ClickHouse code, PEP 249 class). The query's fault is a ProgrammingError;
 #: budget, locks and an overloaded gateway are OperationalErrors; configuration is an InterfaceError;
 #: ClickHouse or dpch failing is an InternalError. ClickHouse codes: 201 QUOTA_EXCEEDED for a
@@ -228,6 +242,7 @@ KINDS: dict[str, ErrorKind] = _kinds(
     (GatewayBusy, 202, "OperationalError"),
     (GatewayTimeout, 159, "OperationalError"),
     (ExecutionError, 1002, "InternalError"),
+    (LedgerWriteFailed, 1002, "OperationalError"),
     (QueryFailedAfterCharge, 1001, "InternalError"),
     (ReservationClosed, 1002, "InternalError"),
     (AccuracyNotReached, 36, "OperationalError"),

@@ -66,7 +66,7 @@ from itertools import islice
 from typing import Any
 
 from dpch.accounting.budget import Budget, BudgetSetting, BudgetStore
-from dpch.accounting.commit import LedgerWriteFailed, PendingWrite
+from dpch.accounting.commit import PendingWrite
 from dpch.accounting.filters import DEFAULT_FILTER, PrivacyFilter, make_filter
 from dpch.accounting.ledger import FAILED_SEQ, Ledger, LedgerEntry
 from dpch.accounting.locks import AnalystLock, LockStore
@@ -76,6 +76,7 @@ from dpch.errors import (
     BudgetExceeded,
     ConfigError,
     ExecutionError,
+    LedgerWriteFailed,
     QueryFailedAfterCharge,
     ReservationClosed,
 )

@@ -32,23 +32,9 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from dpch.errors import ExecutionError
+from dpch.errors import LedgerWriteFailed
 from dpch.store.engine import Engine
 from dpch.store.quoting import insert_statement, values_tuple
-
-
-class LedgerWriteFailed(ExecutionError):
-    """The ledger INSERT carrying a release's charge failed: nothing was released, no noise drawn.
-
-    Fixed text (the failure concerns dpch's own rows, never the data); the release stays counted in
-    this process's budget state until the store is reopened (the safe direction)."""
-
-    kind = "ledger_write"
-
-    def __init__(self) -> None:
-        super().__init__("the privacy ledger could not be written, so nothing was released; the query "
-                         "still counts against the budget until the store is reopened",
-                         hint="the data owner should check the store (disk space, permissions), then retry")
 
 
 class PendingWrite:

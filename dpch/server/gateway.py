@@ -128,7 +128,8 @@ class Gateway:
         with self._lock:
             session = self._sessions.get(key)
             if session is None:
-                session = Session(engine, analyst=user.analyst, policy=self.policy)
+                session = Session(engine, analyst=user.analyst, policy=self.policy,
+                                  ledger_fsync=self.config.ledger_fsync)
                 self._sessions[key] = session
             return session
 

@@ -1,7 +1,8 @@
 """Cancelling a running query before its charge (the shell's Ctrl-C).
 
-A query's charge is written to the ledger before ClickHouse reads any data (docs/design.md), so a
-query can be cancelled for free exactly until that write, and never after it:
+A query's admission is decided, and its charge counted, before ClickHouse runs anything for it; the
+charge is durable before its noise is drawn or its result acted on (docs/design.md rule 2). So a
+query can be cancelled for free exactly until the charge is counted, and never after it:
 
 - The caller runs the query inside ``with cancellable(token):`` (a context variable, so only
   that thread's query is affected) and may call :meth:`CancelToken.cancel` from another thread.
@@ -11,8 +12,8 @@ query can be cancelled for free exactly until that write, and never after it:
   Otherwise the token is *committed*: from then on :meth:`CancelToken.cancel` returns False,
   since the release is paid for whether or not its answer is shown.
 
-The decision depends only on when the analyst pressed Ctrl-C relative to the ledger write, which
-happens before any data is read; it reveals nothing about the data.
+The decision depends only on when the analyst pressed Ctrl-C relative to the charge, which is
+counted before any data is read; it reveals nothing about the data.
 """
 
 from __future__ import annotations

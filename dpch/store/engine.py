@@ -326,17 +326,6 @@ class Engine:
         with self.pool.client() as client:
             client.command(sql, parameters=parameters)
 
-    def insert_row(self, table: str, values: dict[str, tuple[str, Any]]) -> None:
-        """Inserts one row as a single statement: ``values`` maps column → (ClickHouse type, value).
-
-        One statement with bound parameters (no client-side DESCRIBE round trip): this is the
-        ledger's hot path.
-        """
-        columns = ", ".join(quote_identifier(c) for c in values)
-        params = ", ".join(f"{{p{i}:{t}}}" for i, (t, _) in enumerate(values.values()))
-        bound = {f"p{i}": v for i, (_, v) in enumerate(values.values())}
-        self.command(f"INSERT INTO {self.table(table)} ({columns}) SELECT {params}", bound)
-
     def query_rows(self, sql: str, parameters: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
         with self.pool.client() as client:
             return list(client.query(sql, parameters=parameters).result_rows)

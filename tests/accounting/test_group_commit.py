@@ -21,9 +21,9 @@ import pytest
 
 from dpch import Budget, BudgetExceeded
 from dpch.accounting.accountant import Accountant, forget_cached_state
-from dpch.accounting.commit import GroupCommit, LedgerWriteFailed
+from dpch.accounting.commit import GroupCommit
 from dpch.accounting.ledger import FSYNC_ENV, Ledger
-from dpch.errors import ConfigError
+from dpch.errors import ConfigError, LedgerWriteFailed
 from dpch.privacy.cost import PrivacyCost
 from dpch.store.engine import Engine
 from tests.accounting.gated_writer import DEADLINE, GatedWriter, wait_for

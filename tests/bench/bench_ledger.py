@@ -21,7 +21,7 @@ worst case for its lock) at 1 and 16 threads, with and without ``ledger_fsync``,
 measured interleaved in the same run:
 
 - ``old``: the path before group commit — admission and an ``INSERT … SELECT {params}`` row under
-  one lock per analyst (``Engine.insert_row``), one INSERT per release;
+  one lock per analyst (``insert_row`` below, the pre-issue-14 form), one INSERT per release;
 - ``group size 1``: today's accountant with grouping off (``GroupCommit.max_batch = 1``): a
   literal-VALUES INSERT per release, outside the analyst's lock;
 - ``group commit``: today's accountant as shipped: rows admitted while an INSERT runs share the
@@ -50,6 +50,16 @@ from dpch.accounting.commit import GroupCommit
 from dpch.accounting.filters import make_filter
 from dpch.privacy.cost import PrivacyCost
 from dpch.store.engine import Engine
+from dpch.store.quoting import quote_identifier
+
+
+def insert_row(engine: Engine, table: str, values: dict[str, tuple[str, object]]) -> None:
+    """The ledger's write before issue 14 (one ``INSERT … SELECT {params}`` per row, parameters bound
+    by the client), kept here as the benchmark's old path."""
+    columns = ", ".join(quote_identifier(c) for c in values)
+    params = ", ".join(f"{{p{i}:{t}}}" for i, (t, _) in enumerate(values.values()))
+    bound = {f"p{i}": v for i, (_, v) in enumerate(values.values())}
+    engine.command(f"INSERT INTO {engine.table(table)} ({columns}) SELECT {params}", bound)
 
 
 def _p99(ms: list[float]) -> float:
@@ -94,12 +104,12 @@ def run(runs: int) -> str:
                     if kind == "fixed":
                         dpch_ms.append(_time(lambda acc=acc: acc.charge(
                             fixed, dataset="d.t", query_hash="h", mechanism="laplace")))
-                        bare_ms.append(_time(lambda: engine.insert_row("bare_ledger", _bare_row())))
+                        bare_ms.append(_time(lambda: insert_row(engine, "bare_ledger", _bare_row())))
                     else:
                         dpch_ms.append(_time(lambda acc=acc: acc.reserve(
                             worst, dataset="d.t", query_hash="h", mechanism="brownian").settle(realized)))
-                        bare_ms.append(_time(lambda: (engine.insert_row("bare_ledger", _bare_row()),
-                                                      engine.insert_row("bare_ledger", _bare_row()))))
+                        bare_ms.append(_time(lambda: (insert_row(engine, "bare_ledger", _bare_row()),
+                                                      insert_row(engine, "bare_ledger", _bare_row()))))
                 med, bmed = statistics.median(dpch_ms), statistics.median(bare_ms)
                 lines.append(f"| {name} | {kind} | {med:.2f} | {_p99(dpch_ms):.2f} | {bmed:.2f} | "
                              f"{_p99(bare_ms):.2f} | {med / bmed:.2f}x |")
@@ -184,7 +194,7 @@ def _releases_per_second(engine: Engine, acc: Accountant, mode: str, threads: in
     def old_release() -> None:  # what Accountant.charge did before group commit
         with analyst_lock:
             acc.check(cost, dataset="d.t")
-            engine.insert_row("dpch_ledger", _bare_row())
+            insert_row(engine, "dpch_ledger", _bare_row())
 
     def release() -> None:
         acc.charge(cost, dataset="d.t", query_hash="h", mechanism="laplace")

@@ -18,8 +18,7 @@ from contextlib import contextmanager
 import pytest
 
 from dpch import Budget
-from dpch.accounting.commit import LedgerWriteFailed
-from dpch.errors import AnalystLocked, QueryFailedAfterCharge
+from dpch.errors import AnalystLocked, LedgerWriteFailed, QueryFailedAfterCharge
 from dpch.store.engine import Engine
 from tests.accounting.gated_writer import DEADLINE, GatedWriter
 from tests.helpers import inject_totality_gap, ledger_rows
