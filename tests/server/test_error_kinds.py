@@ -23,6 +23,7 @@ from dpch.errors import (
     BudgetExceeded,
     CostCheckFailed,
     DpchError,
+    LedgerWriteFailed,
     PolicyError,
     QueryFailedAfterCharge,
     QueryRejected,
@@ -41,8 +42,8 @@ def _instance(kind: str) -> DpchError:
     if cls is AccuracyNotReached:
         report = WireAccuracy({"target": "± 5 at 95%", "met": False, "steps": 3}, "target ± 5 not met after 3 steps")
         return AccuracyNotReached("r-42", PrivacyCost(0.75, 1e-7, 0.01), report)
-    if cls is QueryFailedAfterCharge:
-        return QueryFailedAfterCharge()
+    if cls in (QueryFailedAfterCharge, LedgerWriteFailed):  # one fixed sentence each
+        return cls()
     if cls is AnalystLocked:
         return AnalystLocked.of("ana")
     if cls is CostCheckFailed:
