@@ -30,6 +30,7 @@ from sqlglot import exp
 from dpch.errors import QueryRejected
 from dpch.sql.bounds import (
     AGGREGATE_NAMES,
+    MAX_EXACT_INTEGER,
     Interval,
     ValueExpr,
     ValueTranslator,
@@ -276,8 +277,6 @@ class AggregateBuilder:
                           grid=(iv.lo, step, points))
 
 
-#: integer measures accumulate in Int128: at most 2^64 rows of |value| < 2^62 sum to < 2^126
-MAX_EXACT_INTEGER = 2.0**62
 #: Float64 measures: 2^64 rows of |value| ≤ 1e280 stay far below Float64's 1.8e308 (no ±inf)
 MAX_FLOAT = 1e280
 

@@ -192,6 +192,12 @@ def _is_decimal(type_: str) -> bool:
     return "Decimal" in type_
 
 
+#: integer values are carried exactly (in Int128) only below this magnitude: at most 2^64 rows of
+#: |value| < 2^62 sum to < 2^126, and toInt128 of a larger Float64 (e.g. pow(x, 4) clamped at 1e48)
+#: would wrap silently (docs/design.md rule 6); larger integer values are carried as Float64
+MAX_EXACT_INTEGER = 2.0**62
+
+
 class ValueTranslator:
     """Translates a value expression into clamped SQL with bounds (interval arithmetic)."""
 
@@ -205,7 +211,8 @@ class ValueTranslator:
         value = self._value(node, context)
         nullable = self.nullable(node)
         interval = value.interval.check()
-        exact_integer = value.integer and float(interval.lo).is_integer() and float(interval.hi).is_integer()
+        exact_integer = (value.integer and float(interval.lo).is_integer() and float(interval.hi).is_integer()
+                         and interval.magnitude < MAX_EXACT_INTEGER)
         if isinstance(node, exp.Column) and exact_integer:
             # clamped in the column's own type (exact; an integer is never NaN), then widened so that
             # sums accumulate in Int128 and cannot wrap (docs/design.md rule 6)
