@@ -17,7 +17,7 @@ from dpch.pipeline import accuracy_first, admit, execute
 from dpch.pipeline.calibrate import calibrate
 from dpch.pipeline.check import Probe
 from dpch.pipeline.context import QueryContext
-from dpch.pipeline.plan import PublicDomains, plan_query
+from dpch.pipeline.plan import PlanCache, PublicDomains, plan_query
 from dpch.pipeline.release import Noise, release_rows
 from dpch.pipeline.report import Explanation, Release, explanation_release, measure_reports, notes
 from dpch.policy.model import TablePolicy
@@ -61,14 +61,27 @@ class Session:
                                      filter_options=filter_options, ledger_fsync=ledger_fsync)
         self.context = QueryContext(engine, self.accountant, Probe(engine), Noise(seed))
         self.public_domains = PublicDomains(engine, self.table_policy)
+        self.plans = PlanCache()
         self.accuracy_runs = accuracy_first.AccuracyRuns()
 
     # -- queries ---------------------------------------------------------------------------------
 
     def plan(self, sql: str, **options: Any) -> tuple[QueryPlan, QueryOptions]:
-        """Parses and analyzes ``sql``; reads only the policy (and public tables' key domains)."""
-        return plan_query(sql, defaults=self.defaults, overrides=options, table_policy=self.table_policy,
-                          database=self.engine.database, public_domain=self.public_domains)
+        """Parses and analyzes ``sql``; reads only the policy (and public tables' key domains).
+        A text planned before is reused while its policies and domains are unchanged (:class:`PlanCache`)."""
+        try:
+            key: Any = (sql, frozenset(options.items()))
+            hash(key)
+        except TypeError:  # an unhashable option value: plan without the cache
+            key = None
+
+        def build(table_policy: Any, public_domain: Any) -> tuple[QueryPlan, QueryOptions]:
+            return plan_query(sql, defaults=self.defaults, overrides=options, table_policy=table_policy,
+                              database=self.engine.database, public_domain=public_domain)
+
+        if key is None:
+            return build(self.table_policy, self.public_domains)
+        return self.plans.plan(key, self.table_policy, self.public_domains, build)
 
     def explain(self, sql: str, **options: Any) -> Explanation:
         """The emitted SQL, sensitivities, noise and cost of ``sql``, without spending anything."""
@@ -94,7 +107,7 @@ class Session:
         if opts.accuracy_first:  # dp_accuracy / dp_relative_error: noise reduction
             return accuracy_first.answer(self.context, self.accuracy_runs, plan, opts, started)
         noise = calibrate(plan, opts)
-        emitted = emit_sql(plan, self.engine.database)
+        emitted = self.plans.emitted(plan, lambda p: emit_sql(p, self.engine.database))
         self.context.probe.check(plan, emitted)
         # admitted and counted now; the ledger row is written while the aggregate runs
         pending = admit.begin_charge(self.accountant, noise.cost, self.datasets(plan), plan, opts.resolved_mechanism)
