@@ -63,11 +63,8 @@ class BudgetStore:
             " COMMENT 'dpch: per-analyst privacy budgets (latest row wins)'"
         )
         # stores created before per-dataset budgets and filter choice
-        engine.command(
-            f"ALTER TABLE {self.table} ADD COLUMN IF NOT EXISTS dataset String DEFAULT '',"
-            " ADD COLUMN IF NOT EXISTS filter String DEFAULT '',"
-            " ADD COLUMN IF NOT EXISTS filter_options String DEFAULT ''"
-        )
+        engine.add_missing_columns(BUDGETS_TABLE, [
+            ("dataset", "String DEFAULT ''"), ("filter", "String DEFAULT ''"), ("filter_options", "String DEFAULT ''")])
 
     def get(self, analyst: str) -> Budget | None:
         rows = self.engine.query_rows(

@@ -146,14 +146,12 @@ class Ledger:
             " COMMENT 'dpch: privacy ledger (append-only; never edit by hand)'"
         )
         # ledgers created before ex-post releases, and before joins counted per dataset
-        engine.command(
-            f"ALTER TABLE {self.table} ADD COLUMN IF NOT EXISTS worst_rho Nullable(Float64),"
-            " ADD COLUMN IF NOT EXISTS ex_post Bool DEFAULT false,"
-            " ADD COLUMN IF NOT EXISTS datasets Array(String) DEFAULT [],"
+        engine.add_missing_columns(LEDGER_TABLE, [
+            ("worst_rho", "Nullable(Float64)"), ("ex_post", "Bool DEFAULT false"),
+            ("datasets", "Array(String) DEFAULT []"),
             # the δ of a release's zCDP view (δ-approximate ρ-zCDP; PrivacyCost.rho_delta): 0 for rows
             # written before it existed, which is right for them (only ρ-zCDP mechanisms had a ρ)
-            " ADD COLUMN IF NOT EXISTS rho_delta Float64 DEFAULT 0"
-        )
+            ("rho_delta", "Float64 DEFAULT 0")])
         if fsync is None:
             fsync = fsync_from_env()
         if fsync is not None and self.fsync != fsync:

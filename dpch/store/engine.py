@@ -326,6 +326,16 @@ class Engine:
         with self.pool.client() as client:
             client.command(sql, parameters=parameters)
 
+    def add_missing_columns(self, table: str, columns: Sequence[tuple[str, str]]) -> None:
+        """Adds each ``(name, "Type [DEFAULT …]")`` column that ``table`` lacks (a store written by an
+        older dpch). Read first, altered only if something is missing: an ``ALTER … ADD COLUMN IF
+        NOT EXISTS`` rewrites the table's metadata even when it adds nothing (~20 ms at every open)."""
+        present = {c.name for c in self.columns(table)}
+        missing = [(name, spec) for name, spec in columns if name not in present]
+        if missing:
+            self.command(f"ALTER TABLE {self.table(table)} "
+                         + ", ".join(f"ADD COLUMN IF NOT EXISTS {quote_identifier(n)} {spec}" for n, spec in missing))
+
     def query_rows(self, sql: str, parameters: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
         with self.pool.client() as client:
             return list(client.query(sql, parameters=parameters).result_rows)
