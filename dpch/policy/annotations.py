@@ -65,6 +65,14 @@ def with_item(comment: str, key: str, value: Any) -> str:
     return f"{PREFIX} " + ", ".join(items)
 
 
+def without_item(comment: str, key: str) -> str:
+    """``comment`` (a ``dp:`` annotation) without ``key``; the other items are kept as written."""
+    body = comment.strip()[len(PREFIX):]
+    items = [item.strip() for item in _split_top_level(body, "the comment")
+             if item.strip() and item.split("=", 1)[0].strip().lower() != key]
+    return f"{PREFIX} " + ", ".join(items)
+
+
 def _parse_value(raw: str, *, key: str, where: str) -> Any:
     if not raw:
         raise PolicyError(f"annotation of {where}: {key}= has no value")
