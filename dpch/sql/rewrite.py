@@ -54,10 +54,10 @@ SELECTION_MEASURE = "units"
 ROWS = "__rows"
 
 
-def _inner(plan: QueryPlan, *, cap: bool = True, split: bool = True) -> exp.Query:
+def _inner(plan: QueryPlan, *, cap: bool = True, fast: bool = True) -> exp.Query:
     """The capped rows: each unit's first k rows of the filtered source, columns c0… and the unit
-    (``cap=False``: every filtered row, for :func:`.cap.count_by_unit`; ``split=False``: capped in
-    one stream)."""
+    (``cap=False``: every filtered row, for :func:`.cap.count_by_unit`; ``fast=False``: always
+    capped, in one stream — no split, no verified branch)."""
     relation = plan.relation
     assert relation.from_ is not None and relation.unit is not None
     columns = [alias(base, name) for name, base in plan.inner]
@@ -69,10 +69,10 @@ def _inner(plan: QueryPlan, *, cap: bool = True, split: bool = True) -> exp.Quer
         select.set("where", exp.Where(this=conjunction(list(plan.where))))
     if not (relation.needs_cap and cap):
         return select
-    if relation.verified is not None:
+    if fast and relation.verified is not None:
         # uncapped while the data is the verified data, capped otherwise (one scalar guard decides)
-        return verified_branches(select, lambda rows: _capped(plan, rows, split=split), relation.verified)
-    return _capped(plan, select, split=split)
+        return verified_branches(select, lambda rows: _capped(plan, rows, split=True), relation.verified)
+    return _capped(plan, select, split=fast)
 
 
 def _capped(plan: QueryPlan, select: exp.Select, *, split: bool) -> exp.Query:
@@ -138,15 +138,15 @@ def _count_by_unit(plan: QueryPlan, rows: exp.Table) -> exp.Select:
     return select
 
 
-def _aggregate(plan: QueryPlan, rows: exp.Table, *, split: bool) -> exp.Select:
+def _aggregate(plan: QueryPlan, rows: exp.Table, *, fast: bool) -> exp.Select:
     """Keys and measures over the capped rows."""
     select_list = [alias(k.node, f"k{i}", quoted=False) for i, k in enumerate(plan.keys)]
     select_list += [alias(m.node, m.name, quoted=False) for m in plan.measures]
     if plan.partition_selection:
         select_list.append(alias(call("uniqExact", column(UNIT_COLUMN)), SELECTION_MEASURE, quoted=False))
     select = exp.Select(expressions=select_list).from_(rows, copy=False)
-    ctes = [exp.CTE(this=_inner(plan, split=split), alias=exp.TableAlias(this=ident(ROWS)))]
-    if plan.relation.verified is not None:
+    ctes = [exp.CTE(this=_inner(plan, fast=fast), alias=exp.TableAlias(this=ident(ROWS)))]
+    if fast and plan.relation.verified is not None:
         ctes.insert(0, verified_record(plan.relation.verified))  # one scalar, read by both branches
     select.set("with_", exp.With(expressions=ctes))
     if plan.restrict_groups:
@@ -168,14 +168,14 @@ def emit_tree(plan: QueryPlan, *, fast_cap: bool = True) -> exp.Query:
     and what the probe checks are both rendered from it (docs/design.md rule 4).
 
     ``fast_cap=False`` emits the cap as one ``ORDER BY … LIMIT k BY`` stream, without the rewrites
-    of :mod:`.cap` (split ranges, COUNT by unit): the same exact values, slower; the reference the
-    tests and the benchmark compare the rewrites with.
+    of :mod:`.cap` (split ranges, COUNT by unit, a verified table's guarded branches): the same exact
+    values, slower; the always-capped reference the tests and the benchmark compare the rewrites with.
     """
     rows = exp.Table(this=ident(ROWS))
     if fast_cap and _counts_by_unit(plan):
         select = _count_by_unit(plan, rows)
     else:
-        select = _aggregate(plan, rows, split=fast_cap)
+        select = _aggregate(plan, rows, fast=fast_cap)
     # a LEFT join's unmatched rows carry the column type's default, which the key domain counts on:
     # pinned, so a server profile with join_use_nulls = 1 cannot silently drop that group
     select.set("settings", [setting("join_use_nulls", exp.Literal.number(0))])

@@ -69,7 +69,9 @@ def _values(session, plan, tree) -> dict:
 
 def _emitted_and_capped(session, sql: str, plan=None) -> tuple[dict, dict]:
     plan = plan or session.explain(sql).plan
-    return _values(session, plan, emit_tree(plan)), _values(session, plan, emit_tree(plan, fast_cap=False))
+    reference = emit_tree(plan, fast_cap=False)
+    assert VERIFIED not in render(reference) and "LIMIT 3 BY" in render(reference)  # always capped
+    return _values(session, plan, emit_tree(plan)), _values(session, plan, reference)
 
 
 def _guarded(session, sql: str) -> bool:
