@@ -4,7 +4,9 @@ The cap keeps each unit's first k rows (``ORDER BY <order> LIMIT k BY <unit>``).
 ``LIMIT BY`` after merging its sorted read streams into one, so on a large table the cap runs on
 one core. Two rewrites keep exactly the same rows and run on more:
 
-- **Split by unit range** (:func:`capped_rows`): on a table stored ordered by its unit, the rows
+- **Split by unit range** (:func:`capped_rows`), where the owner declared ``split_cap`` (it costs a
+  few ms on small tables, and dpch cannot choose by size without the SQL depending on the data):
+  on a table stored ordered by its unit, the rows
   are cut in two at a unit value read from the table's primary index (the middle mark), and each
   half is capped on its own in one branch of a ``UNION ALL``; ClickHouse runs the branches in
   parallel, each reading only its half of the granules. Every unit lies wholly in one branch
@@ -17,6 +19,10 @@ one core. Two rewrites keep exactly the same rows and run on more:
 - **COUNT as Σ least(rows, k)** (:func:`count_by_unit`): an ungrouped ``count()`` of the capped
   rows equals the sum over units of ``least(count(), k)`` of the filtered rows, which a plain
   (parallel) GROUP BY computes without ordering anything.
+
+And one form that reads fewer: on a table whose rows per unit the owner verified
+(:func:`verified_branches`), the rows are read uncapped while the data is exactly the verified data
+and capped otherwise, a guard inside the query choosing; the value is the capped one either way.
 """
 
 from __future__ import annotations
@@ -101,7 +107,11 @@ def verified_branches(select: exp.Select, capped: Callable[[exp.Select], exp.Que
       the named parts to read (fewer rows, each unit still at most ``cap``).
 
     Neither the part list nor any checksum is in the SQL: both are read from ``dpch_verified`` inside
-    the query (the list identifies the data, :mod:`dpch.policy.parts`).
+    the query (the list identifies the data, :mod:`dpch.policy.parts`). Totality (docs/design.md
+    rule 5): the functions added here read metadata and constants, except ``has(<names>, _part)``,
+    a membership test of a String in an Array(String): none can raise on any row. The probe swaps
+    ``_part`` (:data:`PART_MARK`) for ``''``; ``system.parts`` and ``dpch_verified`` hold no row of
+    the analyst's tables, so the probe reads them as they are.
     """
     part = exp.Column(this=exp.Identifier(this="_part", quoted=False),
                       table=exp.Identifier(this=verified.qualifier, quoted=False))
