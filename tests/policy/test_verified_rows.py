@@ -308,3 +308,11 @@ def test_the_guard_lists_the_parts_as_the_verification_does(connect):
     tree = current_parts_tree(s.engine.database, "t")
     assert s.engine.query_rows(render(tree.this))[0][0] == current_parts(s.engine, "t")
     assert current_parts(s.engine, "t").count(",") == 1
+
+
+def test_without_item_removes_the_key_and_keeps_the_rest():
+    from dpch.policy.annotations import parse_annotation, without_item
+
+    comment = 'dp: privacy_unit=uid, verified_parts=[["a", "b"]], max_rows_per_unit=3, note="x, y"'
+    assert parse_annotation(without_item(comment, "verified_parts"), where="t") == {
+        "privacy_unit": "uid", "max_rows_per_unit": 3, "note": "x, y"}
