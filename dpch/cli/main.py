@@ -170,7 +170,7 @@ def budget_unlock(obj: Context, target: str) -> None:
 
 @cli.group()
 def policy() -> None:
-    """Inspect privacy policies."""
+    """Inspect privacy policies (and verify a table's rows per unit)."""
 
 
 @policy.command("show")
@@ -188,6 +188,20 @@ def policy_show(obj: Context, table: str | None, as_json: bool) -> None:
     if not policies:
         click.echo(f"no annotated tables in database {session.engine.database}")
     click.echo("\n\n".join(p.describe() for p in policies))
+
+
+@policy.command("verify")
+@click.argument("table")
+@click.pass_obj
+@friendly_errors
+def policy_verify(obj: Context, table: str) -> None:
+    """(Data owner) Check that no unit of TABLE has more than its max_rows_per_unit rows, and record
+    it: queries then skip the contribution cap until the table's data changes."""
+    # start-up: the verification needs the policy package; only this command loads it here
+    from dpch.policy.verify import verify_rows_per_unit
+
+    session = obj.store("dpch policy verify")
+    click.echo(verify_rows_per_unit(session.engine, session.policy, table).describe())
 
 
 @cli.command()

@@ -52,16 +52,11 @@ def parse_annotation(comment: str, *, where: str) -> dict[str, Any]:
     return result
 
 
-def with_item(comment: str, key: str, value: Any) -> str:
-    """``comment`` as a ``dp:`` annotation with ``key`` set to the JSON ``value`` (replaced if present,
-    appended otherwise); the other items are kept as written. A comment that is not an annotation
-    becomes one holding only this item (its text is an ordinary comment, which dp: replaces)."""
-    items: list[str] = []
-    if is_annotation(comment):
-        body = comment.strip()[len(PREFIX):]
-        items = [item.strip() for item in _split_top_level(body, "the comment")
-                 if item.strip() and item.split("=", 1)[0].strip().lower() != key]
-    items.append(f"{key}={json.dumps(value, separators=(',', ':'))}")
+def without_item(comment: str, key: str) -> str:
+    """``comment`` (a ``dp:`` annotation) without ``key``; the other items are kept as written."""
+    body = comment.strip()[len(PREFIX):]
+    items = [item.strip() for item in _split_top_level(body, "the comment")
+             if item.strip() and item.split("=", 1)[0].strip().lower() != key]
     return f"{PREFIX} " + ", ".join(items)
 
 

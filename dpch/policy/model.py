@@ -10,7 +10,12 @@ from typing import Any
 
 from dpch.errors import PolicyError
 
-TABLE_KEYS = {"privacy_unit", "max_rows_per_unit", "unique_units", "max_groups_per_unit", "public", "verified_parts"}
+#: written into COMMENTs by an older dpch's verification (a list of part names and checksums); read
+#: and ignored: verifications now live in ``dpch_verified`` (:mod:`dpch.policy.verified`), and
+#: ``dpch policy verify`` removes the item
+LEGACY_VERIFIED = "verified_parts"
+TABLE_KEYS = {"privacy_unit", "max_rows_per_unit", "unique_units", "max_groups_per_unit", "public", "split_cap",
+              LEGACY_VERIFIED}
 COLUMN_KEYS = {"bounds", "public", "values"}
 
 _WRAPPER = re.compile(r"^(?:Nullable|LowCardinality)\((.*)\)$")
@@ -97,11 +102,15 @@ class TablePolicy:
     sorting_key: tuple[str, ...] = field(default=())
     #: the table's primary key (a prefix of the sorting key), when it is plain columns
     primary_key: tuple[str, ...] = field(default=())
-    #: the table's active parts (name, checksum) when the owner verified that no unit has more than
+    #: the owner's opt-in to the split cap (``split_cap``): on a table stored ordered by its unit the
+    #: cap runs in two parallel branches (:func:`dpch.sql.cap.capped_rows`) — faster on large tables,
+    #: a few ms slower on small ones, the same rows always
+    split_cap: bool = False
+    #: whether ``dpch_verified`` holds a verification that no unit has more than
     #: ``max_rows_per_unit`` rows (:func:`dpch.policy.verify.verify_rows_per_unit`)
-    verified_parts: tuple[tuple[str, str], ...] = field(default=())
-    #: whether the table's active parts are still exactly :attr:`verified_parts`, read when the
-    #: policy was looked up (:meth:`dpch.policy.Policy.table` reads it at every lookup)
+    verified: bool = False
+    #: whether the table's data is still the verified data, read when the policy was looked up (for
+    #: ``dpch policy show`` only: the emitted query checks it again itself, :func:`dpch.sql.cap.verified_guard`)
     verified_current: bool = False
 
     @property
@@ -123,12 +132,10 @@ class TablePolicy:
 
     @property
     def rows_verified(self) -> bool:
-        """Whether the cap may be skipped because the owner's verification still describes the data.
-
-        The emitted query then reads only the verified parts, and only while the table's parts are
-        still exactly those (checked again inside the query), so a change after the lookup can
-        make that query read less, never rows that were not verified."""
-        return bool(self.verified_parts) and self.verified_current and not self.unique_units
+        """Whether the emitted query reads the table in the two guarded branches of a verified table
+        (uncapped while the data is the verified data, capped otherwise: :func:`dpch.sql.cap.verified_guard`).
+        Whether the record is still current does not matter here: the query checks it as it runs."""
+        return self.verified and not self.unique_units
 
     @property
     def unit_indexed(self) -> bool:
@@ -173,10 +180,14 @@ class TablePolicy:
                 lines.append("  one row per unit (no contribution cap needed)")
             else:
                 lines.append(f"  max rows per unit: {self.max_rows_per_unit}")
-            if self.verified_parts:
+            if self.verified:
                 state = "current: the cap is skipped" if self.verified_current else \
-                    "stale (the data changed since): the cap is applied"
-                lines.append(f"  rows per unit verified on {len(self.verified_parts)} part(s), {state}")
+                    "stale: the data changed since, the cap applies until it is verified again"
+                lines.append(f"  rows per unit verified ({state})")
+            if self.split_cap:
+                lines.append("  split cap: the cap runs in two parallel branches" if self.unit_indexed and
+                             not self.nullable_unit else "  split cap declared, but the table is not stored "
+                             "ordered by its (non-Nullable) unit first in the primary key: the cap runs in one stream")
             if self.max_groups_per_unit is not None:
                 lines.append(f"  max groups per unit: {self.max_groups_per_unit}")
         if self.sources:
@@ -196,6 +207,9 @@ class TablePolicy:
             "unique_units": self.unique_units,
             "nullable_unit": self.nullable_unit,
             "max_groups_per_unit": self.max_groups_per_unit,
+            "split_cap": self.split_cap,
+            # current/stale only: the record itself (its parts' checksums) is never shown
+            "rows_verified": ("current" if self.verified_current else "stale") if self.verified else None,
             "columns": {
                 c.name: {
                     "type": c.type,
@@ -259,9 +273,9 @@ def build_table_policy(
             hint="add max_rows_per_unit=K to the table comment (or unique_units if each unit "
             "has one row); without a cap one unit's influence is unbounded",
         )
-    verified = _verified_parts(table_spec.get("verified_parts", []), f"table {table}: verified_parts")
-    if verified and cap is None:
-        raise PolicyError(f"table {table}: verified_parts needs max_rows_per_unit (the bound that was verified)")
+    split = _flag(table_spec.get("split_cap", False), f"table {table}: split_cap")
+    if split and unit is None:
+        raise PolicyError(f"table {table}: split_cap needs a privacy_unit (it splits the contribution cap)")
     if unit is None and (cap is not None or unique):
         raise PolicyError(
             f"table {table} sets a contribution cap but names no privacy_unit",
@@ -276,7 +290,7 @@ def build_table_policy(
         max_groups_per_unit=groups,
         public=public,
         sources=sources,
-        verified_parts=verified,
+        split_cap=split,
         sorting_key=tuple(k for k in sorting_key if k in column_types)
         if all(k in column_types for k in sorting_key)
         else (),
@@ -333,15 +347,6 @@ def _column_policy(table: str, name: str, ch_type: str, spec: dict[str, Any]) ->
         raise PolicyError(f"{where}: values are only meaningful on a public column")
     return ColumnPolicy(name=name, type=ch_type, bounds=bounds, public=public, values=values,
                         date_bounds=date_bounds)
-
-
-def _verified_parts(value: Any, where: str) -> tuple[tuple[str, str], ...]:
-    """``[["part name", "checksum"], ...]`` as written by the verification."""
-    if not isinstance(value, list) or not all(
-            isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) and x for x in p) for p in value):
-        raise PolicyError(f"{where} must be a list of [part name, checksum] pairs",
-                          hint="let `dpch.policy.verify.verify_rows_per_unit` write it")
-    return tuple(sorted((name, checksum) for name, checksum in value))
 
 
 def _flag(value: Any, where: str) -> bool:

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 from dpch.errors import PolicyError
 from dpch.policy.annotations import is_annotation, parse_annotation
 from dpch.policy.model import TablePolicy, build_table_policy
-from dpch.policy.parts import active_parts
 from dpch.policy.toml_file import parse_policy_mapping, read_policy_toml, read_privacy_settings
+from dpch.policy.verified import lookup as verification
 
 if TYPE_CHECKING:
     from dpch.store.engine import Engine
@@ -72,9 +72,6 @@ class Policy:
             policy = self._build(engine, table)
             with self._lock:
                 self._cache[key] = (policy, now)
-        if policy.verified_parts:
-            # read at every lookup, never cached: a verification goes stale the moment the data changes
-            policy = replace(policy, verified_current=active_parts(engine, table) == policy.verified_parts)
         return policy
 
     def _build(self, engine: Engine, table: str) -> TablePolicy:
@@ -102,7 +99,7 @@ class Policy:
             for col, spec in override["columns"].items():
                 column_specs[col] = {**column_specs.get(col, {}), **spec}
             sources.append(self.source or "policy file")
-        return build_table_policy(
+        policy = build_table_policy(
             table,
             {c.name: c.type for c in columns},
             table_spec,
@@ -111,6 +108,13 @@ class Policy:
             tuple(engine.sorting_key(table)),
             _primary_key(engine, table),
         )
+        if policy.private and policy.max_rows_per_unit is not None and not policy.unique_units:
+            # cached with the policy: whether a record exists decides the emitted query's form (its
+            # guard checks the record again as it runs, so a cached answer is never unsafe), and
+            # whether it is current is only shown (`dpch policy show`)
+            state = verification(engine, table, policy.unit_column, policy.max_rows_per_unit)
+            policy = replace(policy, verified=state.recorded, verified_current=state.current)
+        return policy
 
 
 def _primary_key(engine: Engine, table: str) -> tuple[str, ...]:

@@ -4,7 +4,9 @@ The cap keeps each unit's first k rows (``ORDER BY <order> LIMIT k BY <unit>``).
 ``LIMIT BY`` after merging its sorted read streams into one, so on a large table the cap runs on
 one core. Two rewrites keep exactly the same rows and run on more:
 
-- **Split by unit range** (:func:`capped_rows`): on a table stored ordered by its unit, the rows
+- **Split by unit range** (:func:`capped_rows`), where the owner declared ``split_cap`` (it costs a
+  few ms on small tables, and dpch cannot choose by size without the SQL depending on the data):
+  on a table stored ordered by its unit, the rows
   are cut in two at a unit value read from the table's primary index (the middle mark), and each
   half is capped on its own in one branch of a ``UNION ALL``; ClickHouse runs the branches in
   parallel, each reading only its half of the granules. Every unit lies wholly in one branch
@@ -17,12 +19,21 @@ one core. Two rewrites keep exactly the same rows and run on more:
 - **COUNT as Σ least(rows, k)** (:func:`count_by_unit`): an ungrouped ``count()`` of the capped
   rows equals the sum over units of ``least(count(), k)`` of the filtered rows, which a plain
   (parallel) GROUP BY computes without ordering anything.
+
+And one form that reads fewer: on a table whose rows per unit the owner verified
+(:func:`verified_branches`), the rows are read uncapped while the data is exactly the verified data
+and capped otherwise, a guard inside the query choosing; the value is the capped one either way.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from sqlglot import exp
 
+from dpch.policy.parts import MAX_PARTS
+from dpch.policy.verified import VERIFIED_TABLE
 from dpch.sql.nodes import alias, call, column, conjunction, limit_by, ordered
 
 #: marks of the primary index read to choose the split point; ``groupArray(N)`` keeps at most N
@@ -55,39 +66,103 @@ def split_point(database: str, table: str, unit: str) -> exp.Subquery:
     return exp.Subquery(this=exp.Select(expressions=[value]).from_(index, copy=False))
 
 
-#: marks the ``_part`` virtual column of :func:`verified_rows` (the probe's synthetic row has none)
+@dataclass(frozen=True)
+class VerifiedTable:
+    """A table whose rows per unit the owner verified, as the query reads it (``qualifier``: its alias)."""
+
+    database: str
+    table: str
+    unit: str
+    cap: int
+    qualifier: str
+
+
+#: marks the ``_part`` virtual column of :func:`verified_branches` (the probe's synthetic row has none)
 PART_MARK = "dpch_part"
 
 
-def verified_rows(database: str, table: str, parts: tuple[tuple[str, str], ...], qualifier: str) -> exp.Expr:
-    """The rows of a table whose rows per unit the owner verified, while the verification holds:
-    ``indexHint(_part IN (<verified names>)) AND (<active parts now>) = (<verified parts>)``.
+#: name of the scalar holding :func:`verified_record` in the emitted query's WITH
+VERIFIED = "__verified"
 
-    Replaces the cap (docs/annotating.md). The policy lookup found the parts unchanged; this
-    condition checks again as the query runs and reads only the verified parts, so a change in
-    between (an INSERT, a mutation, a merge, the table dropped and created again) makes the query
-    read fewer rows — never a row that was not verified (a part's name and checksum identify its
-    contents, :mod:`dpch.policy.parts`).
+
+def verified_branches(select: exp.Select, capped: Callable[[exp.Select], exp.Query],
+                      verified: VerifiedTable) -> exp.Union:
+    """The rows of a table whose rows per unit the owner verified, in two branches one scalar guard G
+    selects: ``(SELECT … WHERE G AND indexHint(has(<recorded part names>, _part))) UNION ALL
+    capped(SELECT … WHERE NOT G)``, with G and the names read from the query's WITH scalar
+    :data:`VERIFIED` (:func:`verified_record`, evaluated once per query).
+
+    G is true when the table's active parts are now exactly the parts of its latest verification of
+    at most ``cap`` rows per ``unit`` (``dpch_verified``). Why the released value is always the capped
+    aggregate of the data the query reads, so that its sensitivity is the cap's whatever G's value:
+
+    - G true: the parts are the verified ones, so every unit has at most ``cap`` rows and the uncapped
+      rows of branch 1 are exactly the capped rows; branch 2 reads nothing (its WHERE is constant
+      false: ClickHouse evaluates the scalar before planning and reads no part for it).
+    - G false: branch 1 reads nothing; branch 2 is the cap.
+    - a write between G's evaluation and the read (an INSERT: new parts, whose names no record
+      holds): branch 1 reads only parts named in the record (``indexHint``: pruned by name, not
+      filtered per row), each unit at most ``cap`` rows; the value is the capped aggregate of the
+      data as verified, i.e. as it was when G was evaluated. A merge in that window leaves fewer of
+      the named parts to read (fewer rows, each unit still at most ``cap``).
+
+    Neither the part list nor any checksum is in the SQL: both are read from ``dpch_verified`` inside
+    the query (the list identifies the data, :mod:`dpch.policy.parts`). Totality (docs/design.md
+    rule 5): the functions added here read metadata and constants, except ``has(<names>, _part)``,
+    a membership test of a String in an Array(String): none can raise on any row. The probe swaps
+    ``_part`` (:data:`PART_MARK`) for ``''``; ``system.parts`` and ``dpch_verified`` hold no row of
+    the analyst's tables, so the probe reads them as they are.
     """
     part = exp.Column(this=exp.Identifier(this="_part", quoted=False),
-                      table=exp.Identifier(this=qualifier, quoted=False))
+                      table=exp.Identifier(this=verified.qualifier, quoted=False))
     part.meta[PART_MARK] = True
-    # indexHint: ClickHouse prunes the parts by the condition (index analysis) without evaluating it
-    # on every row — as a row filter it cost 45% of the read on 20 M rows here. That the pruning
-    # happens is tested (tests/policy/test_verified_rows.py), so a ClickHouse that stopped doing it
-    # fails the suite
-    names = call("indexHint", exp.In(this=part, expressions=[exp.Literal.string(name) for name, _ in parts]))
-    current = call("arrayStringConcat", call("arraySort", call("groupArray", call(
-        "concat", exp.column("name"), exp.Literal.string(":"), exp.column("hash_of_all_files")))),
-        exp.Literal.string(","))
+    record = exp.column(VERIFIED)
+    guard = call("tupleElement", record, exp.Literal.number(1))
+    # indexHint: ClickHouse prunes the parts by the condition (index analysis) without evaluating it on
+    # every row — as a row filter it cost 45% of the read on 20 M rows here. That the pruning happens
+    # is tested (tests/policy/test_verified_rows.py), so a ClickHouse that stopped doing it fails the suite
+    names = call("indexHint", call("has", call("tupleElement", record, exp.Literal.number(2)), part))
+    uncapped = _where(select.copy(), exp.And(this=guard.copy(), expression=names))
+    rest = capped(_where(select.copy(), exp.Not(this=exp.Paren(this=guard))))
+    second = rest if isinstance(rest, exp.Union) else exp.Subquery(this=rest)
+    return exp.Union(this=exp.Subquery(this=uncapped), expression=second, distinct=False)
+
+
+def verified_record(verified: VerifiedTable) -> exp.CTE:
+    """``WITH (SELECT (G, names) FROM dpch_verified WHERE table = … AND unit = … AND max_rows <= cap)
+    AS __verified``, where G is ``notEmpty(argMax(parts, time)) AND argMax(parts, time) = (<active
+    parts now>)`` and names the latest record's part names: one row always (an aggregate without
+    GROUP BY), never NULL; without a record ``(0, [])`` (``''`` is never a table's part list)."""
+    recorded = call("argMax", exp.column("parts"), exp.column("time"))
+    now = current_parts(verified.database, verified.table)
+    guard = exp.And(this=call("notEmpty", recorded), expression=exp.EQ(this=recorded.copy(), expression=now))
+    names = call("argMax", exp.column("names"), exp.column("time"))
+    select = exp.Select(expressions=[exp.Tuple(expressions=[guard, names])]).from_(
+        exp.Table(this=exp.to_identifier(VERIFIED_TABLE), db=exp.to_identifier(verified.database)), copy=False)
+    # a record of the same unit column and a bound no larger than today's: a verification of another
+    # column, or of a larger bound than the cap now says, proves nothing about today's cap
+    select.set("where", exp.Where(this=conjunction([
+        exp.EQ(this=exp.column("table"), expression=exp.Literal.string(verified.table)),
+        exp.EQ(this=exp.column("unit"), expression=exp.Literal.string(verified.unit)),
+        exp.LTE(this=exp.column("max_rows"), expression=exp.Literal.number(verified.cap))])))
+    return exp.CTE(this=exp.Subquery(this=select), alias=exp.TableAlias(this=exp.to_identifier(VERIFIED)),
+                   scalar=True)
+
+
+def current_parts(database: str, table: str) -> exp.Subquery:
+    """The table's active parts now, as :data:`dpch.policy.parts.PARTS_SQL` lists them (same expression)."""
+    limit = exp.Literal.number(MAX_PARTS)
+    items = exp.ParameterizedAgg(this="groupArray", expressions=[limit.copy()], params=[call(
+        "concat", exp.column("name"), exp.Literal.string(":"), exp.column("hash_of_all_files"))])
+    listed = call("arrayStringConcat", call("arraySort", items), exp.Literal.string(","))
+    value = exp.If(this=exp.LTE(this=call("count"), expression=limit), true=listed, false=exp.Literal.string(""))
     where = conjunction([exp.EQ(this=exp.column("database"), expression=exp.Literal.string(database)),
                          exp.EQ(this=exp.column("table"), expression=exp.Literal.string(table)),
                          exp.column("active")])
-    active = exp.Select(expressions=[current]).from_(exp.Table(this=exp.to_identifier("parts"),
-                                                               db=exp.to_identifier("system")), copy=False)
+    active = exp.Select(expressions=[value]).from_(exp.Table(this=exp.to_identifier("parts"),
+                                                             db=exp.to_identifier("system")), copy=False)
     active.set("where", exp.Where(this=where))
-    recorded = exp.Literal.string(",".join(f"{name}:{checksum}" for name, checksum in sorted(parts)))
-    return conjunction([names, exp.EQ(this=exp.Subquery(this=active), expression=recorded)])
+    return exp.Subquery(this=active)
 
 
 def split_index_table(node: exp.Expr) -> tuple[str, str] | None:
@@ -134,5 +209,5 @@ def _where(select: exp.Select, condition: exp.Expr) -> exp.Select:
     return select
 
 
-__all__ = ["PART_MARK", "SPLIT_MARKS", "UNIT_ROWS", "capped", "capped_rows", "count_by_unit", "split_index_table",
-           "split_point", "verified_rows"]
+__all__ = ["PART_MARK", "SPLIT_MARKS", "UNIT_ROWS", "capped", "capped_rows", "count_by_unit", "current_parts",
+           "split_index_table", "split_point", "VERIFIED", "VerifiedTable", "verified_branches", "verified_record"]

@@ -37,7 +37,7 @@ from dpch.errors import DpchError, QueryRejected
 from dpch.policy.model import ColumnPolicy, TablePolicy, base_type, is_integer_type
 from dpch.sql.aliases import check_shadowing
 from dpch.sql.bounds import ColumnRef, Interval, ValueTranslator, condition
-from dpch.sql.cap import verified_rows
+from dpch.sql.cap import VerifiedTable
 from dpch.sql.nodes import column, limit_by, ordered, paren, show, subquery, table
 from dpch.sql.parse import DIALECT
 from dpch.store.engine import quote_identifier
@@ -102,9 +102,9 @@ class Relation:
     source: tuple[str, str, str] | None = None
     #: the stored order of that table, as column names (for the capped subquery)
     order_columns: tuple[str, ...] = ()
-    #: on a table whose rows per unit the owner verified (and that has not changed since), the
-    #: condition that reads only the verified rows; it replaces the cap (:func:`.cap.verified_rows`)
-    part_filter: exp.Expr | None = None
+    #: one table whose rows per unit the owner verified: its rows are read in the two guarded branches
+    #: of :func:`.cap.verified_branches` (uncapped while the data is the verified data, else capped)
+    verified: VerifiedTable | None = None
 
     @property
     def order(self) -> list[exp.Expr]:
@@ -237,8 +237,8 @@ class RelationBuilder:
         order_columns: tuple[str, ...] = ()
         if policy.unit_ordered and not policy.unique_units:
             order_columns = tuple(policy.sorting_key)
-        verified = policy.rows_verified
-        part_filter = verified_rows(self.database, policy.table, policy.verified_parts, inner) if verified else None
+        verified = VerifiedTable(self.database, policy.table, policy.unit_column, policy.contribution_cap, inner) \
+            if policy.rows_verified else None
         # NULL units: rows whose unit is NULL belong to no known person. Capped together they would
         # act as one "person" whose k kept rows an added NULL-unit row could replace (moving a sum by
         # 2·k·max|v| against a sensitivity of k·max|v|), so they are excluded from every private query
@@ -253,10 +253,10 @@ class RelationBuilder:
             cap=policy.contribution_cap,
             tables=[policy],
             conditions=conditions,
-            needs_cap=not (policy.unique_units or verified),
+            needs_cap=not policy.unique_units,
             max_groups_per_unit=policy.max_groups_per_unit,
             unit_name=policy.privacy_unit or "",
-            part_filter=part_filter,
+            verified=verified,
         )
 
     def _derived(self, select: exp.Select, alias: str | None, ctes: dict[str, exp.Select]) -> Relation:
@@ -341,7 +341,7 @@ class RelationBuilder:
                           cap=left.cap, tables=left.tables + [policy], conditions=left.conditions,
                           joins=list(left.joins), needs_cap=left.needs_cap,
                           max_groups_per_unit=left.max_groups_per_unit, unit_name=left.unit_name,
-                          part_filter=left.part_filter)
+                          verified=left.verified)
         if on is not None:
             _check_lookup_condition(merged, on, {c.base_sql for c in right_columns}, asof="ASOF" in words)
         elif "ASOF" in words:
@@ -407,8 +407,8 @@ class RelationBuilder:
         assert relation.source is not None
         database, name, _ = relation.source
         select = exp.Select(expressions=[exp.Star()]).from_(table(database, name), copy=False)
-        # a verified table is capped here all the same: the join's subquery does not read _part
-        if not relation.needs_cap and relation.part_filter is None:
+        # a verified table is capped here all the same (the guarded branches are for one table's rows)
+        if not relation.needs_cap:
             return select
         unit = column(relation.unit_name)
         order = [column(c) for c in relation.order_columns] or [unit]

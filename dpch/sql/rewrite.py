@@ -23,7 +23,16 @@ from sqlglot import exp
 
 from dpch.policy.model import TablePolicy, base_type
 from dpch.sql.analyze import UNIT_COLUMN, QueryPlan
-from dpch.sql.cap import PART_MARK, capped, capped_rows, count_by_unit, split_index_table, split_point
+from dpch.sql.cap import (
+    PART_MARK,
+    capped,
+    capped_rows,
+    count_by_unit,
+    split_index_table,
+    split_point,
+    verified_branches,
+    verified_record,
+)
 from dpch.sql.nodes import (
     alias,
     call,
@@ -45,27 +54,37 @@ SELECTION_MEASURE = "units"
 ROWS = "__rows"
 
 
-def _inner(plan: QueryPlan, *, cap: bool = True, split: bool = True) -> exp.Query:
+def _inner(plan: QueryPlan, *, cap: bool = True, fast: bool = True) -> exp.Query:
     """The capped rows: each unit's first k rows of the filtered source, columns c0… and the unit
-    (``cap=False``: every filtered row, for :func:`.cap.count_by_unit`; ``split=False``: capped in
-    one stream)."""
+    (``cap=False``: every filtered row, for :func:`.cap.count_by_unit`; ``fast=False``: always
+    capped, in one stream — no split, no verified branch)."""
     relation = plan.relation
     assert relation.from_ is not None and relation.unit is not None
-    unit = column(UNIT_COLUMN)
     columns = [alias(base, name) for name, base in plan.inner]
     columns.append(alias(relation.unit, UNIT_COLUMN))
     select = exp.Select(expressions=columns).from_(relation.from_.copy(), copy=False)
     if relation.joins:
         select.set("joins", [j.copy() for j in relation.joins])
-    where = list(plan.where) + ([relation.part_filter] if relation.part_filter is not None else [])
-    if where:
-        select.set("where", exp.Where(this=conjunction(where)))
+    if plan.where:
+        select.set("where", exp.Where(this=conjunction(list(plan.where))))
     if not (relation.needs_cap and cap):
         return select
+    if fast and relation.verified is not None:
+        # uncapped while the data is the verified data, capped otherwise (one scalar guard decides)
+        return verified_branches(select, lambda rows: _capped(plan, rows, split=True), relation.verified)
+    return _capped(plan, select, split=fast)
+
+
+def _capped(plan: QueryPlan, select: exp.Select, *, split: bool) -> exp.Query:
+    """``select``'s rows cut to each unit's first k: split over two unit ranges where the owner
+    declared ``split_cap`` (and ``split``), else in one stream."""
+    relation = plan.relation
+    unit = column(UNIT_COLUMN)
     order = relation.order
     source = _split_source(plan)
     if split and source is not None:
         # stored ordered by the unit: two branches over the two halves of the unit range
+        assert relation.unit is not None
         return capped_rows(select, order, relation.cap, unit, relation.unit, split_point(*source, relation.unit_name))
     if not order:
         order = [unit]
@@ -75,13 +94,23 @@ def _inner(plan: QueryPlan, *, cap: bool = True, split: bool = True) -> exp.Quer
 
 
 def _split_source(plan: QueryPlan) -> tuple[str, str] | None:
-    """(database, table) when the capped rows come from one table stored ordered by its (non-Nullable)
-    unit, which also leads its primary index: the cap is then split over two unit ranges of it."""
+    """(database, table) when the owner declared ``split_cap`` on the one table the capped rows come
+    from and it can be split: the cap then runs over two unit ranges of it. Opt-in, never chosen by
+    the table's size (that choice would depend on the data, and show in the SQL): splitting costs a
+    few ms on small tables (docs/annotating.md)."""
+    if not _splittable(plan) or not plan.relation.tables[0].split_cap:
+        return None
+    source = plan.relation.source
+    assert source is not None
+    return source[0], source[1]
+
+
+def _splittable(plan: QueryPlan) -> bool:
+    """Whether the capped rows come from one table stored ordered by its (non-Nullable) unit, which
+    also leads its primary index (the split point is read from the index)."""
     relation = plan.relation
     table = relation.tables[0]
-    if not relation.order or relation.source is None or table.nullable_unit or not table.unit_indexed:
-        return None
-    return relation.source[0], relation.source[1]
+    return bool(relation.order) and relation.source is not None and not table.nullable_unit and table.unit_indexed
 
 
 def _counts_by_unit(plan: QueryPlan) -> bool:
@@ -91,7 +120,8 @@ def _counts_by_unit(plan: QueryPlan) -> bool:
     sorted cap vs 0.43 s per unit; docs/benchmarks.md)."""
     if plan.keys or plan.partition_selection or plan.restrict_groups or not plan.relation.needs_cap:
         return False
-    if _split_source(plan) is not None:
+    # stored ordered by the unit, the cap streams (split or not); verified, branch 1 counts plainly
+    if _splittable(plan) or plan.relation.verified is not None:
         return False
     if len(plan.measures) != 1:
         return False
@@ -108,15 +138,17 @@ def _count_by_unit(plan: QueryPlan, rows: exp.Table) -> exp.Select:
     return select
 
 
-def _aggregate(plan: QueryPlan, rows: exp.Table, *, split: bool) -> exp.Select:
+def _aggregate(plan: QueryPlan, rows: exp.Table, *, fast: bool) -> exp.Select:
     """Keys and measures over the capped rows."""
     select_list = [alias(k.node, f"k{i}", quoted=False) for i, k in enumerate(plan.keys)]
     select_list += [alias(m.node, m.name, quoted=False) for m in plan.measures]
     if plan.partition_selection:
         select_list.append(alias(call("uniqExact", column(UNIT_COLUMN)), SELECTION_MEASURE, quoted=False))
     select = exp.Select(expressions=select_list).from_(rows, copy=False)
-    select.set("with_", exp.With(expressions=[exp.CTE(this=_inner(plan, split=split),
-                                                      alias=exp.TableAlias(this=ident(ROWS)))]))
+    ctes = [exp.CTE(this=_inner(plan, fast=fast), alias=exp.TableAlias(this=ident(ROWS)))]
+    if fast and plan.relation.verified is not None:
+        ctes.insert(0, verified_record(plan.relation.verified))  # one scalar, read by both branches
+    select.set("with_", exp.With(expressions=ctes))
     if plan.restrict_groups:
         unit = column(UNIT_COLUMN)
         keys = [k.node for k in plan.keys]
@@ -136,14 +168,14 @@ def emit_tree(plan: QueryPlan, *, fast_cap: bool = True) -> exp.Query:
     and what the probe checks are both rendered from it (docs/design.md rule 4).
 
     ``fast_cap=False`` emits the cap as one ``ORDER BY … LIMIT k BY`` stream, without the rewrites
-    of :mod:`.cap` (split ranges, COUNT by unit): the same exact values, slower; the reference the
-    tests and the benchmark compare the rewrites with.
+    of :mod:`.cap` (split ranges, COUNT by unit, a verified table's guarded branches): the same exact
+    values, slower; the always-capped reference the tests and the benchmark compare the rewrites with.
     """
     rows = exp.Table(this=ident(ROWS))
     if fast_cap and _counts_by_unit(plan):
         select = _count_by_unit(plan, rows)
     else:
-        select = _aggregate(plan, rows, split=fast_cap)
+        select = _aggregate(plan, rows, fast=fast_cap)
     # a LEFT join's unmatched rows carry the column type's default, which the key domain counts on:
     # pinned, so a server profile with join_use_nulls = 1 cannot silently drop that group
     select.set("settings", [setting("join_use_nulls", exp.Literal.number(0))])

@@ -1,9 +1,9 @@
 """The fast forms of the contribution cap keep exactly the rows today's cap keeps (issue 14, part 5).
 
 Today's cap is one ``ORDER BY … LIMIT k BY unit`` stream (``emit_tree(plan, fast_cap=False)``);
-the emitted query splits it over two unit ranges of the primary index (tables ordered by their
-unit) and computes an ungrouped COUNT elsewhere (unordered, Nullable unit, joins) as
-Σ least(rows, k) per unit. For every query below, on
+the emitted query splits it over two unit ranges of the primary index on tables ordered by their
+unit whose owner declared ``split_cap`` (without it the cap stays one stream there), and computes
+an ungrouped COUNT elsewhere (unordered, Nullable unit, joins) as Σ least(rows, k) per unit. For every query below, on
 real chdb, the exact aggregates (``execute.exact``, the values noise is added to) of the emitted
 query equal those of the one-stream cap, on data where many units have more than k rows (so the
 cap binds: checked), integer-valued so that sums do not depend on the order of addition. Negative
@@ -24,22 +24,28 @@ CAP = 3
 REGIONS = ("a", "b", "c")
 LABELS = ("p", "q", "r", "s")
 
-#: table → (unit type, ORDER BY, extra settings)
+#: table → (unit type, ORDER BY, extra settings, whether the owner declared split_cap)
 TABLES = {
-    "ordered": ("UInt32", "(uid, seq)", ""),
-    "ordered_str": ("String", "(uid, seq)", ""),
-    "ordered_unit_only": ("UInt64", "uid", ""),
-    "nullable": ("Nullable(UInt32)", "(uid, seq)", ", allow_nullable_key = 1"),
-    "unordered": ("UInt32", "seq", ""),
-    "pk_prefix": ("UInt32", "(uid, seq) PRIMARY KEY uid", ""),
+    "ordered": ("UInt32", "(uid, seq)", "", True),
+    "ordered_str": ("String", "(uid, seq)", "", True),
+    "ordered_unit_only": ("UInt64", "uid", "", True),
+    # the same table without the owner's opt-in: the cap stays one stream
+    "ordered_no_split": ("UInt32", "(uid, seq)", "", False),
+    "nullable": ("Nullable(UInt32)", "(uid, seq)", ", allow_nullable_key = 1", True),
+    "unordered": ("UInt32", "seq", "", True),
+    "pk_prefix": ("UInt32", "(uid, seq) PRIMARY KEY uid", "", True),
     # ordered by the unit, but the primary index does not hold it: no split point to read, no split
-    "pk_none": ("UInt32", "(uid, seq) PRIMARY KEY tuple()", ""),
+    "pk_none": ("UInt32", "(uid, seq) PRIMARY KEY tuple()", "", True),
 }
 
 
-def _split(table: str, sql: str) -> bool:
-    unit_type, order, _ = TABLES[table]
+def _splittable(table: str, sql: str) -> bool:
+    unit_type, order, _, _ = TABLES[table]
     return order != "seq" and "tuple()" not in order and not unit_type.startswith("Nullable") and "JOIN" not in sql
+
+
+def _split(table: str, sql: str) -> bool:
+    return _splittable(table, sql) and TABLES[table][3]
 
 QUERIES = [
     "SELECT count(*) FROM {t}",
@@ -78,14 +84,14 @@ def _rows(unit_type: str, seed: int) -> list[tuple]:
 def session(connect):
     s = connect(analyst="cap")
     engine = s.engine
-    for name, (unit_type, order, settings) in TABLES.items():
+    for name, (unit_type, order, settings, split) in TABLES.items():
         engine.command(
             f"CREATE TABLE {engine.table(name)} (uid {unit_type}, seq UInt32, "
             "region String COMMENT 'dp: public, values=[\"a\", \"b\", \"c\"]', "
             "x Int32 COMMENT 'dp: bounds=[0, 100]', label String) "
             f"ENGINE = MergeTree ORDER BY {order} SETTINGS index_granularity = 4{settings} "
-            f"COMMENT 'dp: privacy_unit=uid, max_rows_per_unit={CAP}'")
-        rows = _rows(unit_type, seed=len(name))
+            f"COMMENT 'dp: privacy_unit=uid, max_rows_per_unit={CAP}{', split_cap' if split else ''}'")
+        rows = _rows(unit_type, seed=len(name.removesuffix("_no_split")))  # the same data with and without split_cap
         # three INSERTs: three parts, a unit's rows spread over them (the in-order read merges)
         for i in range(3):
             engine.insert(name, rows[i::3], ["uid", "seq", "region", "x", "label"])
@@ -124,7 +130,7 @@ def test_fast_cap_keeps_the_same_rows(session, table, query):
     single_count = len(plan.measures) == 1 and not plan.keys and plan.measures[0].sql == "count()"
     if _split(table, sql):
         assert "UNION ALL" in text and "mergeTreeIndex" in text
-    elif single_count:
+    elif single_count and not _splittable(table, sql):
         assert 'least("__n", 3)' in text
     else:
         assert text == render(reference)
@@ -194,8 +200,35 @@ def test_an_empty_ordered_table_runs(session):
     query runs and counts nothing (the emitted SQL must not raise on any data, rule 5)."""
     engine = session.engine
     engine.command(f"CREATE TABLE {engine.table('empty')} (uid UInt32, x Int32 COMMENT 'dp: bounds=[0, 100]') "
-                   f"ENGINE = MergeTree ORDER BY uid COMMENT 'dp: privacy_unit=uid, max_rows_per_unit={CAP}'")
+                   "ENGINE = MergeTree ORDER BY uid "
+                   f"COMMENT 'dp: privacy_unit=uid, max_rows_per_unit={CAP}, split_cap'")
     session.policy.reload()
     plan = session.explain("SELECT sum(x), count(*) FROM empty").plan
     assert "UNION ALL" in render(emit_tree(plan))
     assert _by_key(_exact(session, plan, emit_tree(plan))) == {(): ((0.0, 0.0), 0.0)}
+
+
+def test_split_cap_is_the_owners_choice(session):
+    """The same table with and without ``split_cap``: split only with it, the same values both ways,
+    and the policy says which."""
+    for sql in ("SELECT sum(x) FROM {t}", "SELECT count(*) FROM {t}", "SELECT region, avg(x) FROM {t} GROUP BY region"):
+        split, plain = (session.explain(sql.format(t=t)).plan for t in ("ordered", "ordered_no_split"))
+        assert "mergeTreeIndex" in render(emit_tree(split))
+        assert render(emit_tree(plain)) == render(emit_tree(plain, fast_cap=False))
+        assert "LIMIT 3 BY" in render(emit_tree(plain))
+        assert _same(_exact(session, split, emit_tree(split)), _exact(session, plain, emit_tree(plain)))
+    assert "split cap: the cap runs in two parallel branches" in session.table_policy("ordered").describe()
+    assert "split cap" not in session.table_policy("ordered_no_split").describe()
+    assert "runs in one stream" in session.table_policy("unordered").describe()
+    assert session.table_policy("ordered").as_dict()["split_cap"] is True
+
+
+def test_split_cap_needs_a_privacy_unit(connect):
+    from dpch import PolicyError
+
+    s = connect(analyst="cap")
+    s.engine.command(f"CREATE TABLE {s.engine.table('pub')} (a UInt32) ENGINE = MergeTree ORDER BY a "
+                     "COMMENT 'dp: public, split_cap'")
+    s.policy.reload()
+    with pytest.raises(PolicyError, match="split_cap needs a privacy_unit"):
+        s.table_policy("pub")
