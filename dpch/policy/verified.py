@@ -11,9 +11,11 @@ are hashes of the files), so it lives here, in a table dpch owns, and never in t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from dpch.policy.parts import MAX_PARTS, PARTS_SQL
+from dpch.store.quoting import insert_values
 
 if TYPE_CHECKING:
     from dpch.store.engine import Engine
@@ -42,10 +44,10 @@ def ensure_table(engine: Engine) -> None:
 def record(engine: Engine, table: str, unit: str, max_rows: int, parts: str, names: list[str]) -> None:
     """Appends one verification (durable when the INSERT returns)."""
     ensure_table(engine)
-    engine.insert_row(VERIFIED_TABLE, {"table": ("String", table), "unit": ("String", unit),
-                                       "max_rows": ("UInt64", max_rows), "parts": ("String", parts),
-                                       "names": ("Array(String)", names),
-                                       "time": ("DateTime64(6, 'UTC')", _now())})
+    columns = [("table", "String"), ("unit", "String"), ("max_rows", "UInt64"), ("parts", "String"),
+               ("names", "Array(String)"), ("time", "DateTime64(6, 'UTC')")]
+    engine.command(insert_values(engine.table(VERIFIED_TABLE), columns,
+                                 [(table, unit, max_rows, parts, names, _now())]))
 
 
 def lookup(engine: Engine, table: str, unit: str, max_rows: int) -> Verification:
@@ -62,10 +64,8 @@ def lookup(engine: Engine, table: str, unit: str, max_rows: int) -> Verification
     return Verification(recorded=recorded, current=recorded and current)
 
 
-def _now() -> str:
-    from datetime import UTC, datetime
-
-    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+def _now() -> datetime:
+    return datetime.now(UTC)
 
 
 __all__ = ["VERIFIED_TABLE", "Verification", "ensure_table", "lookup", "record"]

@@ -77,6 +77,12 @@ def _uint8(value: Any) -> str:
     return str(value)
 
 
+def _uint64(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**64:
+        raise ValueError(f"a UInt64 literal needs an int in [0, 2^64), not {value!r}")
+    return str(value)
+
+
 def _bool(value: Any) -> str:
     if not isinstance(value, bool):
         raise TypeError(f"a Bool literal needs a bool, not {type(value).__name__}")
@@ -106,6 +112,7 @@ def _array_string(value: Any) -> str:
 RENDERERS: dict[str, Callable[[Any], str]] = {
     "UUID": _uuid,
     "UInt8": _uint8,
+    "UInt64": _uint64,
     "DateTime64(6, 'UTC')": _datetime64_6_utc,
     "String": quote_string,
     "LowCardinality(String)": quote_string,

@@ -113,7 +113,8 @@ def test_other_types_round_trip(table):
 @pytest.mark.parametrize("value, type_name", [
     (math.nan, "Float64"), (math.inf, "Float64"), (-math.inf, "Float64"), (math.nan, "Nullable(Float64)"),
     (True, "Float64"), ("1.0", "Float64"), (2 ** 53 + 1, "Float64"), (10 ** 400, "Float64"),
-    (256, "UInt8"), (-1, "UInt8"), (True, "UInt8"), (1, "Bool"), ("true", "Bool"),
+    (256, "UInt8"), (-1, "UInt8"), (True, "UInt8"), (2 ** 64, "UInt64"), (-1, "UInt64"), (1.0, "UInt64"),
+    (1, "Bool"), ("true", "Bool"),
     ("not-a-uuid", "UUID"), ("x", "Array(String)"), ([1], "Array(String)"), (b"x", "String"),
     ("\ud800", "String"), ("2026-01-01", "DateTime64(6, 'UTC')"), (1, "Int128"),
 ])
@@ -134,3 +135,12 @@ def test_engine_re_exports_the_same_functions():
     from dpch.store import engine
 
     assert engine.quote_string is quote_string and engine.quote_identifier is quote_identifier
+
+
+def test_uint64_round_trips_at_its_extremes(keeper):
+    name = "`default`.`quoting_uint64`"
+    keeper.command(f"CREATE TABLE IF NOT EXISTS {name} (v UInt64) ENGINE = Memory")
+    keeper.command(f"TRUNCATE TABLE {name}")
+    keeper.command(insert_values(name, [("v", "UInt64")], [[0], [2 ** 64 - 1]]))
+    assert sorted(r[0] for r in keeper.query_rows(f"SELECT v FROM {name}")) == [0, 2 ** 64 - 1]
+    keeper.command(f"DROP TABLE {name}")
