@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import sqlglot
@@ -57,9 +58,9 @@ class ParsedQuery:
     #: ``EXPLAIN DP SELECT ...``: show the plan and cost instead of running (spends nothing)
     explain: bool = False
 
-    @property
+    @cached_property
     def fingerprint(self) -> str:
-        """SHA-256 of the normalized SQL (kept in the ledger instead of the text)."""
+        """SHA-256 of the normalized SQL (kept in the ledger instead of the text); computed once."""
         normalized = self.select.sql(dialect=DIALECT, normalize=True)
         return hashlib.sha256(normalized.encode()).hexdigest()
 

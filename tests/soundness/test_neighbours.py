@@ -487,6 +487,7 @@ def test_regression(env, base, added, template, aggs, defect):
 def test_negative_control_understated_sensitivity_is_caught(env, monkeypatch):
     """Check (b) flags a measure whose declared sensitivity is halved; check (c) a wrong value."""
     import dpch.sql.aggregates as aggregates
+    from dpch.pipeline.plan import PlanCache
 
     base = [row(1, i8=-100), row(2, i8=50)]
     data = {"d": base, "add": base + [row(10**6, i8=-100)] * 3, "rem": base, "n0": base, "n1": base}
@@ -500,6 +501,7 @@ def test_negative_control_understated_sensitivity_is_caught(env, monkeypatch):
         return original(name, kind, sql, sensitivity / 2, l2_sensitivity / 2, *rest)
 
     monkeypatch.setattr(aggregates, "Measure", halved)
+    monkeypatch.setattr(env, "plans", PlanCache())  # the halving analyzer plans afresh, not from the cache
     found = check_query(env, query, data)
     assert {v.check for v in found} == {"sensitivity"}, found
     wrong = Query(query.sql, (_agg("sum(i8)", "sum", E("i8+1", lambda r: r["i8"] + 1)),), None, "", False)
