@@ -1,8 +1,20 @@
-"""Helpers for tests that build small annotated tables."""
+"""Helpers for tests that build small annotated tables, and for tests that run a child process."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import dpch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def child_env() -> dict[str, str]:
+    """This process's environment with the repository on PYTHONPATH, for a child ``python -c``."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
 
 
 def ledger_rows(session: dpch.Session) -> int:

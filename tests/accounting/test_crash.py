@@ -5,14 +5,12 @@ While the first process lives, a second one is refused with the store-lock error
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import child_env
 
 CHILD = textwrap.dedent("""
     import sys, time
@@ -42,23 +40,17 @@ READER = textwrap.dedent("""
 """)
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return env
-
-
 def test_sigkill_between_reserve_and_charge(tmp_path):
     store = str(tmp_path / "store")
     child = subprocess.Popen([sys.executable, "-c", CHILD, store], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, env=_env())
+                             text=True, env=child_env())
     try:
         line = child.stdout.readline()
         assert line.startswith("RESERVED"), (line, child.stderr.read() if child.poll() is not None else "")
         release_id = line.split()[1]
         # the store is held: another process is refused with the lock error and a way out
         locked = subprocess.run([sys.executable, "-m", "dpch.cli.main", "--dsn", f"chdb://{store}", "budget"],
-                                capture_output=True, text=True, env=_env(), timeout=60)
+                                capture_output=True, text=True, env=child_env(), timeout=60)
         assert locked.returncode == 1 and "in use by another process" in locked.stderr, locked.stderr
         assert "dpch serve" in locked.stderr
     finally:
@@ -66,7 +58,7 @@ def test_sigkill_between_reserve_and_charge(tmp_path):
         child.wait(timeout=30)
     assert child.returncode == -signal.SIGKILL
 
-    out = subprocess.run([sys.executable, "-c", READER, store], capture_output=True, text=True, env=_env(),
+    out = subprocess.run([sys.executable, "-c", READER, store], capture_output=True, text=True, env=child_env(),
                          timeout=60)
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)

@@ -6,14 +6,12 @@ exactly the ledger's rows: a crash loses budget, never privacy (docs/design.md r
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import child_env
 
 CHILD = textwrap.dedent("""
     import sys, threading
@@ -54,16 +52,10 @@ READER = textwrap.dedent("""
 """)
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return env
-
-
 def test_sigkill_during_group_commits_loses_no_returned_charge(tmp_path):
     store = str(tmp_path / "store")
     child = subprocess.Popen([sys.executable, "-c", CHILD, store], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, env=_env())
+                             stderr=subprocess.PIPE, text=True, env=child_env())
     durable: list[str] = []
     try:
         while len(durable) < 150:
@@ -76,7 +68,7 @@ def test_sigkill_during_group_commits_loses_no_returned_charge(tmp_path):
     assert child.returncode == -signal.SIGKILL
     durable += [line.split()[1] for line in rest.splitlines() if line.startswith("DURABLE")]
 
-    out = subprocess.run([sys.executable, "-c", READER, store], capture_output=True, text=True, env=_env(),
+    out = subprocess.run([sys.executable, "-c", READER, store], capture_output=True, text=True, env=child_env(),
                          timeout=120)
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
