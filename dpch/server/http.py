@@ -76,6 +76,10 @@ def _codecs() -> dict[str, Any]:
 CODECS = _codecs()
 
 
+#: longest chunk-size or trailer line read from a chunked request body
+_CHUNK_LINE_MAX = 4096
+
+
 class GatewayServer(ThreadingHTTPServer):
     """A threaded HTTP server around a :class:`Gateway`; :meth:`stop` shuts down gracefully."""
 
@@ -216,15 +220,20 @@ class Handler(BaseHTTPRequestHandler):
     def _read_body(self) -> bytes:
         if self.command != "POST":
             return b""
-        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-            raise GatewayError(36, ConfigError.kind, "chunked request bodies are not supported; send Content-Length")
-        length = int(self.headers.get("Content-Length") or 0)
         limit = self.server.config.max_request_bytes
-        if length > limit:
-            self.close_connection = True
-            raise GatewayError(
-                307, ConfigError.kind, f"Request body of {length} bytes is larger than the limit of {limit}")
-        data = self.rfile.read(length) if length else b""
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            data = self._read_chunked(limit)  # the official Node client always sends chunked bodies
+        else:
+            try:
+                length = int(self.headers.get("Content-Length") or 0)
+            except ValueError:
+                self.close_connection = True  # the body's end is unknown: the connection cannot be reused
+                raise GatewayError(36, ConfigError.kind, "Content-Length is not a number") from None
+            if length > limit:
+                self.close_connection = True
+                raise GatewayError(
+                    307, ConfigError.kind, f"Request body of {length} bytes is larger than the limit of {limit}")
+            data = self.rfile.read(length) if length else b""
         encoding = (self.headers.get("Content-Encoding") or "").strip().lower()
         if encoding and encoding != "identity":
             codec = CODECS.get(encoding)
@@ -238,6 +247,35 @@ class Handler(BaseHTTPRequestHandler):
                 raise GatewayError(
                     307, ConfigError.kind, f"Decompressed request body is larger than the limit of {limit}")
         return data
+
+    def _read_chunked(self, limit: int) -> bytes:
+        """A ``Transfer-Encoding: chunked`` body (RFC 9112 §7.1), read to its end so that the next
+        request on a keep-alive connection starts where it should; over ``limit`` bytes or malformed,
+        the connection is closed after the error (the rest of the body is never read)."""
+        data = bytearray()
+        while True:
+            line = self.rfile.readline(_CHUNK_LINE_MAX)
+            try:
+                size = int(line.split(b";", 1)[0].strip(), 16)
+            except ValueError:
+                size = -1
+            if size < 0 or not line.endswith(b"\n"):
+                self.close_connection = True
+                raise GatewayError(36, ConfigError.kind, "Malformed chunked request body")
+            if size == 0:
+                break
+            if len(data) + size > limit:
+                self.close_connection = True
+                raise GatewayError(307, ConfigError.kind, f"Request body is larger than the limit of {limit} bytes")
+            chunk = self.rfile.read(size)
+            if len(chunk) != size or self.rfile.readline(_CHUNK_LINE_MAX) not in (b"\r\n", b"\n"):
+                self.close_connection = True
+                raise GatewayError(36, ConfigError.kind, "Malformed chunked request body")
+            data += chunk
+        while True:  # trailer fields, up to the empty line that ends the message
+            line = self.rfile.readline(_CHUNK_LINE_MAX)
+            if line in (b"\r\n", b"\n", b""):
+                return bytes(data)
 
     def _authenticate(self, params: dict[str, str]) -> User:
         user = self.headers.get("X-ClickHouse-User")
