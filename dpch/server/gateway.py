@@ -55,6 +55,10 @@ HARMLESS_SETTINGS = {
     "output_format_arrow_string_as_string": "1", "output_format_parquet_string_as_string": "1",
     "output_format_csv_crlf_end_of_line": "0", "output_format_tsv_crlf_end_of_line": "0",
     "output_format_decimal_trailing_zeros": "0", "output_format_native_encode_types_in_binary_format": "0",
+    # the ClickHouse JDBC driver v2 sends these with every query (ConnectionImpl's default query
+    # settings); they concern INSERTs (refused: dpch is read-only) and when ClickHouse starts the
+    # response (dpch always sends it whole), so they change nothing here
+    "async_insert": "0", "wait_for_async_insert": "1", "wait_end_of_query": "0",
 }
 #: the harmless settings that only change how rows are written: passed to the serialising query
 _OUTPUT_SETTING = re.compile(r"^(output_format_[a-z0-9_]+|date_time_output_format)$")

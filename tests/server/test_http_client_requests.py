@@ -1,7 +1,9 @@
-"""Chunked request bodies (the official Node client, @clickhouse/client, always sends them) on
+"""What ClickHouse clients send with every request. Chunked request bodies (the official Node client,
+@clickhouse/client, always sends them) on
 keep-alive connections: the body is read to its end, so the next request on the same connection is
 answered, and an error (a wrong password, a body over the limit, a malformed chunk) is reported as
-ClickHouse would, never leaving the connection out of step."""
+ClickHouse would, never leaving the connection out of step. And the settings the JDBC driver adds
+to every query."""
 
 from __future__ import annotations
 
@@ -84,3 +86,20 @@ def test_trailer_fields_and_chunk_extensions_are_accepted(serve):
     body = b"%x;ext=1\r\n%s\r\n0\r\nX-Trailer: t\r\n\r\n" % (len(SQL), SQL)
     out = _raw(srv.port, _head(body, "Connection: close\r\n").replace(b"Connection: keep-alive\r\n", b""))
     assert out.startswith(b"HTTP/1.1 200"), out[:300]
+
+
+def test_the_settings_the_jdbc_driver_sends_with_every_query_are_accepted(serve):
+    """clickhouse-java jdbc-v2/src/main/java/com/clickhouse/jdbc/ConnectionImpl.java (commit 2c868508):
+    ``defaultQuerySettings = new QuerySettings().serverSetting(ASYNC_INSERT, "0")
+    .serverSetting(WAIT_END_OF_QUERY, "0")`` — sent as URL settings on every request (they were
+    refused with UNKNOWN_SETTING, code 115, so DBeaver and Metabase failed on their first query)."""
+    srv = serve(cache_ttl=0)
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+    conn.request("POST", "/?async_insert=0&wait_end_of_query=0&wait_for_async_insert=1", body=SQL, headers=_auth())
+    response = conn.getresponse()
+    assert response.status == 200, response.read()
+    response.read()
+    conn.request("POST", "/?max_insert_threads=4", body=SQL, headers=_auth())  # negative control: not harmless
+    response = conn.getresponse()
+    assert response.status != 200 and b"Code: 115" in response.read()
+    conn.close()
