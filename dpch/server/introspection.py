@@ -118,15 +118,36 @@ class Introspection:
 
 _SHOW_DATABASES = re.compile(r"^\s*SHOW\s+DATABASES(?:\s+(NOT\s+)?(I?LIKE)\s+('(?:[^'\\]|\\.)*'))?\s*;?\s*$",
                              re.IGNORECASE | re.DOTALL)
+#: a database or table name as clients write it: bare, in backticks or in double quotes (ClickHouse
+#: accepts both quotes; clickhouse-sqlalchemy and Grafana send double quotes)
+_NAME = r'[`"]?([A-Za-z0-9_]+)[`"]?'
 _SHOW_TABLES = re.compile(
-    r"^\s*SHOW\s+(?:FULL\s+)?TABLES(?:\s+(?:FROM|IN)\s+`?([A-Za-z0-9_]+)`?)?"
+    r"^\s*SHOW\s+(?:FULL\s+)?TABLES(?:\s+(?:FROM|IN)\s+" + _NAME + r")?"
     r"(?:\s+(NOT\s+)?(I?LIKE)\s+('(?:[^'\\]|\\.)*'))?\s*;?\s*$", re.IGNORECASE | re.DOTALL)
-_DESCRIBE = re.compile(r"^\s*(?:DESCRIBE|DESC)\s+(?:TABLE\s+)?(?:`?([A-Za-z0-9_]+)`?\.)?`?([A-Za-z0-9_]+)`?\s*;?\s*$",
+_DESCRIBE = re.compile(r"^\s*(?:DESCRIBE|DESC)\s+(?:TABLE\s+)?(?:" + _NAME + r"\.)?" + _NAME + r"\s*;?\s*$",
                        re.IGNORECASE | re.DOTALL)
 _EXISTS = re.compile(
     r"^\s*EXISTS\s+(?:(?:TEMPORARY\s+)?TABLE\s+|DATABASE\s+|VIEW\s+|DICTIONARY\s+)?"
-    r"(?:`?([A-Za-z0-9_]+)`?\.)?`?([A-Za-z0-9_]+)`?\s*;?\s*$", re.IGNORECASE | re.DOTALL)
-_EXISTS_DB = re.compile(r"^\s*EXISTS\s+DATABASE\s+`?([A-Za-z0-9_]+)`?\s*;?\s*$", re.IGNORECASE)
+    r"(?:" + _NAME + r"\.)?" + _NAME + r"\s*;?\s*$", re.IGNORECASE | re.DOTALL)
+_EXISTS_DB = re.compile(r"^\s*EXISTS\s+DATABASE\s+" + _NAME + r"\s*;?\s*$", re.IGNORECASE)
+
+
+def _match(pattern: re.Pattern[str], sql: str) -> re.Match[str] | None:
+    """``pattern``'s match of ``sql`` if every name in it is quoted evenly (both sides by the same
+    quote, or neither): ``_NAME`` alone would also take ``"visits`` or ``"visits```."""
+    m = pattern.match(sql)
+    if m is None:
+        return None
+    for g in range(1, (m.re.groups or 0) + 1):
+        start, end = m.span(g)
+        if start < 0:
+            continue
+        before = sql[start - 1] if start > 0 else ""
+        after = sql[end] if end < len(sql) else ""
+        quotes = {before, after} & {"`", '"'}
+        if quotes and before != after:
+            return None
+    return m
 
 
 def translate_statement(sql: str, catalog: Catalog) -> exp.Select | None:
@@ -135,11 +156,11 @@ def translate_statement(sql: str, catalog: Catalog) -> exp.Select | None:
     if m := _SHOW_DATABASES.match(sql):
         query = _template("SELECT name FROM system.databases ORDER BY name")
         return query.where(_like("name", m.group(1), m.group(2), m.group(3))) if m.group(3) else query
-    if m := _SHOW_TABLES.match(sql):
+    if m := _match(_SHOW_TABLES, sql):
         db = m.group(1) or catalog.database
         query = _template("SELECT name FROM system.tables ORDER BY name").where(_equals("database", db))
         return query.where(_like("name", m.group(2), m.group(3), m.group(4))) if m.group(4) else query
-    if m := _DESCRIBE.match(sql):
+    if m := _match(_DESCRIBE, sql):
         db, table = m.group(1) or catalog.database, m.group(2)
         if not any(t[0] == table for t in catalog.tables(db)) if db in catalog.databases else True:
             raise GatewayError(60, PolicyError.kind, f"Table {db}.{table} does not exist (or has no privacy policy)")
@@ -147,10 +168,10 @@ def translate_statement(sql: str, catalog: Catalog) -> exp.Select | None:
                           "compression_codec AS codec_expression, '' AS ttl_expression FROM system.columns "
                           "ORDER BY position")
         return query.where(_equals("database", db)).where(_equals("table", table))
-    if m := _EXISTS_DB.match(sql):
+    if m := _match(_EXISTS_DB, sql):
         return _template("SELECT toUInt8(count() > 0) AS result FROM system.databases").where(
             _equals("name", m.group(1)))
-    if m := _EXISTS.match(sql):
+    if m := _match(_EXISTS, sql):
         db, table = m.group(1) or catalog.database, m.group(2)
         query = _template("SELECT toUInt8(count() > 0) AS result FROM system.tables")
         return query.where(_equals("database", db)).where(_equals("name", table))

@@ -103,3 +103,27 @@ def test_the_settings_the_jdbc_driver_sends_with_every_query_are_accepted(serve)
     response = conn.getresponse()
     assert response.status != 200 and b"Code: 115" in response.read()
     conn.close()
+
+
+def _ask(conn: http.client.HTTPConnection, sql: str) -> tuple[int, str]:
+    conn.request("POST", "/", body=sql.encode(), headers=_auth())
+    response = conn.getresponse()
+    return response.status, response.read().decode()
+
+
+def test_show_and_describe_with_double_quoted_names(serve, small_visits):
+    """Grafana's ClickHouse plugin sends ``SHOW TABLES FROM "default"`` and ``DESC TABLE
+    "default"."visits"``, clickhouse-sqlalchemy ``DESCRIBE TABLE "visits"`` (issue 15); ClickHouse
+    accepts double quotes as well as backticks, so dpch answers each form alike."""
+    srv = serve(cache_ttl=0)
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+    db = small_visits
+    tables = {_ask(conn, f"SHOW TABLES FROM {q}{db}{q}")[1] for q in ("", "`", '"')}
+    assert len(tables) == 1 and "visits" in tables.pop().split()
+    described = {_ask(conn, sql)[1] for sql in (f"DESC TABLE {db}.visits", f'DESC TABLE "{db}"."visits"',
+                                                'DESCRIBE TABLE "visits"', "DESCRIBE `visits`")}
+    assert len(described) == 1 and "spend" in described.pop()
+    assert _ask(conn, f'EXISTS TABLE "{db}"."visits"')[1].strip() == "1"
+    status, text = _ask(conn, 'DESC TABLE "visits')  # an unclosed quote is not a name: refused as before
+    assert status != 200
+    conn.close()
