@@ -12,10 +12,11 @@ by themselves.
 Who flushes (one flusher at a time, :class:`GroupCommit`):
 
 - an idle writer and a caller that will wait right away (``background=False``): the caller writes
-  its batch itself (no thread hop), then hands what queued meanwhile to a flusher thread;
+  its batch itself (no thread hop), then hands what queued meanwhile to the flusher thread;
 - a caller that wants its row written *while it does something else* (``background=True``, the
-  overlap of the aggregate with the ledger write) starts a flusher thread;
-- a flusher thread drains the queue, batch after batch, and ends when it is empty.
+  overlap of the aggregate with the ledger write) hands it to the flusher thread;
+- the flusher thread (one per store, long-lived) drains the queue, batch after batch, until it is
+  empty, and then waits for the next hand-off.
 
 A failed INSERT fails every row of its batch: each waiter gets :class:`LedgerWriteFailed`, one
 fixed, data-independent sentence (the rows hold only costs and names, and the caller has drawn no
@@ -98,7 +99,7 @@ class GroupCommit:
 
     def submit(self, pending: PendingWrite, *, background: bool = False) -> PendingWrite:
         """Queues ``pending``; written by the running flusher, else by this thread
-        (``background=False``) or a new flusher thread (``background=True``)."""
+        (``background=False``) or the flusher thread (``background=True``)."""
         with self._lock:
             self._queue.append(pending)
             if self._flushing:
@@ -135,7 +136,7 @@ class GroupCommit:
         self._flusher.submit(self._drain)
 
     def _hand_off(self) -> None:
-        """Ends this thread's turn as the flusher: idle if nothing is queued, else a flusher thread."""
+        """Ends this thread's turn as the flusher: idle if nothing is queued, else the flusher thread's."""
         with self._lock:
             if not self._queue:
                 self._flushing = False

@@ -119,8 +119,8 @@ class Ledger:
     """Reads and appends ``dpch_ledger`` rows in the engine's database.
 
     Rows are written as literal ``INSERT … VALUES`` by the store's :class:`GroupCommit` (``writer``):
-    :meth:`write` queues a row and returns a :class:`PendingWrite` to wait for; :meth:`charge`,
-    :meth:`reserve`, :meth:`settle` and :meth:`fail` write and wait in one call.
+    :meth:`write` queues a row and returns a :class:`PendingWrite` to wait for; :meth:`charge` and
+    :meth:`settle` write and wait in one call.
 
     ``fsync``: True sets the table's ``fsync_after_insert`` and ``fsync_part_directory`` (durable
     against power loss, at a cost per INSERT; docs/filters-and-ledger.md), False clears them, None
@@ -218,25 +218,11 @@ class Ledger:
         self.write(entry, 1).wait()
         return entry
 
-    def reserve(self, *, analyst: str, datasets: tuple[str, ...], query_hash: str, mechanism: str,
-                filter_name: str, worst: PrivacyCost) -> LedgerEntry:
-        """Appends one durable ``reserved`` row at the worst case (seq 1)."""
-        entry = self.new_entry("reserved", analyst=analyst, datasets=datasets, query_hash=query_hash,
-                               mechanism=mechanism, filter_name=filter_name, cost=worst)
-        self.write(entry, 1).wait()
-        return entry
-
     def settle(self, reserved: LedgerEntry, realized: PrivacyCost | None) -> LedgerEntry:
         """Appends the durable ``charged`` (``realized`` given) or ``voided`` row (seq 2) of a reservation."""
         entry = self.settled(reserved, realized)
         self.write(entry, 2).wait()
         return replace(entry, time=reserved.time)
-
-    def fail(self, entry: LedgerEntry) -> LedgerEntry:
-        """Appends the durable ``failed`` row (seq 3) of a release that failed after its charge."""
-        failed = self.failed(entry)
-        self.write(failed, FAILED_SEQ).wait()
-        return replace(failed, time=entry.time)
 
     @staticmethod
     def row(entry: LedgerEntry, seq: int) -> tuple[object, ...]:
