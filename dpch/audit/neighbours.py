@@ -34,7 +34,8 @@ from dpch.errors import QueryRejected
 from dpch.policy.model import base_type
 from dpch.sql.analyze import QueryPlan
 from dpch.sql.rewrite_literals import literal
-from dpch.store.engine import Engine, quote_identifier
+from dpch.store.engine import Engine
+from dpch.store.quoting import quote_identifier
 
 Direction = Literal["add", "remove"]
 

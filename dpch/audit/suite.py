@@ -20,7 +20,8 @@ from dpch.audit.experiment import AUDIT_ANALYST, AUDIT_BUDGET, AuditResult, audi
 from dpch.audit.runner import AuditRunner
 from dpch.session import Session
 from dpch.sql.settings import QueryOptions
-from dpch.store.engine import Engine, quote_identifier
+from dpch.store.engine import Engine
+from dpch.store.quoting import quote_identifier
 
 
 @dataclass(frozen=True)

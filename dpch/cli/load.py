@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from dpch.errors import ConfigError
-from dpch.store.engine import Engine, check_identifier, quote_identifier, quote_string
+from dpch.store.engine import Engine, check_identifier
+from dpch.store.quoting import quote_identifier, quote_string
 
 _FORMATS = {".csv": "CSVWithNames", ".tsv": "TSVWithNames", ".parquet": "Parquet",
             ".jsonl": "JSONEachRow", ".ndjson": "JSONEachRow"}

@@ -18,6 +18,7 @@ from dpch.errors import PolicyError
 from dpch.policy import verified
 from dpch.policy.annotations import is_annotation, parse_annotation, without_item
 from dpch.policy.parts import current_parts, part_names
+from dpch.store.quoting import quote_identifier, quote_string
 
 if TYPE_CHECKING:
     from dpch.policy.resolve import Policy
@@ -53,8 +54,6 @@ def verify_rows_per_unit(engine: Engine, policy: Policy, table: str) -> Verified
     a background merge after the verification would make it stale at once. A ``verified_parts``
     item left in the COMMENT by an older dpch (it published the parts' checksums) is removed.
     """
-    from dpch.store.engine import quote_identifier
-
     table_policy = policy.table(engine, table)
     if not table_policy.private or table_policy.max_rows_per_unit is None or table_policy.unique_units:
         raise PolicyError(f"table {table}: only a private table with max_rows_per_unit can be verified",
@@ -87,8 +86,6 @@ def verify_rows_per_unit(engine: Engine, policy: Policy, table: str) -> Verified
 
 def _forget_published_parts(engine: Engine, table: str) -> None:
     """Removes the ``verified_parts`` item an older dpch wrote into the COMMENT (it held checksums)."""
-    from dpch.store.engine import quote_string
-
     comment = engine.table_comment(table)
     if is_annotation(comment) and "verified_parts" in parse_annotation(comment, where=f"table {table}"):
         engine.command(f"ALTER TABLE {engine.table(table)} MODIFY COMMENT "

@@ -16,7 +16,8 @@ from typing import Any
 from sqlglot import exp
 
 from dpch.sql.parse import DIALECT
-from dpch.store.engine import Engine, quote_identifier, quote_string
+from dpch.store.engine import Engine
+from dpch.store.quoting import quote_identifier, quote_string
 
 #: canonical name of each accepted format (ClickHouse format names are case-sensitive)
 _CANONICAL = {

@@ -34,7 +34,8 @@ from dpch.server.wire import release_to_wire
 from dpch.session import Session
 from dpch.sql.result_types import release_types, typed_rows
 from dpch.sql.settings import SETTING_NAMES
-from dpch.store.engine import Engine, quote_identifier
+from dpch.store.engine import Engine
+from dpch.store.quoting import quote_identifier
 
 #: URL parameters that are part of the HTTP protocol, not settings
 TRANSPORT_PARAMS = {

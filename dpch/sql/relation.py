@@ -40,7 +40,7 @@ from dpch.sql.bounds import ColumnRef, Interval, ValueTranslator, condition
 from dpch.sql.cap import VerifiedTable
 from dpch.sql.nodes import column, limit_by, ordered, paren, show, subquery, table
 from dpch.sql.parse import DIALECT
-from dpch.store.engine import quote_identifier
+from dpch.store.quoting import quote_identifier
 
 TableLookup = Callable[[str], TablePolicy]
 

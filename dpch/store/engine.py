@@ -33,7 +33,7 @@ from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit
 
 from dpch.errors import ConfigError, ExecutionError, QueryRejected, StoreLocked
-from dpch.store.quoting import quote_identifier, quote_string  # noqa: F401 — re-exported (moved to quoting)
+from dpch.store.quoting import quote_identifier
 
 DSN_ENV = "DPCH_DSN"
 DEFAULT_STORE_DIR = "dpch-data"
@@ -105,7 +105,7 @@ class ClientPool:
     def __init__(self, open_client: Callable[[], Any], first: Any) -> None:
         self._open = open_client
         self._idle: list[Any] = [first]
-        self._all: list[Any] = [first]
+        self._opened = 1
         self._lock = threading.Lock()
         self._closed = False
 
@@ -117,7 +117,7 @@ class ClientPool:
         if client is None:
             client = self._open()
             with self._lock:
-                self._all.append(client)
+                self._opened += 1
         try:
             yield client
         finally:
@@ -131,7 +131,7 @@ class ClientPool:
     def size(self) -> int:
         """How many clients the pool has opened (the most calls that ever ran at once)."""
         with self._lock:
-            return len(self._all)
+            return self._opened
 
     def close(self) -> None:
         """Closes the idle clients now and each busy one when its call returns."""
@@ -203,8 +203,11 @@ def _open_embedded(path: str) -> _SharedClient:
                     f"(ClickHouse holds the lock on {Path(path) / 'status'})",
                     hint=_LOCKED_HINT,
                 )
+            def open_client() -> Any:
+                return clickhouse_connect.get_client(dsn=f"chdb://{path}")
+
             try:
-                first = clickhouse_connect.get_client(dsn=f"chdb://{path}")
+                first = open_client()
             except ClickHouseError as exc:
                 if "Cannot lock file" in str(exc):
                     raise StoreLocked(
@@ -212,8 +215,7 @@ def _open_embedded(path: str) -> _SharedClient:
                         hint=_LOCKED_HINT,
                     ) from None
                 raise ConfigError(f"cannot open the embedded store at {path}: {exc}") from None
-            shared = _SharedClient(path, ClientPool(lambda: clickhouse_connect.get_client(dsn=f"chdb://{path}"),
-                                                    first))
+            shared = _SharedClient(path, ClientPool(open_client, first))
             _embedded[path] = shared
         shared.refs += 1
         return shared
@@ -274,12 +276,16 @@ class Engine:
             self.store_path = None
             url_db = parts.path.strip("/") or None
             self.database = database or url_db or "default"
+            dsn, database = self.dsn, self.database
+
+            def open_client() -> Any:
+                return clickhouse_connect.get_client(dsn=dsn, database=database)
+
             try:
-                first = clickhouse_connect.get_client(dsn=self.dsn, database=self.database)
+                first = open_client()
             except ClickHouseError as exc:
                 raise ConfigError(f"cannot connect to ClickHouse at {parts.hostname}: {exc}") from None
-            dsn, database = self.dsn, self.database
-            self.pool = ClientPool(lambda: clickhouse_connect.get_client(dsn=dsn, database=database), first)
+            self.pool = ClientPool(open_client, first)
             self.token = uuid.uuid4().hex
             self.shared = SharedState()
         else:

@@ -131,12 +131,6 @@ def test_literals_are_one_printable_line():
     assert text.isprintable()
 
 
-def test_engine_re_exports_the_same_functions():
-    from dpch.store import engine
-
-    assert engine.quote_string is quote_string and engine.quote_identifier is quote_identifier
-
-
 def test_uint64_round_trips_at_its_extremes(keeper):
     name = "`default`.`quoting_uint64`"
     keeper.command(f"CREATE TABLE IF NOT EXISTS {name} (v UInt64) ENGINE = Memory")
