@@ -88,16 +88,12 @@ class Gateway:
         self.policy = Policy.from_toml(config.policy) if config.policy else Policy()
         self.cache = ReleaseCache(config.cache_ttl)
         self._engines: dict[str, Engine] = {}
-        self._metadata_engine: Engine | None = None
         self._sessions: dict[tuple[str, str], Session] = {}
         self._lock = threading.Lock()
         try:
             for db in config.databases:
                 self._engines[db] = Engine(config.dsn, database=db)
             first = self._engines[config.database]
-            # Metadata queries read synthetic rows only, so any connection serves them; each call
-            # borrows its own client from the engine's pool, so one never waits for a release.
-            self._metadata_engine = first
             self.version, self.timezone = first.query_rows("SELECT version(), timezone()")[0]
             for user in config.users.values():
                 if user.budget is not None:
@@ -282,7 +278,8 @@ class Gateway:
         It borrows a client of its own from the engine's pool, so it delays no release; these
         limits bound the CPU it can take from them (the allowlist already refuses row generators)."""
         settings = {**metadata_limits(self.config.metadata_timeout), "input_format_parallel_parsing": "0", **output}
-        engine = self._metadata_engine
+        # synthetic rows only, so any database's engine serves it: the default one's
+        engine = self._engines.get(self.config.database)
         if engine is None:
             raise GatewayError(1002, DpchError.kind, "dpch: the gateway is closed")
         return self._raw(engine, render(found, settings), fmt)
@@ -331,7 +328,6 @@ class Gateway:
         return result
 
     def close(self) -> None:
-        self._metadata_engine = None
         for engine in self._engines.values():
             engine.close()
         self._engines.clear()
