@@ -17,6 +17,7 @@ from dpch.sql.analyze import MAX_GROUPS, QueryPlan, analyze
 from dpch.sql.parse import parse_query
 from dpch.sql.relation import quote
 from dpch.sql.settings import QueryOptions, option_overrides
+from dpch.sql.time_constants import ConstantQuery
 from dpch.store.engine import Engine
 
 #: seconds a public table's key domain is reused before it is read again
@@ -56,12 +57,14 @@ def plan_query(
     table_policy: Callable[[str], TablePolicy],
     database: str,
     public_domain: Callable[[str, str], tuple[Any, ...]],
+    constants: ConstantQuery | None = None,
 ) -> tuple[QueryPlan, QueryOptions]:
     """Parses and analyzes ``sql``. Options: the session's ``defaults``, then the caller's
-    ``overrides``, then the query's own ``SETTINGS dp_…`` (the last word wins)."""
+    ``overrides``, then the query's own ``SETTINGS dp_…`` (the last word wins). ``constants`` runs
+    SELECTs that read no table (date and time constants, time-bucket domains)."""
     parsed = parse_query(sql)
     opts = defaults.with_overrides(dict(overrides)).with_overrides(option_overrides(parsed.settings)).validated()
-    return analyze(parsed, table_policy, database, public_domain), opts
+    return analyze(parsed, table_policy, database, public_domain, constants), opts
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,8 @@ class PlanCache:
         plan, opts = build(recording_policy, recording_domain)  # a refusal is raised, never cached
         with self._lock:
             self.misses += 1
+            if plan.volatile:  # it holds the value now() or today() had when it was planned
+                return plan, opts
             self._entries[key] = _Planned(plan, opts, tuple(policies.items()), tuple(domains.items()))
             self._entries.move_to_end(key)
             while len(self._entries) > self.size:

@@ -12,10 +12,11 @@ reading any data. The pieces live in their own modules:
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from sqlglot import exp
 
@@ -29,6 +30,8 @@ from dpch.sql.grouping import MAX_GROUPS, GroupKey, KeyBuilder, PublicDomain, ch
 from dpch.sql.nodes import column, show
 from dpch.sql.parse import DIALECT, ParsedQuery
 from dpch.sql.relation import Relation, RelationBuilder, SourceColumn, TableLookup
+from dpch.sql.time_buckets import where_ranges
+from dpch.sql.time_constants import ConstantQuery, fold_time_constants
 
 _SUPPORTED_CLAUSES = {"expressions", "from_", "where", "group", "order", "limit", "offset", "settings", "joins",
                       "with_", "having"}
@@ -79,6 +82,8 @@ class QueryPlan:
     groups_per_unit: int = 1
     restrict_groups: bool = False
     group_domain: tuple[tuple[Any, ...], ...] | None = field(default=((),))
+    #: folded now()/today(): the plan holds the clock's value and must not be reused
+    volatile: bool = False
 
     @property
     def inner_columns(self) -> tuple[tuple[str, str], ...]:
@@ -109,9 +114,16 @@ class QueryPlan:
 
 
 def analyze(parsed: ParsedQuery, lookup: Callable[[str], TablePolicy], database: str,
-            public_domain: PublicDomain | None = None) -> QueryPlan:
-    """Checks ``parsed`` against the policies and derives every measure's sensitivity."""
-    return _Analyzer(parsed, lookup, database, public_domain or _no_public_domain).plan()
+            public_domain: PublicDomain | None = None, constants: ConstantQuery | None = None) -> QueryPlan:
+    """Checks ``parsed`` against the policies and derives every measure's sensitivity.
+
+    ``constants`` runs SELECTs that read no table: it evaluates date and time constants
+    (:mod:`.time_constants`) and lists time buckets' domains (:mod:`.time_buckets`)."""
+    select, folded = fold_time_constants(parsed.select, constants)
+    if select is not parsed.select:
+        parsed = dataclasses.replace(parsed, select=cast(exp.Select, select))
+    plan = _Analyzer(parsed, lookup, database, public_domain or _no_public_domain, constants).plan()
+    return dataclasses.replace(plan, volatile=True) if folded.volatile else plan
 
 
 def _no_public_domain(table: str, column: str) -> tuple[Any, ...]:
@@ -119,8 +131,10 @@ def _no_public_domain(table: str, column: str) -> tuple[Any, ...]:
 
 
 class _Analyzer:
-    def __init__(self, parsed: ParsedQuery, lookup: TableLookup, database: str, public_domain: PublicDomain) -> None:
+    def __init__(self, parsed: ParsedQuery, lookup: TableLookup, database: str, public_domain: PublicDomain,
+                 constants: ConstantQuery | None = None) -> None:
         self.parsed = parsed
+        self.constants = constants
         self.select = parsed.select
         self.database = database
         self.lookup = lookup
@@ -158,7 +172,8 @@ class _Analyzer:
             conditions.append(condition(where.this, lambda c: self._base_ref(c)))
 
         group_exprs = self._group_expressions()
-        key_builder = KeyBuilder(self.relation, self.outer, self.public_domain)
+        ranges = where_ranges(where.this if where is not None else None, self._identity)
+        key_builder = KeyBuilder(self.relation, self.outer, self.public_domain, self.constants, ranges)
         keys = [key_builder.key(e) for e in group_exprs]
         partition = any(k.values is None for k in keys)
         domain_size = None if partition else check_domain_size(keys)
@@ -223,6 +238,13 @@ class _Analyzer:
             restrict_groups=partition and groups_per_unit < cap,
             group_domain=domain,
         )
+
+    def _identity(self, col: exp.Column) -> str | None:
+        """Which source column ``col`` reads (None if it names none: the error comes elsewhere)."""
+        try:
+            return self.relation.resolve(col).base_sql
+        except QueryRejected:
+            return None
 
     def _base_ref(self, col: exp.Column) -> ColumnRef:
         source = self.relation.resolve(col)

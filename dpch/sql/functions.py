@@ -40,6 +40,8 @@ class Totality:
 
     why: str
     constant: tuple[str | int, ...] = ()
+    #: what to write instead when a constant argument is an expression over the rows
+    hint: str = ""
 
 
 _STRUCTURE = Totality("structure: no computation")
@@ -52,6 +54,12 @@ _STRING = Totality("total on every string, including empty and invalid UTF-8")
 _DATE = Totality("calendar functions are total on Date/DateTime values")
 _NULL = Totality("NULL tests and NULL replacement are total")
 _PARSE = Totality("the …OrNull form returns NULL on a value that does not parse, never an error")
+#: the exact forms dpch.sql.time_constants folds every constant date or time into; they would raise on
+#: a bad text or number, so their arguments must be literals, which the folding has already evaluated
+_TIME_CONSTANT = Totality(
+    "a date or time constant, evaluated once before the charge", constant=(0, 1),
+    hint="compare the date or time column itself with a constant, e.g. visit_date >= toDate('2026-01-01'); "
+         "a column that holds dates as text can be read with toDateOrNull(column)")
 
 #: operators and functions sqlglot parses into their own node classes
 NODE_RULES: dict[type[exp.Expr], Totality] = {
@@ -100,6 +108,8 @@ NAMED_RULES: dict[str, Totality] = {
     "tostartofweek": Totality("the week mode must be a constant", constant=(1,)),
     "isnull": _NULL, "isnotnull": _NULL,
     "multiif": Totality("multiIf picks a branch; each branch is checked on its own"),
+    "todate": _TIME_CONSTANT, "todate32": _TIME_CONSTANT, "todatetime": _TIME_CONSTANT,
+    "fromunixtimestamp64nano": _TIME_CONSTANT,
 }
 
 #: the registry's functions as an analyst types them (shell completion and the docs), plus intDiv,
@@ -183,7 +193,6 @@ def is_constant_argument(node: exp.Expr) -> bool:
 ALTERNATIVES = {
     "intdiv": "use '/' (it never fails on 0) and round/floor",
     "modulo": "the remainder by 0 raises; it is not available",
-    "todate": "use toDateOrNull(...)", "todatetime": "use toDateOrNull(...)",
     "toint64": "use toInt64OrNull(...)", "tofloat64": "use toFloat64OrNull(...) or arithmetic",
     "cast": "use the …OrNull conversion functions, e.g. toInt64OrNull",
 }
@@ -208,8 +217,8 @@ def check_total(node: exp.Expr, where: str = "") -> None:
         if not is_constant(_argument(node, arg)):
             raise QueryRejected(
                 f"{context}{display_name(node)} needs a constant here, not an expression over the rows",
-                hint="write the pattern, unit or number as a literal: an expression computed from a row "
-                     "could make the query fail depending on the data, which dpch refuses",
+                hint=found.hint or "write the pattern, unit or number as a literal: an expression computed from "
+                                   "a row could make the query fail depending on the data, which dpch refuses",
             )
 
 

@@ -30,6 +30,8 @@ from dpch.sql.bounds import ColumnRef, check_condition, clamp, condition, functi
 from dpch.sql.nodes import call, literal_node, number, show
 from dpch.sql.parse import DIALECT
 from dpch.sql.relation import Relation, SourceColumn
+from dpch.sql.time_buckets import TimeRange, bucket_column, bucket_domain
+from dpch.sql.time_constants import ConstantQuery
 
 #: the largest domain a GROUP BY may release (product of the keys' domains)
 MAX_GROUPS = 100_000
@@ -58,28 +60,66 @@ class GroupKey:
 
 class KeyBuilder:
     def __init__(self, relation: Relation, outer: Callable[[SourceColumn], exp.Expr],
-                 public_domain: PublicDomain) -> None:
+                 public_domain: PublicDomain, constants: ConstantQuery | None = None,
+                 ranges: dict[str, TimeRange] | None = None) -> None:
         self.relation = relation
         self.outer = outer
         self.public_domain = public_domain
+        #: evaluates time-bucket domains in ClickHouse (no table read); None: only the Python-listed forms
+        self.constants = constants
+        #: the constant limits WHERE puts on each column (by :attr:`SourceColumn.base_sql`)
+        self.ranges = ranges or {}
 
     def key(self, expr: exp.Expr) -> GroupKey:
         label = expr.sql(DIALECT)
+        timed = self._time_key(expr, label)
+        if timed is not None:
+            return timed
         if isinstance(expr, exp.Column):
             return self._column_key(self.relation.resolve(expr), label)
         name = function_name(expr)
         if name == "intdiv":
             return self._intdiv(expr, label)
         date_unit = _date_bucket(expr, name)
-        if date_unit is not None and isinstance(expr.this if not isinstance(expr, exp.Anonymous) else
-                                                expr.expressions[0], exp.Column):
-            column = expr.this if not isinstance(expr, exp.Anonymous) else expr.expressions[0]
+        column = _bucket_argument(expr) if date_unit is not None else None
+        if date_unit is not None and isinstance(column, exp.Column):
             source = self.relation.resolve(column)
             if source.date_bounds is not None:
                 return self._date_key(source, date_unit, label)
         check_condition(expr, lambda c: self.relation.resolve(c).ref(exp.null()))
         # an expression key is released as text (its values come from the data, through selection)
         return GroupKey(label, call("toString", condition(expr, self._outer_ref)), None, "partition selection")
+
+    def _time_key(self, expr: exp.Expr, label: str) -> GroupKey | None:
+        """A time bucket (:mod:`dpch.sql.time_buckets`) whose domain ClickHouse lists from the bounds and
+        the WHERE range; None for other keys, and for the date keys listed in Python below when WHERE
+        does not limit their column."""
+        chain = bucket_column(expr)
+        if chain is None:
+            return None
+        column = chain.column
+        source = self.relation.resolve(column)
+        if not base_type(source.type).startswith("Date"):
+            return None  # a number or a string: the other key forms below
+        if source.date_bounds is None:  # partition selection, where the registry allows the expression
+            try:
+                check_condition(expr, lambda c: self.relation.resolve(c).ref(exp.null()))
+            except QueryRejected:
+                raise QueryRejected(f"GROUP BY {label}: this time bucket needs declared date bounds on "
+                                    f"{column.name}", hint="ask the data owner to declare them, e.g. "
+                                    "bounds=[\"2026-01-01\", \"2026-12-31\"]") from None
+            return None
+        limits = self.ranges.get(source.base_sql, TimeRange())
+        listed_here = isinstance(expr, exp.Column) or (_date_bucket(expr, function_name(expr)) is not None
+                                                        and isinstance(_bucket_argument(expr), exp.Column))
+        if self.constants is None or (listed_here and not limits.lower and not limits.upper):
+            if listed_here:
+                return None
+            raise QueryRejected(f"GROUP BY {label}: time buckets need the database to list their values")
+        domain = bucket_domain(expr, chain, self.outer(source), source.type, source.date_bounds, limits,
+                               self.constants, MAX_GROUPS)
+        origin = "bounds and WHERE range" if limits.lower or limits.upper else "bounds"
+        return GroupKey(label, domain.node, domain.values, origin, type=domain.type)
 
     def _outer_ref(self, col: exp.Column) -> ColumnRef:
         source = self.relation.resolve(col)
@@ -203,6 +243,14 @@ def _date_domain(unit: str, lo: date, hi: date, label: str) -> tuple[Any, ...]:
     values = tuple(date(m // 12, m % 12 + 1, 1) for m in range(first, last + 1, step))
     _check_size(len(values), label)
     return values
+
+
+def _bucket_argument(expr: exp.Expr) -> exp.Expr | None:
+    """The argument a date bucket function applies to."""
+    if isinstance(expr, exp.Anonymous):
+        return expr.expressions[0] if expr.expressions else None
+    found = expr.this
+    return found if isinstance(found, exp.Expr) else None
 
 
 def _date_bucket(expr: exp.Expr, name: str) -> str | None:

@@ -14,7 +14,8 @@ from tests.helpers import ledger_rows
 def _plan(session, sql, **overrides):
     return plan_query(sql, defaults=QueryOptions(epsilon=0.5), overrides=overrides,
                       table_policy=session.table_policy, database=session.engine.database,
-                      public_domain=session.public_domains)
+                      public_domain=session.public_domains,
+                      constants=session.engine.query_rows)
 
 
 def test_options_resolve_defaults_then_caller_then_settings(session):

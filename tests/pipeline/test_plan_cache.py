@@ -15,7 +15,8 @@ from tests.sql.test_corpus import CORPUS
 
 def _fresh(session, sql):
     return plan_query(sql, defaults=session.defaults, overrides={}, table_policy=session.table_policy,
-                      database=session.engine.database, public_domain=session.public_domains)
+                      database=session.engine.database, public_domain=session.public_domains,
+                      constants=session.engine.query_rows)
 
 
 def test_a_repeated_text_is_planned_once_and_gives_the_same_answer(session):
@@ -52,6 +53,12 @@ def test_a_refusal_is_not_cached(session):
     assert session.plans.hits == 0
 
 
+class _StandInPlan:
+    """A plan as the cache sees it: compared by identity, and not volatile."""
+
+    volatile = False
+
+
 def test_a_changed_public_domain_plans_afresh():
     """The cache with recording lookups: a domain read while planning is checked again on reuse."""
     domain = {"v": ("a", "b")}
@@ -61,7 +68,7 @@ def test_a_changed_public_domain_plans_afresh():
     def build(table_policy, public_domain):
         table_policy("t")
         built.append(public_domain("dim", "k"))
-        return object(), QueryOptions()
+        return _StandInPlan(), QueryOptions()
 
     cache = PlanCache()
     lookups = (lambda table: policy, lambda table, column: domain["v"])
