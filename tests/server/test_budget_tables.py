@@ -92,6 +92,19 @@ def test_releases_are_the_users_own_with_where_order_limit(spent):
     assert [r["release_id"] for r in theirs] == ids["bob"]
 
 
+def test_releases_chart_by_time_bucket(spent):
+    """A dashboard panel of ε spent per day: time buckets and INTERVAL ranges work on the views."""
+    srv, _ = spent
+    buckets = rows(srv, "SELECT toStartOfDay(time) AS d, sum(epsilon) AS e FROM dpch.releases "
+                        "WHERE time > now() - INTERVAL 1 DAY GROUP BY d ORDER BY d")
+    assert 1 <= len(buckets) <= 2 and sum(b["e"] for b in buckets) == pytest.approx(0.5)  # 2 at midnight
+    hourly = rows(srv, "SELECT toStartOfInterval(time, INTERVAL 1 HOUR) AS h, count() AS c FROM dpch.releases "
+                       "WHERE time < now() - INTERVAL 1 DAY GROUP BY h")
+    assert hourly == []
+    response, data = post(srv, "SELECT toStartOfDay(toDateTime(dictGet('d', 'x', 1))) FROM dpch.releases")
+    assert response.status != 200 and b"dictGet is not allowed" in data, data
+
+
 def test_reading_the_views_is_free(spent, keeper, database):
     srv, _ = spent
     before = ledger_rows(keeper, database)
