@@ -135,6 +135,8 @@ def test_warning_exactly_below_the_share(serve):
     header = response.getheader("X-Dpch-Budget-Warning")
     assert header and "0.0625 of 1" in header and "10%" in header, header
     assert warning_of(srv, "v") == (header, header)
+    response, _ = post(srv, f"EXPLAIN DP {Q}", user="v")  # free, and still warned
+    assert response.getheader("X-Dpch-Budget-Warning") == header
 
 
 def test_warning_on_cache_hits_and_off_when_share_is_zero(serve):
