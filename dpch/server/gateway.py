@@ -2,9 +2,11 @@
 
 All sessions share one :class:`~dpch.store.engine.Engine` per served database (chdb opens a store
 once per process) and one :class:`~dpch.policy.resolve.Policy`. A request is either
-introspection (answered from public metadata, see :mod:`.introspection`) or goes through the
-analyst's Session — the DP path, with its filter, durable ledger charge and noise. Released
-rows are serialised by ClickHouse in the client's format (:mod:`.formats`).
+introspection (answered from public metadata, see :mod:`.introspection`), a read of the
+analyst's own budget and ledger (``dpch.budget``, ``dpch.releases``: :mod:`.ledger_views`), or goes
+through the analyst's Session — the DP path, with its filter, durable ledger charge and noise.
+Released rows are serialised by ClickHouse in the client's format (:mod:`.formats`), with interval
+columns when ``dp_intervals = 'columns'`` (:mod:`.intervals`).
 """
 
 from __future__ import annotations
