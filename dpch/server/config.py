@@ -16,12 +16,18 @@ policy = "policy.toml"              # optional TOML overriding the tables' dp: a
 access_log = "-"                    # "-" = stderr, or a file path (JSON lines)
 accept_settings = []                # more URL settings to accept and ignore
 ledger_fsync = true                 # optional: fsync every ledger INSERT (survives power loss; slower)
+budget_warning_share = 0.1          # X-Dpch-Budget-Warning (and dpch.budget's warning) when remaining ε
+                                    # is below this share of the budget; 0 = never warn
 
 [users.grafana]                     # a ClickHouse user name
 password_sha256 = "5e8848..."       # or password = "..." (plain, for tests)
 analyst = "bi"                      # whose budget pays (default: the user name)
 epsilon = 3.0                       # optional: sets the analyst's budget at startup
 delta = 1e-6
+cache_ttl = 300                     # optional: this user's release-cache TTL (default: [server] cache_ttl)
+budget_warning_share = 0.2          # optional: this user's warning share (default: [server]'s)
+dp_intervals = "columns"            # optional: default of SETTINGS dp_intervals for this user (a query's
+                                    # own setting wins): <c>_lo, <c>_hi after each noisy column
 ```
 """
 
@@ -36,13 +42,15 @@ from typing import Any
 
 from dpch.accounting.budget import Budget
 from dpch.errors import ConfigError
+from dpch.sql.settings import INTERVAL_MODES
 
 _SERVER_KEYS = {
     "dsn", "database", "databases", "host", "port", "display_name", "cache_ttl", "max_request_bytes",
     "query_timeout", "max_concurrent", "policy", "access_log", "accept_settings", "keep_alive_timeout",
-    "metadata_timeout", "ledger_fsync",
+    "metadata_timeout", "ledger_fsync", "budget_warning_share",
 }
-_USER_KEYS = {"password", "password_sha256", "analyst", "epsilon", "delta"}
+_USER_KEYS = {"password", "password_sha256", "analyst", "epsilon", "delta", "cache_ttl", "budget_warning_share",
+              "dp_intervals"}
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,12 @@ class User:
     analyst: str
     password_sha256: str
     budget: Budget | None = None
+    #: seconds this user is re-served a cached release (None: the server's ``cache_ttl``)
+    cache_ttl: float | None = None
+    #: warn when remaining ε / budget ε is below this (None: the server's ``budget_warning_share``)
+    budget_warning_share: float | None = None
+    #: this user's default for ``SETTINGS dp_intervals`` (None: ``'none'``; a query's setting wins)
+    dp_intervals: str | None = None
 
     def check(self, password: str) -> bool:
         digest = hashlib.sha256(password.encode()).hexdigest()
@@ -82,11 +96,21 @@ class ServerConfig:
     #: fsync every ledger INSERT (docs/filters-and-ledger.md); None keeps the ledger table's setting
     #: (or follows $DPCH_LEDGER_FSYNC)
     ledger_fsync: bool | None = None
+    #: X-Dpch-Budget-Warning when a user's remaining ε is below this share of its budget (0: never)
+    budget_warning_share: float = 0.1
     users: dict[str, User] = field(default_factory=dict)
 
     @property
     def database(self) -> str:
         return self.databases[0]
+
+    def cache_ttl_for(self, user: User) -> float:
+        """``user``'s release-cache TTL in seconds (its own, else the server's)."""
+        return self.cache_ttl if user.cache_ttl is None else user.cache_ttl
+
+    def warning_share_for(self, user: User) -> float:
+        """``user``'s budget-warning share (its own, else the server's)."""
+        return self.budget_warning_share if user.budget_warning_share is None else user.budget_warning_share
 
     @classmethod
     def from_toml(cls, path: str | Path) -> ServerConfig:
@@ -129,6 +153,8 @@ class ServerConfig:
                     raise ConfigError(f"{source}: [server] {key} must be a number") from None
                 if kwargs[key] < 0:
                     raise ConfigError(f"{source}: [server] {key} must not be negative")
+        if "budget_warning_share" in server:
+            kwargs["budget_warning_share"] = _share(server.pop("budget_warning_share"), f"{source}: [server]")
         if kwargs.get("metadata_timeout", 1.0) == 0:
             raise ConfigError(f"{source}: [server] metadata_timeout must be positive",
                               hint="metadata queries share the engine with releases, so their time is always bounded")
@@ -155,8 +181,41 @@ class ServerConfig:
             budget = None
             if "epsilon" in spec:
                 budget = Budget(float(spec["epsilon"]), float(spec.get("delta", 1e-6)))
-            users[name] = User(name, str(spec.get("analyst", name)), digest, budget)
+            users[name] = User(name, str(spec.get("analyst", name)), digest, budget, **_user_options(
+                spec, f"{source}: [users.{name}]"))
         return cls(users=users, **kwargs)
+
+
+def _user_options(spec: dict[str, Any], where: str) -> dict[str, Any]:
+    """A user's own cache TTL, warning share and dp_intervals default, checked."""
+    options: dict[str, Any] = {}
+    if "cache_ttl" in spec:
+        try:
+            options["cache_ttl"] = float(spec["cache_ttl"])
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where} cache_ttl must be a number of seconds") from None
+        if not options["cache_ttl"] >= 0:
+            raise ConfigError(f"{where} cache_ttl must not be negative", hint="0 turns the cache off for this user")
+    if "budget_warning_share" in spec:
+        options["budget_warning_share"] = _share(spec["budget_warning_share"], where)
+    if "dp_intervals" in spec:
+        mode = spec["dp_intervals"]
+        if mode not in INTERVAL_MODES:
+            raise ConfigError(f"{where} dp_intervals must be one of {', '.join(repr(m) for m in INTERVAL_MODES)}",
+                              hint='e.g. dp_intervals = "columns"')
+        options["dp_intervals"] = mode
+    return options
+
+
+def _share(value: Any, where: str) -> float:
+    try:
+        share = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where} budget_warning_share must be a number between 0 and 1") from None
+    if not 0 <= share <= 1:
+        raise ConfigError(f"{where} budget_warning_share must be between 0 and 1",
+                          hint="e.g. 0.1 warns when less than 10% of the ε budget is left; 0 never warns")
+    return share
 
 
 def _str_list(value: Any, where: str) -> list[str]:

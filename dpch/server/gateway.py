@@ -2,9 +2,11 @@
 
 All sessions share one :class:`~dpch.store.engine.Engine` per served database (chdb opens a store
 once per process) and one :class:`~dpch.policy.resolve.Policy`. A request is either
-introspection (answered from public metadata, see :mod:`.introspection`) or goes through the
-analyst's Session — the DP path, with its filter, durable ledger charge and noise. Released
-rows are serialised by ClickHouse in the client's format (:mod:`.formats`).
+introspection (answered from public metadata, see :mod:`.introspection`), a read of the
+analyst's own budget and ledger (``dpch.budget``, ``dpch.releases``: :mod:`.ledger_views`), or goes
+through the analyst's Session — the DP path, with its filter, durable ledger charge and noise.
+Released rows are serialised by ClickHouse in the client's format (:mod:`.formats`), with interval
+columns when ``dp_intervals = 'columns'`` (:mod:`.intervals`).
 """
 
 from __future__ import annotations
@@ -13,14 +15,15 @@ import json
 import re
 import threading
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlglot.dialects.clickhouse import ClickHouse
 from sqlglot.errors import SqlglotError
 from sqlglot.tokens import TokenType
 
-from dpch.accounting.accountant import Accountant
+from dpch.accounting.accountant import Accountant, BudgetStatus
 from dpch.errors import AuthenticationFailed, ConfigError, DpchError, QueryRejected
 from dpch.pipeline.report import Release
 from dpch.policy.resolve import Policy
@@ -29,11 +32,13 @@ from dpch.server.cache import CachedRelease, ReleaseCache, cache_key
 from dpch.server.config import ServerConfig, User
 from dpch.server.errors import GatewayError, from_dpch, metadata_error, syntax_error
 from dpch.server.formats import canonical_format, select_rows, serialize, split_format, string_literal
+from dpch.server.intervals import check_names, noisy_columns, with_bounds
 from dpch.server.introspection import Catalog, Introspection, introspect, metadata_limits, render
+from dpch.server.ledger_views import ALL, ViewQuery, budget_rows, budget_warning, find_views, release_rows
 from dpch.server.wire import release_to_wire
 from dpch.session import Session
 from dpch.sql.result_types import release_types, typed_rows
-from dpch.sql.settings import SETTING_NAMES
+from dpch.sql.settings import SETTING_NAMES, QueryOptions
 from dpch.store.engine import Engine
 from dpch.store.quoting import quote_identifier
 
@@ -78,6 +83,18 @@ class Result:
     kind: str
     headers: dict[str, str] = field(default_factory=dict)
     cost: PrivacyCost | None = None
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A release for one request: the (possibly cached) release and how to present it."""
+
+    cached: CachedRelease
+    hit: bool
+    #: per released column: whether it is noisy with an interval (from the plan, never the data)
+    noisy: tuple[bool, ...]
+    #: the query's resolved ``dp_intervals``
+    intervals: str = "none"
 
 
 class Gateway:
@@ -186,6 +203,9 @@ class Gateway:
                                "Pretty)")
         text = bind_parameters(text, binds)
         engine = self.engine(database)
+        view = find_views(text, self._engines)
+        if view is not None:
+            return self.ledger_view(user, engine.database, view, fmt, output)
         catalog = self._catalog(user, engine.database)
         try:
             found = introspect(text, catalog)
@@ -194,14 +214,18 @@ class Gateway:
         if found is not None:
             body = self.metadata(found, fmt, output)
             return Result(body, fmt, -1, found.kind)
-        cached, hit = self.release(user, text, database=engine.database, options=options)
+        if user.dp_intervals is not None:  # the user's default; a URL or SETTINGS dp_intervals wins
+            options.setdefault("intervals", user.dp_intervals)
+        answer = self.answer(user, text, database=engine.database, options=options)
+        cached, hit = answer.cached, answer.hit
         release = cached.release
-        encoding_key = (fmt, tuple(sorted(output.items())))
-        body = cached.encoded.get(encoding_key)
-        if body is None:
-            body = self._serialize(engine, fmt, release, cached.types, output)
-            if self.cache.enabled:
-                cached.encoded[encoding_key] = body
+        bounds = answer.noisy if answer.intervals == "columns" else None
+        encoding_key = (fmt, tuple(sorted(output.items())), bounds)
+        encoded = cached.encoded.get(encoding_key)
+        if encoded is None:
+            encoded = self._serialize(engine, fmt, release, cached.types, output, bounds)
+            if self.config.cache_ttl_for(user) > 0:
+                cached.encoded[encoding_key] = encoded
         # one status per request: a fresh release carries the status taken right after its charge;
         # a cached one is re-read (other releases may have spent since)
         status = self.session(user, engine.database).budget() if hit else release.budget
@@ -209,17 +233,23 @@ class Gateway:
             "X-Dpch-Release-Id": release.release_id,
             "X-Dpch-Cost": _json({"epsilon": 0.0 if hit else release.cost.epsilon,
                                   "delta": 0.0 if hit else release.cost.delta}),
-            "X-Dpch-Budget-Remaining": _json({"epsilon": status.remaining.epsilon,
-                                              "delta": status.remaining.delta}),
+            **self.budget_headers(user, status),
             "X-Dpch-Mechanism": release.mechanism,
             "X-Dpch-Confidence": repr(release.confidence),
-            "X-Dpch-Cache": ("hit" if hit else "miss") if self.cache.enabled else "off",
+            "X-Dpch-Cache": ("hit" if hit else "miss") if self.config.cache_ttl_for(user) > 0 else "off",
         }
         cost = PrivacyCost.zero() if hit else release.cost
-        return Result(body, fmt, len(release.rows), "cache" if hit else "release", headers, cost)
+        return Result(encoded, fmt, len(release.rows), "cache" if hit else "release", headers, cost)
 
-    def release(self, user: User, sql: str, *, database: str | None, options: dict[str, Any]):
-        """A release of ``sql`` for ``user`` (from the cache when an identical one is fresh)."""
+    def release(self, user: User, sql: str, *, database: str | None,
+                options: dict[str, Any]) -> tuple[CachedRelease, bool]:
+        """A release of ``sql`` for ``user`` (from the cache when an identical one is fresh), and
+        whether it came from the cache."""
+        answer = self.answer(user, sql, database=database, options=options)
+        return answer.cached, answer.hit
+
+    def answer(self, user: User, sql: str, *, database: str | None, options: dict[str, Any]) -> Answer:
+        """:meth:`release`, with what presenting it needs (its noisy columns, ``dp_intervals``)."""
         session = self.session(user, database)
         try:
             plan, opts = session.plan(sql, **options)
@@ -227,17 +257,49 @@ class Gateway:
                 # EXPLAIN DP is free and never cached: it has no entry of its own to share, and
                 # must never take (or fill) the entry of the query it explains.
                 explained = session.query(sql, **options)
-                return CachedRelease(explained, ["String"] * len(explained.columns), time.monotonic()), False
-            key = cache_key("release", user.analyst, session.engine.database, plan.query.fingerprint, opts)
+                cached = CachedRelease(explained, ["String"] * len(explained.columns), time.monotonic())
+                return Answer(cached, False, noisy_columns(plan), opts.intervals)
+            noisy = noisy_columns(plan)
+            if opts.intervals == "columns":
+                check_names(plan.columns, noisy)  # before anything is charged
+            key = cache_key("release", user.analyst, session.engine.database, plan.query.fingerprint,
+                            release_options(opts))
 
             def fresh() -> tuple[Release, list[str]]:
                 return session.query(sql, **options), release_types(plan)
 
-            return self.cache.get_or_release(key, fresh)
+            cached, hit = self.cache.get_or_release(key, fresh, ttl=self.config.cache_ttl_for(user))
+            return Answer(cached, hit, noisy, opts.intervals)
         except DpchError as exc:
             raise from_dpch(exc) from None
         except SqlglotError:  # the tokenizer's errors (an unexpanded $macro, an open quote)
             raise syntax_error(sql) from None
+
+    def budget_headers(self, user: User, status: BudgetStatus) -> dict[str, str]:
+        """The budget left, and ``X-Dpch-Budget-Warning`` when it is below ``user``'s share."""
+        headers = {"X-Dpch-Budget-Remaining": _json({"epsilon": status.remaining.epsilon,
+                                                     "delta": status.remaining.delta})}
+        warning = budget_warning(status, self.config.warning_share_for(user))
+        if warning:
+            headers["X-Dpch-Budget-Warning"] = warning
+        return headers
+
+    def ledger_view(self, user: User, database: str, view: ViewQuery, fmt: str, output: dict[str, str]) -> Result:
+        """``dpch.budget`` / ``dpch.releases`` for ``user``'s analyst only; free."""
+        session = self.session(user, database)
+        share = self.config.warning_share_for(user)
+        try:
+            status = session.accountant.status(recent=0)
+            sources: dict[str, Callable[[], list[tuple[Any, ...]]]] = {
+                "budget": lambda: budget_rows(status, share),
+                "releases": lambda: release_rows(session.accountant.recent(ALL)),
+            }
+            rows = {name: sources[name]() for name in view.views}
+        except DpchError as exc:
+            raise from_dpch(exc) from None
+        body = self.metadata(view.bind(rows.__getitem__), fmt, output)
+        return Result(body, fmt, -1, "ledger:" + ",".join(view.views), self.budget_headers(user, status),
+                      PrivacyCost.zero())
 
     def release_wire(self, user: User, sql: str, *, database: str | None, options: dict[str, Any]) -> dict:
         """The dpch:// protocol's answer: the full release as JSON."""
@@ -266,11 +328,16 @@ class Gateway:
         return wire
 
     def _serialize(self, engine: Engine, fmt: str, release: Release, types: list[str],
-                   output: dict[str, str]) -> bytes:
+                   output: dict[str, str], bounds: tuple[bool, ...] | None = None) -> bytes:
+        """``release``'s rows in ``fmt``; with ``bounds`` (dp_intervals = 'columns'), each noisy
+        column followed by its interval's ``_lo`` and ``_hi``."""
+        columns: list[str] = release.columns
         rows = typed_rows(release.rows, types)
+        if bounds is not None:
+            columns, types, rows = with_bounds(columns, types, rows, release.intervals, bounds)
         if not output:
-            return serialize(engine, fmt, release.columns, types, rows)
-        return self._raw(engine, select_rows(release.columns, types, rows, output), fmt)
+            return serialize(engine, fmt, columns, types, rows)
+        return self._raw(engine, select_rows(columns, types, rows, output), fmt)
 
     def metadata(self, found: Introspection, fmt: str, output: dict[str, str]) -> bytes:
         """Runs an introspection query with limits ClickHouse itself enforces.
@@ -362,6 +429,12 @@ def bind_parameters(sql: str, binds: dict[str, str]) -> str:
         return string_literal(value)
 
     return _PARAM.sub(literal, sql)
+
+
+def release_options(opts: QueryOptions) -> QueryOptions:
+    """The options that decide what is released (the cache key's): ``dp_intervals`` only shapes
+    how a release is shown, so a dashboard's chart with error bars and its table share one release."""
+    return replace(opts, intervals="none")
 
 
 def _number_or_text(value: str) -> Any:

@@ -15,6 +15,10 @@ from typing import Any
 from dpch.errors import QueryRejected
 
 MECHANISMS = ("laplace", "gaussian")
+#: how a ClickHouse client receives a release's confidence intervals (``dp_intervals``):
+#: ``none`` — the columns as written (intervals only in dpch's own clients and headers);
+#: ``columns`` — ``<c>_lo`` and ``<c>_hi`` after each noisy column ``c`` (docs/serving.md)
+INTERVAL_MODES = ("none", "columns")
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,9 @@ class QueryOptions:
     relative_error: float | None = None
     max_epsilon: float | None = None
     stop_rule: str = "released"
+    #: presentation only (post-processing of the release; never changes what is released or
+    #: charged): see :data:`INTERVAL_MODES`
+    intervals: str = "none"
 
     @property
     def accuracy_first(self) -> bool:
@@ -58,6 +65,11 @@ class QueryOptions:
             raise QueryRejected(
                 f"dp_confidence must be strictly between 0 and 1, got {self.confidence!r}",
                 hint="e.g. 0.95",
+            )
+        if self.intervals not in INTERVAL_MODES:
+            raise QueryRejected(
+                f"dp_intervals must be one of {', '.join(repr(m) for m in INTERVAL_MODES)}, got {self.intervals!r}",
+                hint="e.g. SETTINGS dp_intervals = 'columns' adds <column>_lo and <column>_hi",
             )
         from dpch.sql.accuracy_target import validate_options
 
