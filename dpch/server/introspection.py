@@ -15,47 +15,19 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from dpch.errors import ParseError, PolicyError, QueryRejected
+from dpch.server.catalog_tables import INFORMATION_SCHEMA, SCHEMAS, Catalog, rows
 from dpch.server.errors import GatewayError
 from dpch.server.formats import rows_source, with_settings
 from dpch.sql.parse import DIALECT
-
-ZERO_UUID = "00000000-0000-0000-0000-000000000000"
-
-#: system tables the gateway emulates: name → [(column, type)]
-SCHEMAS: dict[str, list[tuple[str, str]]] = {
-    "one": [("dummy", "UInt8")],
-    "databases": [("name", "String"), ("engine", "String"), ("data_path", "String"),
-                  ("metadata_path", "String"), ("uuid", "UUID"), ("engine_full", "String"),
-                  ("comment", "String")],
-    "tables": [("database", "String"), ("name", "String"), ("uuid", "UUID"), ("engine", "String"),
-               ("is_temporary", "UInt8"), ("data_paths", "Array(String)"), ("metadata_path", "String"),
-               ("metadata_modification_time", "DateTime"), ("create_table_query", "String"),
-               ("engine_full", "String"), ("as_select", "String"), ("partition_key", "String"),
-               ("sorting_key", "String"), ("primary_key", "String"), ("sampling_key", "String"),
-               ("storage_policy", "String"), ("total_rows", "Nullable(UInt64)"),
-               ("total_bytes", "Nullable(UInt64)"), ("comment", "String"), ("has_own_data", "UInt8")],
-    "columns": [("database", "String"), ("table", "String"), ("name", "String"), ("type", "String"),
-                ("position", "UInt64"), ("default_kind", "String"), ("default_expression", "String"),
-                ("data_compressed_bytes", "UInt64"), ("data_uncompressed_bytes", "UInt64"),
-                ("marks_bytes", "UInt64"), ("comment", "String"), ("is_in_partition_key", "UInt8"),
-                ("is_in_sorting_key", "UInt8"), ("is_in_primary_key", "UInt8"),
-                ("is_in_sampling_key", "UInt8"), ("compression_codec", "String"),
-                ("character_octet_length", "Nullable(UInt64)"), ("numeric_precision", "Nullable(UInt64)"),
-                ("numeric_precision_radix", "Nullable(UInt64)"), ("numeric_scale", "Nullable(UInt64)"),
-                ("datetime_precision", "Nullable(UInt64)")],
-    "settings": [("name", "String"), ("value", "String"), ("changed", "UInt8"), ("description", "String"),
-                 ("min", "Nullable(String)"), ("max", "Nullable(String)"), ("readonly", "UInt8"),
-                 ("type", "String"), ("default", "String"), ("alias_for", "String"), ("is_obsolete", "UInt8")],
-}
 
 #: functions an introspection query may call (besides operators and sqlglot's typed functions
 #: below): none of them reads a table, a file, a dictionary or the network
@@ -66,7 +38,8 @@ _ANONYMOUS_OK = {n.lower() for n in {
     "splitbychar", "has", "empty", "notempty", "startswith", "endswith", "position",
     "match", "like", "ilike", "notlike", "ifnull", "coalesce", "if", "multiif", "count", "any", "max",
     "min", "groupArray", "grouparray", "replaceall", "replaceregexpall", "extract", "trim", "substring",
-    "formatreadablesize", "isnull", "isnotnull", "assumenotnull", "tuple", "array",
+    "formatreadablesize", "concatassumeinjective", "toint16", "toint8", "touint16", "touint32",
+    "isnull", "isnotnull", "assumenotnull", "tuple", "array",
 }}
 _TYPED_OK: tuple[type, ...] = (
     exp.CurrentVersion, exp.CurrentDatabase, exp.CurrentUser, exp.CurrentTimestamp, exp.CurrentDate,
@@ -95,19 +68,6 @@ def metadata_limits(timeout: float) -> dict[str, str]:
 
 
 @dataclass(frozen=True)
-class Catalog:
-    """Public metadata the gateway may show, for one request."""
-
-    user: str
-    database: str
-    databases: Sequence[str]
-    #: (database) → [(table name, engine, comment, sorting_key, create query, [(column, type, comment)])]
-    tables: Callable[[str], list[tuple[str, str, str, str, str, list[tuple[str, str, str]]]]]
-    #: rows of system.settings
-    settings: Callable[[], list[tuple[Any, ...]]]
-
-
-@dataclass(frozen=True)
 class Introspection:
     """An introspection query rewritten to run over synthetic metadata rows only (a sqlglot
     tree: :func:`render` adds the limits and renders it once)."""
@@ -130,6 +90,15 @@ _EXISTS = re.compile(
     r"^\s*EXISTS\s+(?:(?:TEMPORARY\s+)?TABLE\s+|DATABASE\s+|VIEW\s+|DICTIONARY\s+)?"
     r"(?:" + _NAME + r"\.)?" + _NAME + r"\s*;?\s*$", re.IGNORECASE | re.DOTALL)
 _EXISTS_DB = re.compile(r"^\s*EXISTS\s+DATABASE\s+" + _NAME + r"\s*;?\s*$", re.IGNORECASE)
+_SHOW_CREATE = re.compile(
+    r"^\s*SHOW\s+(?:CREATE\s+(?:TEMPORARY\s+)?(?:TABLE\s+)?|TABLE\s+)(?:" + _NAME + r"\.)?" + _NAME + r"\s*;?\s*$",
+    re.IGNORECASE | re.DOTALL)
+#: statements that would change the database: dpch answers none (ClickHouse's READONLY, code 164)
+_WRITE = re.compile(
+    r"^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*(INSERT|CREATE|ALTER|DROP|TRUNCATE|RENAME|OPTIMIZE|DELETE|UPDATE|ATTACH|"
+    r"DETACH|EXCHANGE|UNDROP|GRANT|REVOKE|KILL|SYSTEM|BACKUP|RESTORE|MOVE|REPLACE)\b(\s+(?:OR\s+REPLACE\s+)?"
+    r"(?:TEMPORARY\s+)?(?:MATERIALIZED\s+|LIVE\s+|WINDOW\s+)?(?:VIEW|TABLE|DATABASE|DICTIONARY|FUNCTION|USER|ROLE))?",
+    re.IGNORECASE | re.DOTALL)
 
 
 def _match(pattern: re.Pattern[str], sql: str) -> re.Match[str] | None:
@@ -162,12 +131,16 @@ def translate_statement(sql: str, catalog: Catalog) -> exp.Select | None:
         return query.where(_like("name", m.group(2), m.group(3), m.group(4))) if m.group(4) else query
     if m := _match(_DESCRIBE, sql):
         db, table = m.group(1) or catalog.database, m.group(2)
-        if not any(t[0] == table for t in catalog.tables(db)) if db in catalog.databases else True:
-            raise GatewayError(60, PolicyError.kind, f"Table {db}.{table} does not exist (or has no privacy policy)")
+        _known_table(catalog, db, table)
         query = _template("SELECT name, type, default_kind AS default_type, default_expression, comment, "
                           "compression_codec AS codec_expression, '' AS ttl_expression FROM system.columns "
                           "ORDER BY position")
         return query.where(_equals("database", db)).where(_equals("table", table))
+    if m := _match(_SHOW_CREATE, sql):
+        db, table = m.group(1) or catalog.database, m.group(2)
+        _known_table(catalog, db, table)
+        query = _template("SELECT create_table_query AS statement FROM system.tables")
+        return query.where(_equals("database", db)).where(_equals("name", table))
     if m := _match(_EXISTS_DB, sql):
         return _template("SELECT toUInt8(count() > 0) AS result FROM system.databases").where(
             _equals("name", m.group(1)))
@@ -176,6 +149,29 @@ def translate_statement(sql: str, catalog: Catalog) -> exp.Select | None:
         query = _template("SELECT toUInt8(count() > 0) AS result FROM system.tables")
         return query.where(_equals("database", db)).where(_equals("name", table))
     return None
+
+
+def _known_table(catalog: Catalog, db: str, table: str) -> None:
+    if db not in catalog.databases or not any(t[0] == table for t in catalog.tables(db)):
+        raise GatewayError(60, PolicyError.kind, f"Table {db}.{table} does not exist (or has no privacy policy)")
+
+
+def read_only_refusal(sql: str) -> GatewayError | None:
+    """The READONLY error (ClickHouse's code 164) for a statement that would write, else None.
+
+    Decided from the statement's first keyword only, before anything is parsed or read."""
+    m = _WRITE.match(sql)
+    if m is None:
+        return None
+    what = " ".join((m.group(1) + (m.group(2) or "")).upper().split())
+    advice = "send the SELECT itself"
+    if what.endswith("VIEW"):
+        advice += (" (ibis's con.sql() creates a view first: use the table API, e.g. con.table('visits'), "
+                   "or send the query with a plain client)")
+    return GatewayError(164, QueryRejected.kind,
+                        f"dpch is read-only: {what} is not allowed (dpch answers SELECT queries with differentially "
+                        f"private results and never changes the database); {advice}. Data and tables are "
+                        "changed by the data owner in ClickHouse itself")
 
 
 def _template(sql: str) -> exp.Select:
@@ -236,10 +232,13 @@ def introspect(sql: str, catalog: Catalog) -> Introspection | None:
 
 
 def _introspect(sql: str, catalog: Catalog) -> Introspection | None:
+    refusal = read_only_refusal(sql)
+    if refusal is not None:
+        raise refusal
     tree: exp.Expression | None = translate_statement(sql, catalog)
     if tree is None and _is_metadata_statement(sql):
-        raise GatewayError(48, QueryRejected.kind, "dpch serves SHOW DATABASES, SHOW TABLES, DESCRIBE and "
-                                                   "EXISTS; this metadata statement is not supported")
+        raise GatewayError(48, QueryRejected.kind, "dpch serves SHOW DATABASES, SHOW TABLES, SHOW CREATE TABLE, "
+                                                   "DESCRIBE and EXISTS; this metadata statement is not supported")
     if tree is None:
         try:
             tree = cast(exp.Expression, sqlglot.parse_one(sql, read=DIALECT))  # sqlglot 30 types it Expr
@@ -264,12 +263,16 @@ def _introspect(sql: str, catalog: Catalog) -> Introspection | None:
     _substitute_context(tree, catalog)
     # Each system table becomes a table function over synthetic rows *in the tree*: the query is
     # rendered once, so no text of ours can land inside the client's literals (or theirs in ours).
+    aliases: dict[tuple[str, str], str] = {}
     for table in list(tree.find_all(exp.Table)):
         name = _system_name(table)
         assert name is not None
         source = _system_table(name, catalog)
-        source.set("alias", table.args.get("alias") or exp.TableAlias(this=exp.to_identifier(name)))
+        alias = table.args.get("alias") or exp.TableAlias(this=exp.to_identifier(table.name))
+        aliases.setdefault((table.text("db").lower(), table.name.lower()), alias.name)
+        source.set("alias", alias)
         table.replace(source)
+    _requalify(tree, aliases)
     kinds = sorted({_system_name(t) or "" for t in tables}) or ["constant"]
     return Introspection(tree=tree, kind="introspection:" + ",".join(kinds))
 
@@ -280,15 +283,36 @@ def render(found: Introspection, settings: dict[str, str]) -> str:
 
 
 def _system_name(table: exp.Table) -> str | None:
+    """The :data:`SCHEMAS` key of a system or information_schema table, None for other tables;
+    an unknown one is refused by name (ClickHouse's own error would quote the rewritten query)."""
     if not isinstance(table.this, exp.Identifier):
         return None
-    db = table.args.get("db")
-    if db is None or db.name.lower() not in ("system", "information_schema"):
+    db = table.text("db")
+    if db == "system":
+        name = table.name if table.name in SCHEMAS and "." not in table.name else None
+    elif db.lower() == "information_schema":  # ClickHouse has it in lower and UPPER case
+        name = INFORMATION_SCHEMA.get(table.name.lower())
+    else:
         return None
-    name = table.name.lower()
-    if db.name.lower() == "information_schema":
-        name = {"schemata": "databases", "tables": "tables", "columns": "columns"}.get(name, "")
-    return name if name in SCHEMAS else None
+    if name is None:
+        served = [f"system.{n}" for n in SCHEMAS if "." not in n] + list(INFORMATION_SCHEMA.values())
+        raise GatewayError(60, QueryRejected.kind,
+                           f"dpch: {db}.{table.name} is not served (dpch shows public metadata only: no parts, "
+                           f"sizes, row counts or logs); it serves {', '.join(sorted(served))}")
+    return name
+
+
+def _requalify(tree: exp.Expression, aliases: dict[tuple[str, str], str]) -> None:
+    """``system.tables.name`` as JDBC writes it (even when the table has an alias) → ``alias.name``:
+    the table it named is now a table function under that alias."""
+    for column in list(tree.find_all(exp.Column)):
+        db = column.text("db").lower()
+        if not db:
+            continue
+        alias = aliases.get((db, column.table.lower()))
+        if alias is not None:
+            column.set("db", None)
+            column.set("table", exp.to_identifier(alias))
 
 
 #: constructs a metadata query may contain besides allowed functions (each is bounded by the
@@ -383,34 +407,31 @@ def _substitute_context(tree: exp.Expression, catalog: Catalog) -> None:
     """currentDatabase()/currentUser() name the gateway's database and the client's user."""
     for node in list(tree.walk()):
         name = str(node.this).lower() if isinstance(node, exp.Anonymous) else ""
+        top_level = isinstance(node.parent, exp.Select) and node.arg_key == "expressions"
         if isinstance(node, exp.CurrentDatabase) or name == "currentdatabase":
-            node.replace(exp.Literal.string(catalog.database))
+            replacement: exp.Expression = exp.Literal.string(catalog.database)
         elif isinstance(node, exp.CurrentUser) or name in ("currentuser", "user"):
-            node.replace(exp.Literal.string(catalog.user))
+            replacement = exp.Literal.string(catalog.user)
+        elif isinstance(node, exp.CurrentVersion) and top_level:
+            replacement = node.copy()  # sqlglot writes it VERSION(): only its column name changes
+        else:
+            continue
+        if top_level:
+            # ClickHouse names an unaliased result column by the call as written
+            replacement = exp.alias_(replacement, _call_text(node), quoted=True)
+        node.replace(replacement)
+
+
+def _call_text(node: exp.Expression) -> str:
+    """``currentDatabase()`` as ClickHouse names the column of a call without arguments."""
+    if isinstance(node, exp.Anonymous):
+        return f"{node.this}()"
+    names = {exp.CurrentDatabase: "currentDatabase()", exp.CurrentUser: "currentUser()",
+             exp.CurrentVersion: "version()"}
+    return names.get(type(node), node.sql(dialect=DIALECT))
 
 
 def _system_table(name: str, catalog: Catalog) -> exp.Table:
     columns = [c for c, _ in SCHEMAS[name]]
     types = [t for _, t in SCHEMAS[name]]
-    return rows_source(columns, types, _rows(name, catalog))
-
-
-def _rows(name: str, catalog: Catalog) -> list[tuple[Any, ...]]:
-    if name == "one":
-        return [(0,)]
-    if name == "settings":
-        return catalog.settings()
-    if name == "databases":
-        return [(db, "Atomic", "", "", ZERO_UUID, "Atomic", "") for db in catalog.databases]
-    rows: list[tuple[Any, ...]] = []
-    for db in catalog.databases:
-        for table, engine, comment, sorting_key, create, cols in catalog.tables(db):
-            if name == "tables":
-                rows.append((db, table, ZERO_UUID, engine, 0, [], "", "1970-01-01 00:00:00", create, engine,
-                             "", "", sorting_key, sorting_key, "", "", None, None, comment, 1))
-            else:
-                keys = {k.strip() for k in sorting_key.split(",")}
-                for pos, (col, ch_type, col_comment) in enumerate(cols, start=1):
-                    rows.append((db, table, col, ch_type, pos, "", "", 0, 0, 0, col_comment, 0,
-                                 int(col in keys), int(col in keys), 0, "", None, None, None, None, None))
-    return rows
+    return rows_source(columns, types, rows(name, catalog))
