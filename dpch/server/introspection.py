@@ -39,14 +39,14 @@ _ANONYMOUS_OK = {n.lower() for n in {
     "match", "like", "ilike", "notlike", "ifnull", "coalesce", "if", "multiif", "count", "any", "max",
     "min", "groupArray", "grouparray", "replaceall", "replaceregexpall", "extract", "trim", "substring",
     "formatreadablesize", "concatassumeinjective", "toint16", "toint8", "touint16", "touint32",
-    "isnull", "isnotnull", "assumenotnull", "tuple", "array",
+    "isnull", "isnotnull", "assumenotnull", "tuple", "array", "arrayzip", "arrayenumerate",
 }}
 _TYPED_OK: tuple[type, ...] = (
     exp.CurrentVersion, exp.CurrentDatabase, exp.CurrentUser, exp.CurrentTimestamp, exp.CurrentDate,
     exp.Count, exp.Max, exp.Min, exp.If, exp.Coalesce, exp.Lower, exp.Upper, exp.Length, exp.Concat,
     exp.Substring, exp.Trim, exp.Cast, exp.TryCast, exp.Array, exp.Tuple, exp.RegexpLike, exp.StartsWith,
     exp.Case, exp.AnyValue, exp.Not, exp.Paren, exp.In, exp.Like, exp.ILike, exp.Is, exp.Between,
-    exp.ArrayAgg, exp.Sum, exp.Round, exp.Abs, exp.ArrayContains, exp.StrPosition,
+    exp.ArrayAgg, exp.Sum, exp.Round, exp.Abs, exp.ArrayContains, exp.StrPosition, exp.Split,
 )
 
 
@@ -337,11 +337,35 @@ def _in_table(node: exp.Expression) -> str | None:
     return "IN <table> is not allowed in a metadata query" if node.args.get("field") is not None else None
 
 
+#: what the one ARRAY JOIN a metadata query may have can be built of: the JDBC driver's
+#: getPrimaryKeys splits system.tables.primary_key (DatabaseMetaDataImpl, ClickHouse/clickhouse-java)
+_SPLIT_NODES: tuple[type, ...] = (exp.Split, exp.Column, exp.Identifier, exp.Literal, exp.Alias, exp.Paren)
+_SPLIT_FUNCTIONS = {"arrayzip", "arrayenumerate", "splitbychar", "splitbystring"}
+
+
 def _array_join(node: exp.Expression) -> str | None:
+    """An ARRAY JOIN multiplies rows: allowed once per query and only over the splits of a
+    column's text (bounded by the synthetic metadata), never over literal arrays or subqueries."""
     if str(node.args.get("kind") or "").upper() != "ARRAY":
         return None
-    return ("ARRAY JOIN is not allowed in a metadata query (it multiplies rows); "
-            "filter system.tables or system.columns with WHERE instead")
+    joins = [j for j in node.root().find_all(exp.Join) if str(j.args.get("kind") or "").upper() == "ARRAY"]
+    parts = list(node.this.walk()) if node.this is not None else []
+    split_only = any(isinstance(p, exp.Column) for p in parts) and all(
+        isinstance(p, _SPLIT_NODES) or (isinstance(p, exp.Anonymous) and str(p.this).lower() in _SPLIT_FUNCTIONS)
+        for p in parts)
+    if len(joins) == 1 and not node.args.get("on") and split_only:
+        return None
+    return ("ARRAY JOIN is not allowed in a metadata query (it multiplies rows) except once over "
+            "splitByChar of a column; filter system.tables or system.columns with WHERE instead")
+
+
+def _values(node: exp.Expression) -> str | None:
+    """``VALUES ((...), ...)`` of constants (the JDBC driver's getTypeInfo joins one): its rows are
+    the query's own text."""
+    constant = (exp.Values, exp.Tuple, exp.Literal, exp.Boolean, exp.Null, exp.Neg, exp.TableAlias, exp.Identifier)
+    if all(isinstance(p, constant) for p in node.walk()):
+        return None
+    return "VALUES is allowed in a metadata query only with constant rows"
 
 
 def _table_function(node: exp.Expression) -> str | None:
@@ -369,6 +393,7 @@ _RULES: dict[type, Callable[[exp.Expression], str | None]] = {
     exp.Table: _table_function,
     exp.Explode: _row_generator,
     exp.Anonymous: _anonymous,
+    exp.Values: _values,
 }
 
 

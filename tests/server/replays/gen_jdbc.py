@@ -64,8 +64,23 @@ def main(git: str) -> None:
         " AND ( (t.engine IN ('" + "','".join(engines) + "')) OR (t.engine NOT IN ('"
         + "','".join(sorted(engine_map)) + "') AND NOT t.engine LIKE 'System%' AND NOT t.engine LIKE 'Async%' "
         "AND t.is_temporary = 0)) AND (t.is_temporary = 0)")
+    attrs = re.findall(r"^    ([A-Z][A-Za-z0-9_]*)\(\s*[A-Za-z0-9_.]+\.class,\s*(?:true|false),\s*(?:true|false),"
+                       r"\s*(true|false),\s*\d+,\s*(\d+),\s*\d+,\s*(\d+),\s*(\d+)", types, re.M)
+    type_info = (
+        "SELECT name AS TYPE_NAME, CAST(0 as Int32) AS DATA_TYPE, CAST(attrs.c2 AS Nullable(Int32)) AS PRECISION, "
+        "CAST(NULL as Nullable(String)) AS LITERAL_PREFIX, CAST(NULL as Nullable(String)) AS LITERAL_SUFFIX, "
+        "CAST(NULL as Nullable(String)) AS CREATE_PARAMS, CAST(0 AS Int16) AS NULLABLE, "
+        "CAST(not(dt.case_insensitive) AS Boolean) AS CASE_SENSITIVE, 3::Int16 AS SEARCHABLE, "
+        "CAST( not(attrs.c3) AS Boolean) AS UNSIGNED_ATTRIBUTE, false AS FIXED_PREC_SCALE, false AS AUTO_INCREMENT, "
+        "if(empty(alias_to), name, alias_to) AS LOCAL_TYPE_NAME, CAST(attrs.c4 AS Nullable(Int16)) AS MINIMUM_SCALE, "
+        "CAST(attrs.c5 AS Nullable(Int16)) AS MAXIMUM_SCALE, CAST(0 AS Nullable(Int32)) AS SQL_DATA_TYPE, "
+        "CAST(0 AS Nullable(Int32)) AS SQL_DATETIME_SUB, CAST(0 AS Nullable(Int32)) AS NUM_PREC_RADIX "
+        "FROM system.data_type_families dt  LEFT JOIN (SELECT * FROM VALUES ( "
+        + ",".join(f"('{n}',{p},{sig},{lo},{hi})" for n, sig, p, lo, hi in attrs)
+        + ") ) as attrs ON (dt.name = attrs.c1) WHERE alias_to == ''  ORDER BY name")
     print("# getColumns(null, null, 'visits', null)\n" + columns + "\n")
-    print("# getTables(null, null, null, {TABLE, VIEW})\n" + tables)
+    print("# getTables(null, null, null, {TABLE, VIEW})\n" + tables + "\n")
+    print("# getTypeInfo()\n" + type_info)
 
 
 if __name__ == "__main__":
