@@ -430,7 +430,8 @@ def _function_name(node: exp.Expression) -> str:
 
 def _substitute_context(tree: exp.Expression, catalog: Catalog) -> None:
     """currentDatabase()/currentUser() name the gateway's database and the client's user."""
-    for node in list(tree.walk()):
+    for walked in list(tree.walk()):
+        node = cast(exp.Expression, walked)  # sqlglot 30 types walk() as Expr
         name = str(node.this).lower() if isinstance(node, exp.Anonymous) else ""
         top_level = isinstance(node.parent, exp.Select) and node.arg_key == "expressions"
         if isinstance(node, exp.CurrentDatabase) or name == "currentdatabase":
@@ -443,7 +444,7 @@ def _substitute_context(tree: exp.Expression, catalog: Catalog) -> None:
             continue
         if top_level:
             # ClickHouse names an unaliased result column by the call as written
-            replacement = exp.alias_(replacement, _call_text(node), quoted=True)
+            replacement = cast(exp.Expression, exp.alias_(replacement, _call_text(node), quoted=True))
         node.replace(replacement)
 
 
@@ -451,8 +452,8 @@ def _call_text(node: exp.Expression) -> str:
     """``currentDatabase()`` as ClickHouse names the column of a call without arguments."""
     if isinstance(node, exp.Anonymous):
         return f"{node.this}()"
-    names = {exp.CurrentDatabase: "currentDatabase()", exp.CurrentUser: "currentUser()",
-             exp.CurrentVersion: "version()"}
+    names: dict[type, str] = {exp.CurrentDatabase: "currentDatabase()", exp.CurrentUser: "currentUser()",
+                              exp.CurrentVersion: "version()"}
     return names.get(type(node), node.sql(dialect=DIALECT))
 
 

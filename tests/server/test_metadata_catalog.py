@@ -180,3 +180,23 @@ def test_metadata_answers_never_carry_data_dependent_numbers(serve):
     sizes = {(r[names.index("data_compressed_bytes")], r[names.index("data_uncompressed_bytes")]) for r in rows}
     assert sizes == {(0, 0)}
     assert "checksum" not in json.dumps(names)
+
+
+@pytest.mark.parametrize(("sql", "named"), [
+    # two ARRAY JOINs multiply twice; the one allowed splits a column's text, never a literal or a subquery
+    ("SELECT count() FROM system.tables ARRAY JOIN splitByChar(',', create_table_query) AS a "
+     "ARRAY JOIN splitByChar(',', create_table_query) AS b", "ARRAY JOIN"),
+    ("SELECT count() FROM system.tables ARRAY JOIN [1, 2, 3] AS a", "ARRAY JOIN"),
+    ("SELECT count() FROM system.tables ARRAY JOIN (SELECT groupArray(name) FROM system.columns) AS a", "ARRAY JOIN"),
+    ("SELECT count() FROM system.columns c LEFT JOIN (SELECT * FROM VALUES ((c.name, 1))) AS v ON v.c1 = c.name",
+     "VALUES"),
+])
+def test_row_multipliers_beyond_the_jdbc_shapes_are_refused(serve, sql, named):
+    status, code, text = _error(serve().port, sql)
+    assert code == "497" and status == 403 and named in text, text
+
+
+def test_the_one_allowed_array_join_splits_the_sorting_key(serve):
+    sql = "SELECT trim(k) AS key FROM system.tables ARRAY JOIN splitByChar(',', sorting_key) AS k"
+    rows = answer(serve().port, sql)[2]
+    assert rows == [["user_id"], ["visit_date"]]
