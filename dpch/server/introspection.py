@@ -235,6 +235,9 @@ def _introspect(sql: str, catalog: Catalog) -> Introspection | None:
     refusal = read_only_refusal(sql)
     if refusal is not None:
         raise refusal
+    described = _describe_emulated(sql)
+    if described is not None:
+        return described
     tree: exp.Expression | None = translate_statement(sql, catalog)
     if tree is None and _is_metadata_statement(sql):
         raise GatewayError(48, QueryRejected.kind, "dpch serves SHOW DATABASES, SHOW TABLES, SHOW CREATE TABLE, "
@@ -275,6 +278,23 @@ def _introspect(sql: str, catalog: Catalog) -> Introspection | None:
     _requalify(tree, aliases)
     kinds = sorted({_system_name(t) or "" for t in tables}) or ["constant"]
     return Introspection(tree=tree, kind="introspection:" + ",".join(kinds))
+
+
+def _describe_emulated(sql: str) -> Introspection | None:
+    """``DESCRIBE system.tables`` (or an information_schema table): the columns dpch serves in it."""
+    m = _match(_DESCRIBE, sql)
+    if m is None or m.group(1) is None:
+        return None
+    db, name = m.group(1), m.group(2)
+    if db == "system" and name in SCHEMAS:
+        key = name
+    elif db.lower() == "information_schema" and name.lower() in INFORMATION_SCHEMA:
+        key = INFORMATION_SCHEMA[name.lower()]
+    else:
+        return None
+    columns = ["name", "type", "default_type", "default_expression", "comment", "codec_expression", "ttl_expression"]
+    source = rows_source(columns, ["String"] * len(columns), [(c, t, "", "", "", "", "") for c, t in SCHEMAS[key]])
+    return Introspection(tree=exp.select(*columns).from_(source), kind="introspection:describe")
 
 
 def render(found: Introspection, settings: dict[str, str]) -> str:

@@ -200,3 +200,14 @@ def test_the_one_allowed_array_join_splits_the_sorting_key(serve):
     sql = "SELECT trim(k) AS key FROM system.tables ARRAY JOIN splitByChar(',', sorting_key) AS k"
     rows = answer(serve().port, sql)[2]
     assert rows == [["user_id"], ["visit_date"]]
+
+
+def test_describe_of_an_emulated_table_lists_the_columns_served(serve):
+    port = serve().port
+    rows = answer(port, "DESCRIBE system.tables")[2]
+    assert [r[0] for r in rows][:3] == ["database", "name", "uuid"] and ["total_rows", "Nullable(UInt64)"] in [
+        r[:2] for r in rows]
+    rows = answer(port, "DESC INFORMATION_SCHEMA.COLUMNS")[2]
+    assert {"column_name", "COLUMN_NAME"} <= {r[0] for r in rows}
+    _, code, text = _error(port, "DESCRIBE system.parts")
+    assert code == "60" and "system.parts does not exist" in text
