@@ -211,3 +211,21 @@ def test_describe_of_an_emulated_table_lists_the_columns_served(serve):
     assert {"column_name", "COLUMN_NAME"} <= {r[0] for r in rows}
     _, code, text = _error(port, "DESCRIBE system.parts")
     assert code == "60" and "system.parts does not exist" in text
+
+
+def test_clickhouse_connect_insert_is_refused_as_readonly(serve, small_visits, keeper: Engine):
+    """client.insert() sends ``INSERT ... FORMAT Native`` in the URL and the rows as the body."""
+    import clickhouse_connect
+    from clickhouse_connect.driver.exceptions import DatabaseError
+
+    srv = serve()
+    client = clickhouse_connect.get_client(host="127.0.0.1", port=srv.port, username="ana", password="ana-pw",
+                                           database=small_visits)
+    before = keeper.query_rows(f"SELECT count() FROM `{small_visits}`.visits")
+    with pytest.raises(DatabaseError) as info:
+        client.insert("visits", [[1, 2]], column_names=["user_id", "age"],
+                      column_type_names=["UInt64", "UInt8"])
+    assert "164" in str(info.value) and "dpch is read-only: INSERT is not allowed" in str(info.value)
+    with pytest.raises(DatabaseError, match="dpch is read-only: CREATE TABLE is not allowed"):
+        client.command("CREATE TABLE t2 (a UInt8) ENGINE = Memory")
+    assert keeper.query_rows(f"SELECT count() FROM `{small_visits}`.visits") == before
