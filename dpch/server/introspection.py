@@ -249,10 +249,11 @@ def _introspect(sql: str, catalog: Catalog) -> Introspection | None:
             return None  # the DP path reports the syntax error in dpch's words
     if not isinstance(tree, exp.Select | exp.Union):
         return None
-    tables = list(tree.find_all(exp.Table))
+    tables = _sources(tree)
     system = [t for t in tables if _system_name(t) is not None]
     if not tables:
-        if tree.args.get("from_") is not None and not isinstance(tree, exp.Union):
+        over_ctes = any(True for _ in tree.find_all(exp.CTE))
+        if tree.args.get("from_") is not None and not isinstance(tree, exp.Union) and not over_ctes:
             return None
     elif not system:
         return None
@@ -261,13 +262,14 @@ def _introspect(sql: str, catalog: Catalog) -> Introspection | None:
             497, QueryRejected.kind, "dpch: a query cannot mix system tables with other tables or table functions")
     check_allowed(tree)
     tree = tree.copy()
+    _rename_ctes(tree)
     tree.set("settings", None)
     tree.set("format", None)
     _substitute_context(tree, catalog)
     # Each system table becomes a table function over synthetic rows *in the tree*: the query is
     # rendered once, so no text of ours can land inside the client's literals (or theirs in ours).
     aliases: dict[tuple[str, str], str] = {}
-    for table in list(tree.find_all(exp.Table)):
+    for table in _sources(tree):
         name = _system_name(table)
         assert name is not None
         source = _system_table(name, catalog)
@@ -300,6 +302,62 @@ def _describe_emulated(sql: str) -> Introspection | None:
 def render(found: Introspection, settings: dict[str, str]) -> str:
     """The introspection query with ``settings`` (limits, output settings), rendered once."""
     return with_settings(found.tree.copy(), settings).sql(dialect=DIALECT)
+
+
+def _sources(tree: exp.Expression) -> list[exp.Table]:
+    """The tables and table functions a query reads, without its references to its own CTEs
+    (Metabase asks ``WITH s AS (SELECT version() ...) SELECT ... FROM s``)."""
+    refs = {id(t) for t in _cte_refs(tree)}
+    return [t for t in tree.find_all(exp.Table) if id(t) not in refs]
+
+
+def _cte_refs(tree: exp.Expression) -> list[exp.Table]:
+    """References that ClickHouse resolves to one of the query's top-level CTEs: those in the main
+    query or in a *later* CTE's body. In a CTE's own body (or an earlier one's) the name means the
+    table of that name — ``WITH x AS (SELECT * FROM x)`` reads table x — so such a reference is a
+    table here too (measured on chdb). Any doubt (a UNION, a name defined twice): no CTE at all."""
+    with_ = tree.args.get("with_")
+    if not isinstance(tree, exp.Select) or not isinstance(with_, exp.With):
+        return []
+    ctes = list(with_.expressions)
+    names = [c.alias_or_name for c in ctes]
+    if len(set(names)) != len(names):
+        return []
+    refs = []
+    for table in tree.find_all(exp.Table):
+        if table.text("db") or table.text("catalog") or not isinstance(table.this, exp.Identifier) \
+                or table.name not in names:
+            continue
+        inside = next((i for i, cte in enumerate(ctes) if _within(table, cte)), None)
+        if inside is None or inside > names.index(table.name):
+            refs.append(table)
+    return refs
+
+
+def _within(node: exp.Expression, ancestor: exp.Expression) -> bool:
+    parent = node.parent
+    while parent is not None:
+        if parent is ancestor:
+            return True
+        parent = parent.parent
+    return False
+
+
+def _rename_ctes(tree: exp.Expression) -> None:
+    """Gives each top-level CTE a name of dpch's (``_dpch_cte_N``) and points the references
+    :func:`_cte_refs` found at it: should ClickHouse resolve a name otherwise than that analysis
+    says, it finds no such table and fails — it can never read a table of the CTE's name."""
+    refs = _cte_refs(tree)
+    with_ = tree.args.get("with_")
+    if not refs or not isinstance(with_, exp.With):
+        return
+    renamed = {cte.alias_or_name: f"_dpch_cte_{i}" for i, cte in enumerate(with_.expressions)}
+    for table in refs:
+        if table.args.get("alias") is None:
+            table.set("alias", exp.TableAlias(this=exp.to_identifier(table.name)))  # keeps s.col working
+        table.set("this", exp.to_identifier(renamed[table.name]))
+    for cte in with_.expressions:
+        cte.set("alias", exp.TableAlias(this=exp.to_identifier(renamed[cte.alias_or_name])))
 
 
 def _system_name(table: exp.Table) -> str | None:

@@ -229,3 +229,26 @@ def test_clickhouse_connect_insert_is_refused_as_readonly(serve, small_visits, k
     with pytest.raises(DatabaseError, match="dpch is read-only: CREATE TABLE is not allowed"):
         client.command("CREATE TABLE t2 (a UInt8) ENGINE = Memory")
     assert keeper.query_rows(f"SELECT count() FROM `{small_visits}`.visits") == before
+
+
+def test_ctes_over_metadata_are_answered(serve):
+    port = serve().port
+    assert answer(port, "WITH s AS (SELECT name FROM system.tables) SELECT s.name FROM s")[2] == [["visits"]]
+    assert answer(port, "WITH s AS (SELECT 1 AS a), r AS (SELECT a + 1 AS b FROM s) SELECT b FROM r")[2] == [[2]]
+
+
+@pytest.mark.parametrize("sql", [
+    # in a CTE's own body the name is the table (chdb: WITH x AS (SELECT a + 100 FROM x) reads table x)
+    "WITH visits AS (SELECT * FROM visits) SELECT count() AS n FROM visits",
+    "WITH unannotated AS (SELECT x FROM unannotated) SELECT sum(x) AS n FROM unannotated",
+    # a CTE defined in a subquery is not visible outside it: the outer name is the table
+    "SELECT count() AS n FROM (WITH visits AS (SELECT 1 AS a) SELECT * FROM visits) AS q, visits",
+    # an earlier CTE cannot see a later one: the name is the table
+    "WITH a AS (SELECT * FROM visits), visits AS (SELECT 1 AS z) SELECT count() AS n FROM a",
+])
+def test_a_cte_named_like_a_table_never_reads_it_as_metadata(serve, sql):
+    """The metadata path runs the query on ClickHouse as written: a name it resolves to a data table
+    must never be taken for a CTE there. These go to the DP path (noise and a charge) or are refused."""
+    status, body, headers = post(serve().port, sql)
+    assert status != 200 or "X-Dpch-Release-Id" in headers, body
+
