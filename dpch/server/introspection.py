@@ -1,21 +1,21 @@
 """Metadata queries answered without touching private rows.
 
 What a client sends on connect or while browsing a schema — ``SELECT version()``, ``SELECT 1``,
-``system.settings``, ``system.databases/tables/columns``, ``DESCRIBE``, ``SHOW TABLES``,
-``EXISTS`` — is answered from what the policy exposes. Each ``system.X`` table the query names
+``system.settings``, ``system.databases/tables/columns/functions``, ``information_schema.*``,
+``DESCRIBE``, ``SHOW TABLES``, ``SHOW CREATE TABLE``, ``EXISTS`` — is answered from what the policy
+exposes. Each system or information_schema table the query names
 is replaced by a ``format(JSONEachRow, ...)`` table built here from public metadata (tables that
 have a policy, their columns and annotations; no row counts or sizes), so ClickHouse evaluates
 the client's WHERE/ORDER BY/LIMIT over those synthetic rows only. A query qualifies only if
 every table it names is one of these system tables and every function is on an allowlist:
-nothing else in it can read data.
+nothing else in it can read data (the allowlist: :mod:`.metadata_allowlist`; SHOW, DESCRIBE,
+EXISTS and the refusal of writes: :mod:`.metadata_statements`; the tables: :mod:`.catalog_tables`).
 """
 
 from __future__ import annotations
 
-import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
 
@@ -23,32 +23,18 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from dpch.errors import ParseError, PolicyError, QueryRejected
+from dpch.errors import QueryRejected
 from dpch.server.catalog_tables import INFORMATION_SCHEMA, SCHEMAS, Catalog, rows
 from dpch.server.errors import GatewayError
 from dpch.server.formats import rows_source, with_settings
-from dpch.sql.parse import DIALECT
-
-#: functions an introspection query may call (besides operators and sqlglot's typed functions
-#: below): none of them reads a table, a file, a dictionary or the network
-_ANONYMOUS_OK = {n.lower() for n in {
-    "version", "timezone", "timeZone", "servertimezone", "serverTimeZone", "currentdatabase", "currentuser",
-    "user", "uptime", "now", "now64", "today", "yesterday", "totypename", "tostring", "touint8", "touint64",
-    "toint32", "toint64", "tofloat64", "todate", "todatetime", "length", "lower", "upper", "concat",
-    "splitbychar", "has", "empty", "notempty", "startswith", "endswith", "position",
-    "match", "like", "ilike", "notlike", "ifnull", "coalesce", "if", "multiif", "count", "any", "max",
-    "min", "groupArray", "grouparray", "replaceall", "replaceregexpall", "extract", "trim", "substring",
-    "formatreadablesize", "concatassumeinjective", "toint16", "toint8", "touint16", "touint32",
-    "isnull", "isnotnull", "assumenotnull", "tuple", "array", "arrayzip", "arrayenumerate",
-}}
-_TYPED_OK: tuple[type, ...] = (
-    exp.CurrentVersion, exp.CurrentDatabase, exp.CurrentUser, exp.CurrentTimestamp, exp.CurrentDate,
-    exp.Count, exp.Max, exp.Min, exp.If, exp.Coalesce, exp.Lower, exp.Upper, exp.Length, exp.Concat,
-    exp.Substring, exp.Trim, exp.Cast, exp.TryCast, exp.Array, exp.Tuple, exp.RegexpLike, exp.StartsWith,
-    exp.Case, exp.AnyValue, exp.Not, exp.Paren, exp.In, exp.Like, exp.ILike, exp.Is, exp.Between,
-    exp.ArrayAgg, exp.Sum, exp.Round, exp.Abs, exp.ArrayContains, exp.StrPosition, exp.Split,
+from dpch.server.metadata_allowlist import check_allowed
+from dpch.server.metadata_statements import (
+    describe_emulated,
+    is_metadata_statement,
+    read_only_refusal,
+    translate_statement,
 )
-
+from dpch.sql.parse import DIALECT
 
 #: rows a metadata query may read and return; the synthetic system tables hold one row per table
 #: or column a policy exposes, far below these
@@ -74,132 +60,6 @@ class Introspection:
 
     tree: exp.Query
     kind: str
-
-
-_SHOW_DATABASES = re.compile(r"^\s*SHOW\s+DATABASES(?:\s+(NOT\s+)?(I?LIKE)\s+('(?:[^'\\]|\\.)*'))?\s*;?\s*$",
-                             re.IGNORECASE | re.DOTALL)
-#: a database or table name as clients write it: bare, in backticks or in double quotes (ClickHouse
-#: accepts both quotes; clickhouse-sqlalchemy and Grafana send double quotes)
-_NAME = r'[`"]?([A-Za-z0-9_]+)[`"]?'
-_SHOW_TABLES = re.compile(
-    r"^\s*SHOW\s+(?:FULL\s+)?TABLES(?:\s+(?:FROM|IN)\s+" + _NAME + r")?"
-    r"(?:\s+(NOT\s+)?(I?LIKE)\s+('(?:[^'\\]|\\.)*'))?\s*;?\s*$", re.IGNORECASE | re.DOTALL)
-_DESCRIBE = re.compile(r"^\s*(?:DESCRIBE|DESC)\s+(?:TABLE\s+)?(?:" + _NAME + r"\.)?" + _NAME + r"\s*;?\s*$",
-                       re.IGNORECASE | re.DOTALL)
-_EXISTS = re.compile(
-    r"^\s*EXISTS\s+(?:(?:TEMPORARY\s+)?TABLE\s+|DATABASE\s+|VIEW\s+|DICTIONARY\s+)?"
-    r"(?:" + _NAME + r"\.)?" + _NAME + r"\s*;?\s*$", re.IGNORECASE | re.DOTALL)
-_EXISTS_DB = re.compile(r"^\s*EXISTS\s+DATABASE\s+" + _NAME + r"\s*;?\s*$", re.IGNORECASE)
-_SHOW_CREATE = re.compile(
-    r"^\s*SHOW\s+(?:CREATE\s+(?:TEMPORARY\s+)?(?:TABLE\s+)?|TABLE\s+)(?:" + _NAME + r"\.)?" + _NAME + r"\s*;?\s*$",
-    re.IGNORECASE | re.DOTALL)
-#: statements that would change the database: dpch answers none (ClickHouse's READONLY, code 164)
-_WRITE = re.compile(
-    r"^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*(INSERT|CREATE|ALTER|DROP|TRUNCATE|RENAME|OPTIMIZE|DELETE|UPDATE|ATTACH|"
-    r"DETACH|EXCHANGE|UNDROP|GRANT|REVOKE|KILL|SYSTEM|BACKUP|RESTORE|MOVE|REPLACE)\b(\s+(?:OR\s+REPLACE\s+)?"
-    r"(?:TEMPORARY\s+)?(?:MATERIALIZED\s+|LIVE\s+|WINDOW\s+)?(?:VIEW|TABLE|DATABASE|DICTIONARY|FUNCTION|USER|ROLE))?",
-    re.IGNORECASE | re.DOTALL)
-
-
-def _match(pattern: re.Pattern[str], sql: str) -> re.Match[str] | None:
-    """``pattern``'s match of ``sql`` if every name in it is quoted evenly (both sides by the same
-    quote, or neither): ``_NAME`` alone would also take ``"visits`` or ``"visits```."""
-    m = pattern.match(sql)
-    if m is None:
-        return None
-    for g in range(1, (m.re.groups or 0) + 1):
-        start, end = m.span(g)
-        if start < 0:
-            continue
-        before = sql[start - 1] if start > 0 else ""
-        after = sql[end] if end < len(sql) else ""
-        quotes = {before, after} & {"`", '"'}
-        if quotes and before != after:
-            return None
-    return m
-
-
-def translate_statement(sql: str, catalog: Catalog) -> exp.Select | None:
-    """SHOW/DESCRIBE/EXISTS as the equivalent SELECT over system tables, built as a tree (the
-    names and patterns the client gave become literals, never SQL text); None for others."""
-    if m := _SHOW_DATABASES.match(sql):
-        query = _template("SELECT name FROM system.databases ORDER BY name")
-        return query.where(_like("name", m.group(1), m.group(2), m.group(3))) if m.group(3) else query
-    if m := _match(_SHOW_TABLES, sql):
-        db = m.group(1) or catalog.database
-        query = _template("SELECT name FROM system.tables ORDER BY name").where(_equals("database", db))
-        return query.where(_like("name", m.group(2), m.group(3), m.group(4))) if m.group(4) else query
-    if m := _match(_DESCRIBE, sql):
-        db, table = m.group(1) or catalog.database, m.group(2)
-        _known_table(catalog, db, table)
-        query = _template("SELECT name, type, default_kind AS default_type, default_expression, comment, "
-                          "compression_codec AS codec_expression, '' AS ttl_expression FROM system.columns "
-                          "ORDER BY position")
-        return query.where(_equals("database", db)).where(_equals("table", table))
-    if m := _match(_SHOW_CREATE, sql):
-        db, table = m.group(1) or catalog.database, m.group(2)
-        _known_table(catalog, db, table)
-        query = _template("SELECT create_table_query AS statement FROM system.tables")
-        return query.where(_equals("database", db)).where(_equals("name", table))
-    if m := _match(_EXISTS_DB, sql):
-        return _template("SELECT toUInt8(count() > 0) AS result FROM system.databases").where(
-            _equals("name", m.group(1)))
-    if m := _match(_EXISTS, sql):
-        db, table = m.group(1) or catalog.database, m.group(2)
-        query = _template("SELECT toUInt8(count() > 0) AS result FROM system.tables")
-        return query.where(_equals("database", db)).where(_equals("name", table))
-    return None
-
-
-def _known_table(catalog: Catalog, db: str, table: str) -> None:
-    if db not in catalog.databases or not any(t[0] == table for t in catalog.tables(db)):
-        raise GatewayError(60, PolicyError.kind, f"Table {db}.{table} does not exist (or has no privacy policy)")
-
-
-def read_only_refusal(sql: str) -> GatewayError | None:
-    """The READONLY error (ClickHouse's code 164) for a statement that would write, else None.
-
-    Decided from the statement's first keyword only, before anything is parsed or read."""
-    m = _WRITE.match(sql)
-    if m is None:
-        return None
-    what = " ".join((m.group(1) + (m.group(2) or "")).upper().split())
-    advice = "send the SELECT itself"
-    if what.endswith("VIEW"):
-        advice += (" (ibis's con.sql() creates a view first: use the table API, e.g. con.table('visits'), "
-                   "or send the query with a plain client)")
-    return GatewayError(164, QueryRejected.kind,
-                        f"dpch is read-only: {what} is not allowed (dpch answers SELECT queries with differentially "
-                        f"private results and never changes the database); {advice}. Data and tables are "
-                        "changed by the data owner in ClickHouse itself")
-
-
-def _template(sql: str) -> exp.Select:
-    """One of the constant queries above (dpch's own text, no client input), as a tree."""
-    tree = sqlglot.parse_one(sql, read=DIALECT)
-    assert isinstance(tree, exp.Select)
-    return tree
-
-
-def _equals(column: str, value: str) -> exp.Expression:
-    return exp.column(column).eq(exp.Literal.string(value))
-
-
-def _like(column: str, negated: str | None, operator: str, pattern: str) -> exp.Expression:
-    """``column [NOT] LIKE|ILIKE 'pattern'``; ``pattern`` is the client's quoted literal."""
-    try:
-        literal = sqlglot.parse_one(pattern, read=DIALECT)
-    except SqlglotError:
-        literal = None
-    if not (isinstance(literal, exp.Literal) and literal.is_string):
-        raise GatewayError(62, ParseError.kind, "dpch: the LIKE pattern of SHOW must be one quoted string")
-    kind = exp.ILike if operator.upper() == "ILIKE" else exp.Like
-    node: exp.Expression = kind(this=exp.column(column), expression=literal)
-    return exp.Not(this=node) if negated else node
-
-
-def _is_metadata_statement(sql: str) -> bool:
-    return bool(re.match(r"^\s*(SHOW|DESCRIBE|DESC|EXISTS)\b", sql, re.IGNORECASE))
 
 
 #: texts recently found to be for the DP path (most recent last); see :func:`introspect`
@@ -235,11 +95,11 @@ def _introspect(sql: str, catalog: Catalog) -> Introspection | None:
     refusal = read_only_refusal(sql)
     if refusal is not None:
         raise refusal
-    described = _describe_emulated(sql)
+    described = describe_emulated(sql)
     if described is not None:
-        return described
+        return Introspection(tree=described, kind="introspection:describe")
     tree: exp.Expression | None = translate_statement(sql, catalog)
-    if tree is None and _is_metadata_statement(sql):
+    if tree is None and is_metadata_statement(sql):
         raise GatewayError(48, QueryRejected.kind, "dpch serves SHOW DATABASES, SHOW TABLES, SHOW CREATE TABLE, "
                                                    "DESCRIBE and EXISTS; this metadata statement is not supported")
     if tree is None:
@@ -280,23 +140,6 @@ def _introspect(sql: str, catalog: Catalog) -> Introspection | None:
     _requalify(tree, aliases)
     kinds = sorted({_system_name(t) or "" for t in tables}) or ["constant"]
     return Introspection(tree=tree, kind="introspection:" + ",".join(kinds))
-
-
-def _describe_emulated(sql: str) -> Introspection | None:
-    """``DESCRIBE system.tables`` (or an information_schema table): the columns dpch serves in it."""
-    m = _match(_DESCRIBE, sql)
-    if m is None or m.group(1) is None:
-        return None
-    db, name = m.group(1), m.group(2)
-    if db == "system" and name in SCHEMAS:
-        key = name
-    elif db.lower() == "information_schema" and name.lower() in INFORMATION_SCHEMA:
-        key = INFORMATION_SCHEMA[name.lower()]
-    else:
-        return None
-    columns = ["name", "type", "default_type", "default_expression", "comment", "codec_expression", "ttl_expression"]
-    source = rows_source(columns, ["String"] * len(columns), [(c, t, "", "", "", "", "") for c, t in SCHEMAS[key]])
-    return Introspection(tree=exp.select(*columns).from_(source), kind="introspection:describe")
 
 
 def render(found: Introspection, settings: dict[str, str]) -> str:
@@ -391,119 +234,6 @@ def _requalify(tree: exp.Expression, aliases: dict[tuple[str, str], str]) -> Non
         if alias is not None:
             column.set("db", None)
             column.set("table", exp.to_identifier(alias))
-
-
-#: constructs a metadata query may contain besides allowed functions (each is bounded by the
-#: synthetic rows it reads); anything else is refused by name
-_STRUCTURE_OK: tuple[type, ...] = (
-    exp.Select, exp.Union, exp.From, exp.Where, exp.Group, exp.Having, exp.Order, exp.Ordered, exp.Limit,
-    exp.Offset, exp.Distinct, exp.Column, exp.Identifier, exp.Literal, exp.Star, exp.Alias, exp.TableAlias,
-    exp.Table, exp.Subquery, exp.With, exp.CTE, exp.Join, exp.Null, exp.Boolean, exp.DataType,
-    exp.DataTypeParam, exp.Connector, exp.Binary, exp.Neg, exp.Not, exp.Paren, exp.Tuple, exp.Array,
-    exp.Bracket, exp.Dot,
-)
-#: what a refused construct is called in the error (ClickHouse's words, never sqlglot's)
-_CONSTRUCT_NAMES: dict[type, str] = {
-    exp.Window: "a window function (OVER)", exp.Lambda: "a lambda function", exp.Interval: "INTERVAL",
-    exp.Placeholder: "a query parameter", exp.Parameter: "a query parameter", exp.Var: "a bare keyword",
-    exp.Values: "VALUES", exp.Lateral: "LATERAL", exp.Pivot: "PIVOT", exp.Into: "INTO",
-}
-
-
-def _in_table(node: exp.Expression) -> str | None:
-    # ClickHouse reads `x IN name` as membership in the table `name`
-    return "IN <table> is not allowed in a metadata query" if node.args.get("field") is not None else None
-
-
-#: what the one ARRAY JOIN a metadata query may have can be built of: the JDBC driver's
-#: getPrimaryKeys splits system.tables.primary_key (DatabaseMetaDataImpl, ClickHouse/clickhouse-java)
-_SPLIT_NODES: tuple[type, ...] = (exp.Split, exp.Column, exp.Identifier, exp.Literal, exp.Alias, exp.Paren)
-_SPLIT_FUNCTIONS = {"arrayzip", "arrayenumerate", "splitbychar", "splitbystring"}
-
-
-def _array_join(node: exp.Expression) -> str | None:
-    """An ARRAY JOIN multiplies rows: allowed once per query and only over the splits of a
-    column's text (bounded by the synthetic metadata), never over literal arrays or subqueries."""
-    if str(node.args.get("kind") or "").upper() != "ARRAY":
-        return None
-    joins = [j for j in node.root().find_all(exp.Join) if str(j.args.get("kind") or "").upper() == "ARRAY"]
-    parts = list(node.this.walk()) if node.this is not None else []
-    split_only = any(isinstance(p, exp.Column) for p in parts) and all(
-        isinstance(p, _SPLIT_NODES) or (isinstance(p, exp.Anonymous) and str(p.this).lower() in _SPLIT_FUNCTIONS)
-        for p in parts)
-    if len(joins) == 1 and not node.args.get("on") and split_only:
-        return None
-    return ("ARRAY JOIN is not allowed in a metadata query (it multiplies rows) except once over "
-            "splitByChar of a column; filter system.tables or system.columns with WHERE instead")
-
-
-def _values(node: exp.Expression) -> str | None:
-    """``VALUES ((...), ...)`` of constants (the JDBC driver's getTypeInfo joins one): its rows are
-    the query's own text."""
-    constant = (exp.Values, exp.Tuple, exp.Literal, exp.Boolean, exp.Null, exp.Neg, exp.TableAlias, exp.Identifier)
-    if all(isinstance(p, constant) for p in node.walk()):
-        return None
-    return "VALUES is allowed in a metadata query only with constant rows"
-
-
-def _table_function(node: exp.Expression) -> str | None:
-    if isinstance(node.this, exp.Identifier):
-        return None
-    return (f"table function {_function_name(node.this)} is not allowed in a metadata query; "
-            "read system.tables, system.columns, system.databases")
-
-
-def _row_generator(node: exp.Expression) -> str | None:
-    return "function arrayJoin is not allowed in a metadata query (it multiplies rows)"
-
-
-def _anonymous(node: exp.Expression) -> str | None:
-    name = str(node.this)
-    if name.lower() == "arrayjoin":
-        return _row_generator(node)
-    return None if name.lower() in _ANONYMOUS_OK else f"function {name} is not allowed in a metadata query"
-
-
-#: per node class, the rule that decides it (any other class: :func:`_allowlisted`)
-_RULES: dict[type, Callable[[exp.Expression], str | None]] = {
-    exp.In: _in_table,
-    exp.Join: _array_join,
-    exp.Table: _table_function,
-    exp.Explode: _row_generator,
-    exp.Anonymous: _anonymous,
-    exp.Values: _values,
-}
-
-
-def _allowlisted(node: exp.Expression) -> str | None:
-    """Functions must be on the typed allowlist, other constructs on the structural one."""
-    if isinstance(node, exp.Func) and not isinstance(node, exp.Binary):
-        return None if isinstance(node, _TYPED_OK) else \
-            f"function {_function_name(node)} is not allowed in a metadata query"
-    if isinstance(node, _STRUCTURE_OK):
-        return None
-    what = next((name for kind, name in _CONSTRUCT_NAMES.items() if isinstance(node, kind)), None)
-    snippet = node.sql(dialect=DIALECT)[:60]
-    return (f"{what or repr(snippet)} is not allowed in a metadata query "
-            "(dpch answers simple SELECTs over system tables)")
-
-
-def check_allowed(tree: exp.Expression) -> None:
-    """Refuses anything outside the metadata allowlist: no row generators (ARRAY JOIN,
-    arrayJoin), no table functions, no function that reads a table, a file or the network."""
-    for node in tree.walk():
-        rule = _RULES.get(type(node), _allowlisted)
-        refusal = rule(cast(exp.Expression, node))  # sqlglot 30 types walk() as Expr
-        if refusal is not None:
-            raise GatewayError(497, QueryRejected.kind, "dpch: " + refusal)
-
-
-def _function_name(node: exp.Expression) -> str:
-    """A function's name as the client wrote it in ClickHouse SQL (``uniq``, not sqlglot's name)."""
-    if isinstance(node, exp.Anonymous):
-        return str(node.this)
-    rendered = node.sql(dialect=DIALECT)
-    return rendered.split("(", 1)[0].strip() or "this function"
 
 
 def _substitute_context(tree: exp.Expression, catalog: Catalog) -> None:
