@@ -29,6 +29,7 @@ from dpch.pipeline.report import Release
 from dpch.policy.resolve import Policy
 from dpch.privacy.cost import PrivacyCost
 from dpch.server.cache import CachedRelease, ReleaseCache, cache_key
+from dpch.server.catalog_tables import create_table_query
 from dpch.server.config import ServerConfig, User
 from dpch.server.errors import GatewayError, from_dpch, metadata_error, syntax_error
 from dpch.server.formats import canonical_format, select_rows, serialize, split_format, string_literal
@@ -40,7 +41,6 @@ from dpch.session import Session
 from dpch.sql.result_types import release_types, typed_rows
 from dpch.sql.settings import SETTING_NAMES, QueryOptions
 from dpch.store.engine import Engine
-from dpch.store.quoting import quote_identifier
 
 #: URL parameters that are part of the HTTP protocol, not settings
 TRANSPORT_PARAMS = {
@@ -379,8 +379,7 @@ class Gateway:
             if not (policy.private or policy.public):
                 continue
             cols = [(c.name, c.type, c.comment) for c in engine.columns(name)]
-            create = (f"CREATE TABLE {quote_identifier(database)}.{quote_identifier(name)} ("
-                      + ", ".join(f"{quote_identifier(c)} {t}" for c, t, _ in cols) + f") ENGINE = {eng}")
+            create = create_table_query(database, name, eng, sorting_key, comment, cols)
             result.append((name, eng, comment, sorting_key, create, cols))
         return result
 

@@ -1,81 +1,40 @@
 """Metadata queries answered without touching private rows.
 
 What a client sends on connect or while browsing a schema — ``SELECT version()``, ``SELECT 1``,
-``system.settings``, ``system.databases/tables/columns``, ``DESCRIBE``, ``SHOW TABLES``,
-``EXISTS`` — is answered from what the policy exposes. Each ``system.X`` table the query names
+``system.settings``, ``system.databases/tables/columns/functions``, ``information_schema.*``,
+``DESCRIBE``, ``SHOW TABLES``, ``SHOW CREATE TABLE``, ``EXISTS`` — is answered from what the policy
+exposes. Each system or information_schema table the query names
 is replaced by a ``format(JSONEachRow, ...)`` table built here from public metadata (tables that
 have a policy, their columns and annotations; no row counts or sizes), so ClickHouse evaluates
 the client's WHERE/ORDER BY/LIMIT over those synthetic rows only. A query qualifies only if
 every table it names is one of these system tables and every function is on an allowlist:
-nothing else in it can read data.
+nothing else in it can read data (the allowlist: :mod:`.metadata_allowlist`; SHOW, DESCRIBE,
+EXISTS and the refusal of writes: :mod:`.metadata_statements`; the tables: :mod:`.catalog_tables`).
 """
 
 from __future__ import annotations
 
-import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from dpch.errors import ParseError, PolicyError, QueryRejected
+from dpch.errors import QueryRejected
+from dpch.server.catalog_tables import INFORMATION_SCHEMA, SCHEMAS, Catalog, rows
 from dpch.server.errors import GatewayError
 from dpch.server.formats import rows_source, with_settings
-from dpch.sql.parse import DIALECT
-
-ZERO_UUID = "00000000-0000-0000-0000-000000000000"
-
-#: system tables the gateway emulates: name → [(column, type)]
-SCHEMAS: dict[str, list[tuple[str, str]]] = {
-    "one": [("dummy", "UInt8")],
-    "databases": [("name", "String"), ("engine", "String"), ("data_path", "String"),
-                  ("metadata_path", "String"), ("uuid", "UUID"), ("engine_full", "String"),
-                  ("comment", "String")],
-    "tables": [("database", "String"), ("name", "String"), ("uuid", "UUID"), ("engine", "String"),
-               ("is_temporary", "UInt8"), ("data_paths", "Array(String)"), ("metadata_path", "String"),
-               ("metadata_modification_time", "DateTime"), ("create_table_query", "String"),
-               ("engine_full", "String"), ("as_select", "String"), ("partition_key", "String"),
-               ("sorting_key", "String"), ("primary_key", "String"), ("sampling_key", "String"),
-               ("storage_policy", "String"), ("total_rows", "Nullable(UInt64)"),
-               ("total_bytes", "Nullable(UInt64)"), ("comment", "String"), ("has_own_data", "UInt8")],
-    "columns": [("database", "String"), ("table", "String"), ("name", "String"), ("type", "String"),
-                ("position", "UInt64"), ("default_kind", "String"), ("default_expression", "String"),
-                ("data_compressed_bytes", "UInt64"), ("data_uncompressed_bytes", "UInt64"),
-                ("marks_bytes", "UInt64"), ("comment", "String"), ("is_in_partition_key", "UInt8"),
-                ("is_in_sorting_key", "UInt8"), ("is_in_primary_key", "UInt8"),
-                ("is_in_sampling_key", "UInt8"), ("compression_codec", "String"),
-                ("character_octet_length", "Nullable(UInt64)"), ("numeric_precision", "Nullable(UInt64)"),
-                ("numeric_precision_radix", "Nullable(UInt64)"), ("numeric_scale", "Nullable(UInt64)"),
-                ("datetime_precision", "Nullable(UInt64)")],
-    "settings": [("name", "String"), ("value", "String"), ("changed", "UInt8"), ("description", "String"),
-                 ("min", "Nullable(String)"), ("max", "Nullable(String)"), ("readonly", "UInt8"),
-                 ("type", "String"), ("default", "String"), ("alias_for", "String"), ("is_obsolete", "UInt8")],
-}
-
-#: functions an introspection query may call (besides operators and sqlglot's typed functions
-#: below): none of them reads a table, a file, a dictionary or the network
-_ANONYMOUS_OK = {n.lower() for n in {
-    "version", "timezone", "timeZone", "servertimezone", "serverTimeZone", "currentdatabase", "currentuser",
-    "user", "uptime", "now", "now64", "today", "yesterday", "totypename", "tostring", "touint8", "touint64",
-    "toint32", "toint64", "tofloat64", "todate", "todatetime", "length", "lower", "upper", "concat",
-    "splitbychar", "has", "empty", "notempty", "startswith", "endswith", "position",
-    "match", "like", "ilike", "notlike", "ifnull", "coalesce", "if", "multiif", "count", "any", "max",
-    "min", "groupArray", "grouparray", "replaceall", "replaceregexpall", "extract", "trim", "substring",
-    "formatreadablesize", "isnull", "isnotnull", "assumenotnull", "tuple", "array",
-}}
-_TYPED_OK: tuple[type, ...] = (
-    exp.CurrentVersion, exp.CurrentDatabase, exp.CurrentUser, exp.CurrentTimestamp, exp.CurrentDate,
-    exp.Count, exp.Max, exp.Min, exp.If, exp.Coalesce, exp.Lower, exp.Upper, exp.Length, exp.Concat,
-    exp.Substring, exp.Trim, exp.Cast, exp.TryCast, exp.Array, exp.Tuple, exp.RegexpLike, exp.StartsWith,
-    exp.Case, exp.AnyValue, exp.Not, exp.Paren, exp.In, exp.Like, exp.ILike, exp.Is, exp.Between,
-    exp.ArrayAgg, exp.Sum, exp.Round, exp.Abs, exp.ArrayContains, exp.StrPosition,
+from dpch.server.metadata_allowlist import check_allowed
+from dpch.server.metadata_statements import (
+    describe_emulated,
+    is_metadata_statement,
+    read_only_refusal,
+    translate_statement,
 )
-
+from dpch.sql.parse import DIALECT
 
 #: rows a metadata query may read and return; the synthetic system tables hold one row per table
 #: or column a policy exposes, far below these
@@ -95,115 +54,12 @@ def metadata_limits(timeout: float) -> dict[str, str]:
 
 
 @dataclass(frozen=True)
-class Catalog:
-    """Public metadata the gateway may show, for one request."""
-
-    user: str
-    database: str
-    databases: Sequence[str]
-    #: (database) → [(table name, engine, comment, sorting_key, create query, [(column, type, comment)])]
-    tables: Callable[[str], list[tuple[str, str, str, str, str, list[tuple[str, str, str]]]]]
-    #: rows of system.settings
-    settings: Callable[[], list[tuple[Any, ...]]]
-
-
-@dataclass(frozen=True)
 class Introspection:
     """An introspection query rewritten to run over synthetic metadata rows only (a sqlglot
     tree: :func:`render` adds the limits and renders it once)."""
 
     tree: exp.Query
     kind: str
-
-
-_SHOW_DATABASES = re.compile(r"^\s*SHOW\s+DATABASES(?:\s+(NOT\s+)?(I?LIKE)\s+('(?:[^'\\]|\\.)*'))?\s*;?\s*$",
-                             re.IGNORECASE | re.DOTALL)
-#: a database or table name as clients write it: bare, in backticks or in double quotes (ClickHouse
-#: accepts both quotes; clickhouse-sqlalchemy and Grafana send double quotes)
-_NAME = r'[`"]?([A-Za-z0-9_]+)[`"]?'
-_SHOW_TABLES = re.compile(
-    r"^\s*SHOW\s+(?:FULL\s+)?TABLES(?:\s+(?:FROM|IN)\s+" + _NAME + r")?"
-    r"(?:\s+(NOT\s+)?(I?LIKE)\s+('(?:[^'\\]|\\.)*'))?\s*;?\s*$", re.IGNORECASE | re.DOTALL)
-_DESCRIBE = re.compile(r"^\s*(?:DESCRIBE|DESC)\s+(?:TABLE\s+)?(?:" + _NAME + r"\.)?" + _NAME + r"\s*;?\s*$",
-                       re.IGNORECASE | re.DOTALL)
-_EXISTS = re.compile(
-    r"^\s*EXISTS\s+(?:(?:TEMPORARY\s+)?TABLE\s+|DATABASE\s+|VIEW\s+|DICTIONARY\s+)?"
-    r"(?:" + _NAME + r"\.)?" + _NAME + r"\s*;?\s*$", re.IGNORECASE | re.DOTALL)
-_EXISTS_DB = re.compile(r"^\s*EXISTS\s+DATABASE\s+" + _NAME + r"\s*;?\s*$", re.IGNORECASE)
-
-
-def _match(pattern: re.Pattern[str], sql: str) -> re.Match[str] | None:
-    """``pattern``'s match of ``sql`` if every name in it is quoted evenly (both sides by the same
-    quote, or neither): ``_NAME`` alone would also take ``"visits`` or ``"visits```."""
-    m = pattern.match(sql)
-    if m is None:
-        return None
-    for g in range(1, (m.re.groups or 0) + 1):
-        start, end = m.span(g)
-        if start < 0:
-            continue
-        before = sql[start - 1] if start > 0 else ""
-        after = sql[end] if end < len(sql) else ""
-        quotes = {before, after} & {"`", '"'}
-        if quotes and before != after:
-            return None
-    return m
-
-
-def translate_statement(sql: str, catalog: Catalog) -> exp.Select | None:
-    """SHOW/DESCRIBE/EXISTS as the equivalent SELECT over system tables, built as a tree (the
-    names and patterns the client gave become literals, never SQL text); None for others."""
-    if m := _SHOW_DATABASES.match(sql):
-        query = _template("SELECT name FROM system.databases ORDER BY name")
-        return query.where(_like("name", m.group(1), m.group(2), m.group(3))) if m.group(3) else query
-    if m := _match(_SHOW_TABLES, sql):
-        db = m.group(1) or catalog.database
-        query = _template("SELECT name FROM system.tables ORDER BY name").where(_equals("database", db))
-        return query.where(_like("name", m.group(2), m.group(3), m.group(4))) if m.group(4) else query
-    if m := _match(_DESCRIBE, sql):
-        db, table = m.group(1) or catalog.database, m.group(2)
-        if not any(t[0] == table for t in catalog.tables(db)) if db in catalog.databases else True:
-            raise GatewayError(60, PolicyError.kind, f"Table {db}.{table} does not exist (or has no privacy policy)")
-        query = _template("SELECT name, type, default_kind AS default_type, default_expression, comment, "
-                          "compression_codec AS codec_expression, '' AS ttl_expression FROM system.columns "
-                          "ORDER BY position")
-        return query.where(_equals("database", db)).where(_equals("table", table))
-    if m := _match(_EXISTS_DB, sql):
-        return _template("SELECT toUInt8(count() > 0) AS result FROM system.databases").where(
-            _equals("name", m.group(1)))
-    if m := _match(_EXISTS, sql):
-        db, table = m.group(1) or catalog.database, m.group(2)
-        query = _template("SELECT toUInt8(count() > 0) AS result FROM system.tables")
-        return query.where(_equals("database", db)).where(_equals("name", table))
-    return None
-
-
-def _template(sql: str) -> exp.Select:
-    """One of the constant queries above (dpch's own text, no client input), as a tree."""
-    tree = sqlglot.parse_one(sql, read=DIALECT)
-    assert isinstance(tree, exp.Select)
-    return tree
-
-
-def _equals(column: str, value: str) -> exp.Expression:
-    return exp.column(column).eq(exp.Literal.string(value))
-
-
-def _like(column: str, negated: str | None, operator: str, pattern: str) -> exp.Expression:
-    """``column [NOT] LIKE|ILIKE 'pattern'``; ``pattern`` is the client's quoted literal."""
-    try:
-        literal = sqlglot.parse_one(pattern, read=DIALECT)
-    except SqlglotError:
-        literal = None
-    if not (isinstance(literal, exp.Literal) and literal.is_string):
-        raise GatewayError(62, ParseError.kind, "dpch: the LIKE pattern of SHOW must be one quoted string")
-    kind = exp.ILike if operator.upper() == "ILIKE" else exp.Like
-    node: exp.Expression = kind(this=exp.column(column), expression=literal)
-    return exp.Not(this=node) if negated else node
-
-
-def _is_metadata_statement(sql: str) -> bool:
-    return bool(re.match(r"^\s*(SHOW|DESCRIBE|DESC|EXISTS)\b", sql, re.IGNORECASE))
 
 
 #: texts recently found to be for the DP path (most recent last); see :func:`introspect`
@@ -236,10 +92,16 @@ def introspect(sql: str, catalog: Catalog) -> Introspection | None:
 
 
 def _introspect(sql: str, catalog: Catalog) -> Introspection | None:
+    refusal = read_only_refusal(sql)
+    if refusal is not None:
+        raise refusal
+    described = describe_emulated(sql)
+    if described is not None:
+        return Introspection(tree=described, kind="introspection:describe")
     tree: exp.Expression | None = translate_statement(sql, catalog)
-    if tree is None and _is_metadata_statement(sql):
-        raise GatewayError(48, QueryRejected.kind, "dpch serves SHOW DATABASES, SHOW TABLES, DESCRIBE and "
-                                                   "EXISTS; this metadata statement is not supported")
+    if tree is None and is_metadata_statement(sql):
+        raise GatewayError(48, QueryRejected.kind, "dpch serves SHOW DATABASES, SHOW TABLES, SHOW CREATE TABLE, "
+                                                   "DESCRIBE and EXISTS; this metadata statement is not supported")
     if tree is None:
         try:
             tree = cast(exp.Expression, sqlglot.parse_one(sql, read=DIALECT))  # sqlglot 30 types it Expr
@@ -247,10 +109,11 @@ def _introspect(sql: str, catalog: Catalog) -> Introspection | None:
             return None  # the DP path reports the syntax error in dpch's words
     if not isinstance(tree, exp.Select | exp.Union):
         return None
-    tables = list(tree.find_all(exp.Table))
+    tables = _sources(tree)
     system = [t for t in tables if _system_name(t) is not None]
     if not tables:
-        if tree.args.get("from_") is not None and not isinstance(tree, exp.Union):
+        over_ctes = any(True for _ in tree.find_all(exp.CTE))
+        if tree.args.get("from_") is not None and not isinstance(tree, exp.Union) and not over_ctes:
             return None
     elif not system:
         return None
@@ -259,17 +122,22 @@ def _introspect(sql: str, catalog: Catalog) -> Introspection | None:
             497, QueryRejected.kind, "dpch: a query cannot mix system tables with other tables or table functions")
     check_allowed(tree)
     tree = tree.copy()
+    _rename_ctes(tree)
     tree.set("settings", None)
     tree.set("format", None)
     _substitute_context(tree, catalog)
     # Each system table becomes a table function over synthetic rows *in the tree*: the query is
     # rendered once, so no text of ours can land inside the client's literals (or theirs in ours).
-    for table in list(tree.find_all(exp.Table)):
+    aliases: dict[tuple[str, str], str] = {}
+    for table in _sources(tree):
         name = _system_name(table)
         assert name is not None
         source = _system_table(name, catalog)
-        source.set("alias", table.args.get("alias") or exp.TableAlias(this=exp.to_identifier(name)))
+        alias = table.args.get("alias") or exp.TableAlias(this=exp.to_identifier(table.name))
+        aliases.setdefault((table.text("db").lower(), table.name.lower()), alias.name)
+        source.set("alias", alias)
         table.replace(source)
+    _requalify(tree, aliases)
     kinds = sorted({_system_name(t) or "" for t in tables}) or ["constant"]
     return Introspection(tree=tree, kind="introspection:" + ",".join(kinds))
 
@@ -279,138 +147,125 @@ def render(found: Introspection, settings: dict[str, str]) -> str:
     return with_settings(found.tree.copy(), settings).sql(dialect=DIALECT)
 
 
+def _sources(tree: exp.Expression) -> list[exp.Table]:
+    """The tables and table functions a query reads, without its references to its own CTEs
+    (Metabase asks ``WITH s AS (SELECT version() ...) SELECT ... FROM s``)."""
+    refs = {id(t) for t in _cte_refs(tree)}
+    return [t for t in tree.find_all(exp.Table) if id(t) not in refs]
+
+
+def _cte_refs(tree: exp.Expression) -> list[exp.Table]:
+    """References that ClickHouse resolves to one of the query's top-level CTEs: those in the main
+    query or in a *later* CTE's body. In a CTE's own body (or an earlier one's) the name means the
+    table of that name — ``WITH x AS (SELECT * FROM x)`` reads table x — so such a reference is a
+    table here too (measured on chdb). Any doubt (a UNION, a name defined twice): no CTE at all."""
+    with_ = tree.args.get("with_")
+    if not isinstance(tree, exp.Select) or not isinstance(with_, exp.With):
+        return []
+    ctes = list(with_.expressions)
+    names = [c.alias_or_name for c in ctes]
+    if len(set(names)) != len(names):
+        return []
+    refs = []
+    for table in tree.find_all(exp.Table):
+        if table.text("db") or table.text("catalog") or not isinstance(table.this, exp.Identifier) \
+                or table.name not in names:
+            continue
+        inside = next((i for i, cte in enumerate(ctes) if _within(table, cte)), None)
+        if inside is None or inside > names.index(table.name):
+            refs.append(table)
+    return refs
+
+
+def _within(node: exp.Expression, ancestor: exp.Expression) -> bool:
+    parent = node.parent
+    while parent is not None:
+        if parent is ancestor:
+            return True
+        parent = parent.parent
+    return False
+
+
+def _rename_ctes(tree: exp.Expression) -> None:
+    """Gives each top-level CTE a name of dpch's (``_dpch_cte_N``) and points the references
+    :func:`_cte_refs` found at it: should ClickHouse resolve a name otherwise than that analysis
+    says, it finds no such table and fails — it can never read a table of the CTE's name."""
+    refs = _cte_refs(tree)
+    with_ = tree.args.get("with_")
+    if not refs or not isinstance(with_, exp.With):
+        return
+    renamed = {cte.alias_or_name: f"_dpch_cte_{i}" for i, cte in enumerate(with_.expressions)}
+    for table in refs:
+        if table.args.get("alias") is None:
+            table.set("alias", exp.TableAlias(this=exp.to_identifier(table.name)))  # keeps s.col working
+        table.set("this", exp.to_identifier(renamed[table.name]))
+    for cte in with_.expressions:
+        cte.set("alias", exp.TableAlias(this=exp.to_identifier(renamed[cte.alias_or_name])))
+
+
 def _system_name(table: exp.Table) -> str | None:
+    """The :data:`SCHEMAS` key of a system or information_schema table, None for other tables;
+    an unknown one is refused by name (ClickHouse's own error would quote the rewritten query)."""
     if not isinstance(table.this, exp.Identifier):
         return None
-    db = table.args.get("db")
-    if db is None or db.name.lower() not in ("system", "information_schema"):
+    db = table.text("db")
+    if db == "system":
+        name = table.name if table.name in SCHEMAS and "." not in table.name else None
+    elif db.lower() == "information_schema":  # ClickHouse has it in lower and UPPER case
+        name = INFORMATION_SCHEMA.get(table.name.lower())
+    else:
         return None
-    name = table.name.lower()
-    if db.name.lower() == "information_schema":
-        name = {"schemata": "databases", "tables": "tables", "columns": "columns"}.get(name, "")
-    return name if name in SCHEMAS else None
+    if name is None:
+        served = [f"system.{n}" for n in SCHEMAS if "." not in n] + list(INFORMATION_SCHEMA.values())
+        raise GatewayError(60, QueryRejected.kind,
+                           f"dpch: {db}.{table.name} is not served (dpch shows public metadata only: no parts, "
+                           f"sizes, row counts or logs); it serves {', '.join(sorted(served))}")
+    return name
 
 
-#: constructs a metadata query may contain besides allowed functions (each is bounded by the
-#: synthetic rows it reads); anything else is refused by name
-_STRUCTURE_OK: tuple[type, ...] = (
-    exp.Select, exp.Union, exp.From, exp.Where, exp.Group, exp.Having, exp.Order, exp.Ordered, exp.Limit,
-    exp.Offset, exp.Distinct, exp.Column, exp.Identifier, exp.Literal, exp.Star, exp.Alias, exp.TableAlias,
-    exp.Table, exp.Subquery, exp.With, exp.CTE, exp.Join, exp.Null, exp.Boolean, exp.DataType,
-    exp.DataTypeParam, exp.Connector, exp.Binary, exp.Neg, exp.Not, exp.Paren, exp.Tuple, exp.Array,
-    exp.Bracket, exp.Dot,
-)
-#: what a refused construct is called in the error (ClickHouse's words, never sqlglot's)
-_CONSTRUCT_NAMES: dict[type, str] = {
-    exp.Window: "a window function (OVER)", exp.Lambda: "a lambda function", exp.Interval: "INTERVAL",
-    exp.Placeholder: "a query parameter", exp.Parameter: "a query parameter", exp.Var: "a bare keyword",
-    exp.Values: "VALUES", exp.Lateral: "LATERAL", exp.Pivot: "PIVOT", exp.Into: "INTO",
-}
-
-
-def _in_table(node: exp.Expression) -> str | None:
-    # ClickHouse reads `x IN name` as membership in the table `name`
-    return "IN <table> is not allowed in a metadata query" if node.args.get("field") is not None else None
-
-
-def _array_join(node: exp.Expression) -> str | None:
-    if str(node.args.get("kind") or "").upper() != "ARRAY":
-        return None
-    return ("ARRAY JOIN is not allowed in a metadata query (it multiplies rows); "
-            "filter system.tables or system.columns with WHERE instead")
-
-
-def _table_function(node: exp.Expression) -> str | None:
-    if isinstance(node.this, exp.Identifier):
-        return None
-    return (f"table function {_function_name(node.this)} is not allowed in a metadata query; "
-            "read system.tables, system.columns, system.databases")
-
-
-def _row_generator(node: exp.Expression) -> str | None:
-    return "function arrayJoin is not allowed in a metadata query (it multiplies rows)"
-
-
-def _anonymous(node: exp.Expression) -> str | None:
-    name = str(node.this)
-    if name.lower() == "arrayjoin":
-        return _row_generator(node)
-    return None if name.lower() in _ANONYMOUS_OK else f"function {name} is not allowed in a metadata query"
-
-
-#: per node class, the rule that decides it (any other class: :func:`_allowlisted`)
-_RULES: dict[type, Callable[[exp.Expression], str | None]] = {
-    exp.In: _in_table,
-    exp.Join: _array_join,
-    exp.Table: _table_function,
-    exp.Explode: _row_generator,
-    exp.Anonymous: _anonymous,
-}
-
-
-def _allowlisted(node: exp.Expression) -> str | None:
-    """Functions must be on the typed allowlist, other constructs on the structural one."""
-    if isinstance(node, exp.Func) and not isinstance(node, exp.Binary):
-        return None if isinstance(node, _TYPED_OK) else \
-            f"function {_function_name(node)} is not allowed in a metadata query"
-    if isinstance(node, _STRUCTURE_OK):
-        return None
-    what = next((name for kind, name in _CONSTRUCT_NAMES.items() if isinstance(node, kind)), None)
-    snippet = node.sql(dialect=DIALECT)[:60]
-    return (f"{what or repr(snippet)} is not allowed in a metadata query "
-            "(dpch answers simple SELECTs over system tables)")
-
-
-def check_allowed(tree: exp.Expression) -> None:
-    """Refuses anything outside the metadata allowlist: no row generators (ARRAY JOIN,
-    arrayJoin), no table functions, no function that reads a table, a file or the network."""
-    for node in tree.walk():
-        rule = _RULES.get(type(node), _allowlisted)
-        refusal = rule(cast(exp.Expression, node))  # sqlglot 30 types walk() as Expr
-        if refusal is not None:
-            raise GatewayError(497, QueryRejected.kind, "dpch: " + refusal)
-
-
-def _function_name(node: exp.Expression) -> str:
-    """A function's name as the client wrote it in ClickHouse SQL (``uniq``, not sqlglot's name)."""
-    if isinstance(node, exp.Anonymous):
-        return str(node.this)
-    rendered = node.sql(dialect=DIALECT)
-    return rendered.split("(", 1)[0].strip() or "this function"
+def _requalify(tree: exp.Expression, aliases: dict[tuple[str, str], str]) -> None:
+    """``system.tables.name`` as JDBC writes it (even when the table has an alias) → ``alias.name``:
+    the table it named is now a table function under that alias."""
+    for column in list(tree.find_all(exp.Column)):
+        db = column.text("db").lower()
+        if not db:
+            continue
+        alias = aliases.get((db, column.table.lower()))
+        if alias is not None:
+            column.set("db", None)
+            column.set("table", exp.to_identifier(alias))
 
 
 def _substitute_context(tree: exp.Expression, catalog: Catalog) -> None:
     """currentDatabase()/currentUser() name the gateway's database and the client's user."""
-    for node in list(tree.walk()):
+    for walked in list(tree.walk()):
+        node = cast(exp.Expression, walked)  # sqlglot 30 types walk() as Expr
         name = str(node.this).lower() if isinstance(node, exp.Anonymous) else ""
+        top_level = isinstance(node.parent, exp.Select) and node.arg_key == "expressions"
         if isinstance(node, exp.CurrentDatabase) or name == "currentdatabase":
-            node.replace(exp.Literal.string(catalog.database))
+            replacement: exp.Expression = exp.Literal.string(catalog.database)
         elif isinstance(node, exp.CurrentUser) or name in ("currentuser", "user"):
-            node.replace(exp.Literal.string(catalog.user))
+            replacement = exp.Literal.string(catalog.user)
+        elif isinstance(node, exp.CurrentVersion) and top_level:
+            replacement = node.copy()  # sqlglot writes it VERSION(): only its column name changes
+        else:
+            continue
+        if top_level:
+            # ClickHouse names an unaliased result column by the call as written
+            replacement = cast(exp.Expression, exp.alias_(replacement, _call_text(node), quoted=True))
+        node.replace(replacement)
+
+
+def _call_text(node: exp.Expression) -> str:
+    """``currentDatabase()`` as ClickHouse names the column of a call without arguments."""
+    if isinstance(node, exp.Anonymous):
+        return f"{node.this}()"
+    names: dict[type, str] = {exp.CurrentDatabase: "currentDatabase()", exp.CurrentUser: "currentUser()",
+                              exp.CurrentVersion: "version()"}
+    return names.get(type(node), node.sql(dialect=DIALECT))
 
 
 def _system_table(name: str, catalog: Catalog) -> exp.Table:
     columns = [c for c, _ in SCHEMAS[name]]
     types = [t for _, t in SCHEMAS[name]]
-    return rows_source(columns, types, _rows(name, catalog))
-
-
-def _rows(name: str, catalog: Catalog) -> list[tuple[Any, ...]]:
-    if name == "one":
-        return [(0,)]
-    if name == "settings":
-        return catalog.settings()
-    if name == "databases":
-        return [(db, "Atomic", "", "", ZERO_UUID, "Atomic", "") for db in catalog.databases]
-    rows: list[tuple[Any, ...]] = []
-    for db in catalog.databases:
-        for table, engine, comment, sorting_key, create, cols in catalog.tables(db):
-            if name == "tables":
-                rows.append((db, table, ZERO_UUID, engine, 0, [], "", "1970-01-01 00:00:00", create, engine,
-                             "", "", sorting_key, sorting_key, "", "", None, None, comment, 1))
-            else:
-                keys = {k.strip() for k in sorting_key.split(",")}
-                for pos, (col, ch_type, col_comment) in enumerate(cols, start=1):
-                    rows.append((db, table, col, ch_type, pos, "", "", 0, 0, 0, col_comment, 0,
-                                 int(col in keys), int(col in keys), 0, "", None, None, None, None, None))
-    return rows
+    return rows_source(columns, types, rows(name, catalog))
