@@ -119,10 +119,11 @@ def analyze(parsed: ParsedQuery, lookup: Callable[[str], TablePolicy], database:
 
     ``constants`` runs SELECTs that read no table: it evaluates date and time constants
     (:mod:`.time_constants`) and lists time buckets' domains (:mod:`.time_buckets`)."""
+    # the plan works on the folded tree; its query keeps the text as written, whose fingerprint names
+    # the release in the ledger and the gateway's cache (a panel on now() is one query, not one a second)
     select, folded = fold_time_constants(parsed.select, constants)
-    if select is not parsed.select:
-        parsed = dataclasses.replace(parsed, select=cast(exp.Select, select))
-    plan = _Analyzer(parsed, lookup, database, public_domain or _no_public_domain, constants).plan()
+    plan = _Analyzer(parsed, lookup, database, public_domain or _no_public_domain, constants,
+                     cast(exp.Select, select)).plan()
     return dataclasses.replace(plan, volatile=True) if folded.volatile else plan
 
 
@@ -132,10 +133,10 @@ def _no_public_domain(table: str, column: str) -> tuple[Any, ...]:
 
 class _Analyzer:
     def __init__(self, parsed: ParsedQuery, lookup: TableLookup, database: str, public_domain: PublicDomain,
-                 constants: ConstantQuery | None = None) -> None:
+                 constants: ConstantQuery | None = None, select: exp.Select | None = None) -> None:
         self.parsed = parsed
         self.constants = constants
-        self.select = parsed.select
+        self.select = select if select is not None else parsed.select
         self.database = database
         self.lookup = lookup
         self.public_domain = public_domain

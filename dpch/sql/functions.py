@@ -121,6 +121,11 @@ TYPED_NAMES = (
     "pow", "power", "round", "sign", "sqrt", "startsWith", "substring", "toDateOrNull", "toDayOfMonth",
     "toDayOfWeek", "toFloat64OrNull", "toHour", "toInt64OrNull", "toMonth", "toStartOfWeek", "toString",
     "toYear", "trim", "upper", "year",
+    # date and time constants, folded before the charge (dpch.sql.time_constants); with toStartOf…
+    # also time-bucket keys of a column with date bounds (dpch.sql.time_buckets)
+    "toDate", "toDate32", "toDateTime", "toDateTime64", "fromUnixTimestamp64Milli", "fromUnixTimestamp64Nano",
+    "parseDateTimeBestEffort", "now", "today", "yesterday", "addDays", "toStartOfMonth", "toStartOfInterval",
+    "toMonday",
 )
 
 #: lower-case names that only ever appear as interval units or date parts (rendered, never evaluated)

@@ -47,7 +47,7 @@ NAMES = ["uid", "g", *BOUNDED, "s", "dt"]
 COLUMNS_SQL = (
     "uid Nullable(Int64), g String COMMENT 'dp: public, values=[\"a\", \"b\", \"c\"]', "
     + ", ".join(f"{c} {t} COMMENT 'dp: bounds=[{lo}, {hi}]'" for c, (t, (lo, hi)) in BOUNDED.items())
-    + ", s String, dt Date"
+    + ", s String, dt Date COMMENT 'dp: bounds=[\"1970-01-01\", \"2149-06-06\"]'"
 )
 TABLE_COMMENT = f"dp: privacy_unit=uid, max_rows_per_unit={CAP}, max_groups_per_unit={GROUPS_PER_UNIT}"
 
@@ -374,6 +374,20 @@ simple_conditions = st.one_of(
         E("dateTrunc('month', dt) = '2020-02-01'", None),
         E("toDateOrNull(s) IS NULL", None),
         E("toHour(dt) = 0", None),
+        # time constants as BI tools write them (issue 15): folded to exact values before the charge
+        E("dt >= toDate('2020-01-05')", lambda r: r["dt"] >= date(2020, 1, 5)),
+        E("dt < toDateTime(1580515200)", lambda r: r["dt"] < date(2020, 2, 1)),
+        E("dt <= toDateTime('2100-01-01 00:00:00')", lambda r: r["dt"] <= date(2100, 1, 1)),
+        E("dt > fromUnixTimestamp64Milli(1582934400000)", lambda r: r["dt"] > date(2020, 2, 29)),
+        E("dt BETWEEN parseDateTimeBestEffort('2020-01-01') AND toDate32('2020-12-31')",
+          lambda r: date(2020, 1, 1) <= r["dt"] <= date(2020, 12, 31)),
+        E("dt <= today() - INTERVAL 1 DAY", None),
+        E("dt > now() - INTERVAL 3650 DAY", None),
+        E("dt >= addDays(toDate('2020-01-01'), 30)", lambda r: r["dt"] >= date(2020, 1, 31)),
+        E("dt >= yesterday()", None),
+        E("dt < toStartOfMonth(toDate('2020-03-15'))", lambda r: r["dt"] < date(2020, 3, 1)),
+        E("dt < toDateTime64('2020-03-01 00:00:00.000', 3)", lambda r: r["dt"] < date(2020, 3, 1)),
+        E("dt > fromUnixTimestamp64Nano(1582934400000000000)", lambda r: r["dt"] > date(2020, 2, 29)),
         E("isNotNull(y)", lambda r: r["y"] is not None),
     ]),
     st.builds(_like, st.sampled_from(LIKE_PATTERNS), st.booleans()),
@@ -393,6 +407,8 @@ oracle_conditions = st.sampled_from([
     E("dec + 1 > 0", None),
     E("u64 * 1000000000 > 5", None),
     E("i64 * i64 > 0", None),
+    E("dt >= toDate('not a date')", None),  # a constant that does not evaluate: refused, whatever the data
+    E("dt >= toDateTime(s)", None),  # a time function of a row's text: refused
 ])
 
 
@@ -487,7 +503,8 @@ AGGREGATES = {False: aggregates(False), True: aggregates(True)}
 def queries(draw) -> Query:
     join = draw(st.booleans()) and draw(st.booleans())  # a quarter of the queries join
     aggs = tuple(draw(st.lists(AGGREGATES[join], min_size=1, max_size=3)))
-    group = draw(st.sampled_from(["", "", "g", "g", "s", "intDiv(n, 25)"]))
+    group = draw(st.sampled_from(["", "", "g", "g", "s", "intDiv(n, 25)", "toStartOfMonth(dt)",
+                                  "toStartOfInterval(dt, INTERVAL 30 day)", "toMonday(toDateTime(dt))"]))
     where = draw(st.none() | CONDITIONS)
     form = draw(st.sampled_from(["plain", "plain", "subquery", "cte"]))
     having = draw(st.sampled_from(["", "", " HAVING a0 > 0", " HAVING count(*) > 2"]))
