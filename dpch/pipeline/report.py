@@ -75,6 +75,15 @@ class Release:
             import pandas as pd
         except ImportError:  # pragma: no cover - depends on the environment
             raise ImportError("to_pandas() needs pandas: pip install 'dpch[pandas]'") from None
+        names, data = self.interval_table()
+        frame = pd.DataFrame(data, columns=names)
+        frame.attrs.update(epsilon=self.cost.epsilon, delta=self.cost.delta, confidence=self.confidence,
+                           mechanism=self.mechanism, release_id=self.release_id)
+        return frame
+
+    def interval_table(self) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """Columns and rows with ``<c>_lo``, ``<c>_hi`` after each noisy column ``c`` (the shape of
+        :meth:`to_pandas` and of the CLI's ClickHouse formats)."""
         noisy = self.noisy_columns()
         names: list[str] = []
         for j, name in enumerate(self.columns):
@@ -87,11 +96,8 @@ class Release:
                 if j in noisy:
                     iv = ivs[j]
                     line += [iv[0], iv[1]] if iv is not None else [None, None]
-            data.append(line)
-        frame = pd.DataFrame(data, columns=names)
-        frame.attrs.update(epsilon=self.cost.epsilon, delta=self.cost.delta, confidence=self.confidence,
-                           mechanism=self.mechanism, release_id=self.release_id)
-        return frame
+            data.append(tuple(line))
+        return names, data
 
     def noisy_columns(self) -> set[int]:
         """Indexes of the columns that carry an interval in some row (the noisy statistics)."""
