@@ -159,3 +159,12 @@ def test_clickhouse_format_output_has_only_data_on_stdout(store_dsn, keeper, vis
     assert lines[0] == '"region","n","n_lo","n_hi"' and len(lines) == 5
     assert result.stdout.endswith("\n") and not result.stdout.endswith("\n\n")
     assert "cost ε 0.5" in result.stderr and "cost" not in result.stdout
+
+
+def test_the_shell_takes_clickhouse_formats_too(store_dsn, keeper, visits_db):
+    who = fresh()
+    result = run(store_dsn, visits_db, "shell", "--analyst", who, "--seed", "4", "--format", "TSVWithNames", "-c",
+                 f"{COUNT};")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0] == "n\tn_lo\tn_hi" and len(result.stdout.splitlines()) == 2
+    assert "cost ε 0.5" in result.stderr and ledger(keeper, visits_db, who) == 1
