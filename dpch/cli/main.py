@@ -16,6 +16,7 @@ from dpch.cli.demo import run_demo
 from dpch.cli.global_options import GlobalOptionsGroup
 from dpch.cli.load import load_file
 from dpch.cli.output import FORMATS, clickhouse_text, footer, is_clickhouse_format, render
+from dpch.cli.progress import progress
 from dpch.cli.serve import serve
 from dpch.cli.shell import Shell, split_statements
 from dpch.cli.statements import read_sql, run_statements
@@ -247,9 +248,10 @@ def load(obj: Context, file: str, table: str, privacy_unit: str, max_rows_per_un
     """(Data owner) Load a CSV or Parquet FILE into a new annotated table."""
     session = obj.store("dpch load")
     engine = session.engine
-    rows = load_file(engine, file, table=table, privacy_unit=privacy_unit,
-                     max_rows_per_unit=max_rows_per_unit, unique_units=unique_units,
-                     bounds=bounds, public=public, replace=replace)
+    with progress(f"loading {table}", "rows") as bar:  # drawn only when stderr is a terminal
+        rows = load_file(engine, file, table=table, privacy_unit=privacy_unit,
+                         max_rows_per_unit=max_rows_per_unit, unique_units=unique_units,
+                         bounds=bounds, public=public, replace=replace, progress=bar if bar.visible else None)
     session.policy.reload()
     click.echo(f"loaded {rows} rows into {engine.database}.{table}")
     click.echo(session.table_policy(table).describe())
