@@ -80,7 +80,7 @@ def query(obj: Context, sql: str | None, query_option: str | None, multiquery: b
 
     SQL is the argument, -q SQL, or - (standard input: echo "SELECT ..." | dpch query -)."""
     text = read_sql(sql, query_option)
-    statements = split_statements(text) if multiquery else [text]
+    options = _query_options(epsilon, delta, confidence)
     first = True
 
     def emit(release: Release) -> None:
@@ -92,7 +92,11 @@ def query(obj: Context, sql: str | None, query_option: str | None, multiquery: b
             click.echo(("" if first or fmt != "table" else "\n") + render(release, fmt))
         first = False
 
-    run_statements(obj.session(seed=seed), statements, _query_options(epsilon, delta, confidence), emit)
+    session = obj.session(seed=seed)
+    if multiquery:
+        run_statements(session, split_statements(text), options, emit)
+    else:  # one statement: its own error, as it is (nothing to say about other statements)
+        emit(session.query(text, **options))
 
 
 @cli.command()

@@ -168,3 +168,10 @@ def test_the_shell_takes_clickhouse_formats_too(store_dsn, keeper, visits_db):
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[0] == "n\tn_lo\tn_hi" and len(result.stdout.splitlines()) == 2
     assert "cost ε 0.5" in result.stderr and ledger(keeper, visits_db, who) == 1
+
+
+def test_a_single_query_error_is_reported_as_it_is(store_dsn, keeper, visits_db):
+    who = fresh()
+    result = run(store_dsn, visits_db, "query", "--analyst", who, "SELECT nosuch FROM visits")
+    assert result.exit_code == 1 and "no column 'nosuch'" in result.stderr, result.output
+    assert "statement" not in result.stderr and ledger(keeper, visits_db, who) == 0
