@@ -3,12 +3,54 @@
 from __future__ import annotations
 
 import sys
-from typing import Any, Literal, cast
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import click
 
 from dpch.cli.context import Context, friendly_errors
+from dpch.cli.progress import Report, progress
 from dpch.errors import ConfigError
+
+if TYPE_CHECKING:  # types only: the audit's estimators load scipy (start-up speed)
+    from dpch.audit.runner import AuditRunner
+
+
+class _Counted:
+    """A session whose ``query`` calls are counted (everything else is the session's own)."""
+
+    def __init__(self, session: Any, tick: Callable[[], None]) -> None:
+        self._session = session
+        self._tick = tick
+
+    def query(self, *args: Any, **kwargs: Any) -> Any:
+        release = self._session.query(*args, **kwargs)
+        self._tick()
+        return release
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session, name)
+
+
+def counting_runner(report: Report, total: int) -> type[AuditRunner]:
+    """An :class:`~dpch.audit.runner.AuditRunner` reporting ``report(done, total)`` after each
+    full-stack release on either side (``total`` = 2 × trials)."""
+    # start-up: the audit runner loads the privacy stack; only an audit needs it
+    from dpch.audit.runner import AuditRunner
+
+    done = 0
+
+    def tick() -> None:
+        nonlocal done
+        done += 1
+        report(done, total)
+
+    class CountingRunner(AuditRunner):
+        def __init__(self, session_d: Any, session_dprime: Any, sql: str, **kwargs: Any) -> None:
+            report(0, total)
+            super().__init__(_Counted(session_d, tick), _Counted(session_dprime, tick), sql, **kwargs)
+
+    return CountingRunner
 
 
 @click.command()
@@ -41,6 +83,7 @@ def audit(obj: Context, table: str | None, sql: str | None, trials: int | None, 
     # start-up: the audit's estimators (scipy, ~0.4 s) load only when an audit runs
     from dpch.audit.experiment import DEFAULT_TRIALS, audit_query
     from dpch.audit.report import summary, write_report
+    from dpch.audit.runner import AuditRunner
     from dpch.audit.suite import run_suite
 
     if suite:
@@ -63,9 +106,13 @@ def audit(obj: Context, table: str | None, sql: str | None, trials: int | None, 
         raise ConfigError(f"the query reads table {plan.table.table}, not {table}",
                           hint="pass the query's own table to --table")
     mode = "full" if full_stack else "fast"
-    result = audit_query(session, sql, trials=trials or (500 if full_stack else DEFAULT_TRIALS), mode=mode,
-                         confidence=confidence, direction=cast(Literal["add", "remove"], direction), seed=seed,
-                         **options)
+    n = trials or (500 if full_stack else DEFAULT_TRIALS)
+    # a bar for the full stack's 2 × n releases; the fast mode draws all its trials at once
+    with progress("auditing", "releases") as bar:
+        runner = counting_runner(bar, 2 * n) if full_stack and bar.visible else AuditRunner
+        result = audit_query(session, sql, trials=n, mode=mode, confidence=confidence,
+                             direction=cast(Literal["add", "remove"], direction), seed=seed, runner_class=runner,
+                             **options)
     click.echo(summary(result))
     if report_path:
         click.echo(f"report: {write_report(result, report_path)}")

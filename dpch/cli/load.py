@@ -7,6 +7,8 @@ reachable from analyst SQL) and infers the column types; dpch adds the annotatio
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +31,13 @@ def load_file(
     bounds: tuple[str, ...],
     public: tuple[str, ...],
     replace: bool,
+    progress: Callable[[int, int], None] | None = None,
 ) -> int:
-    """Creates ``table`` from ``file`` with the given annotations; returns the row count."""
+    """Creates ``table`` from ``file`` with the given annotations; returns the row count.
+
+    ``progress(done, total)``, when given, is called with the rows written so far: first
+    ``(0, total)`` (ClickHouse counts the file's rows first, one extra read), then as the insert
+    commits its blocks, last ``(total, total)``."""
     # start-up: importing dpch.policy loads the policy resolver (sqlglot); only `dpch load` needs it
     from dpch.policy.model import base_type
 
@@ -86,8 +93,47 @@ def load_file(
         f" ORDER BY {quote_identifier(privacy_unit)}"
         f" COMMENT {quote_string('dp: ' + ', '.join(table_items))}"
     )
-    engine.command(f"INSERT INTO {qualified} SELECT * FROM {source}")
-    return engine.query_rows(f"SELECT count() FROM {qualified}")[0][0]
+    insert = f"INSERT INTO {qualified} SELECT * FROM {source}"
+    if progress is None:
+        engine.command(insert)
+    else:
+        _insert_reporting(engine, insert, qualified, engine.query_rows(f"SELECT count() FROM {source}")[0][0],
+                          progress)
+    rows = engine.query_rows(f"SELECT count() FROM {qualified}")[0][0]
+    if progress is not None:
+        progress(rows, rows)
+    return rows
+
+
+#: seconds between two counts of the rows committed so far (a progress bar's refresh)
+POLL_SECONDS = 0.25
+
+
+def _insert_reporting(engine: Engine, insert: str, table: str, total: int,
+                      progress: Callable[[int, int], None]) -> None:
+    """Runs ``insert`` in a worker thread (its own client of the engine's pool) while this thread
+    reports the table's committed row count. Blocks of about 2% of the file are committed one at
+    a time, so the count moves (one INSERT … SELECT otherwise commits once, at the end)."""
+    progress(0, total)
+    block = max(65_536, total // 50)
+    failure: list[BaseException] = []
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            engine.command(f"{insert} SETTINGS min_insert_block_size_rows = {block}, max_insert_block_size = {block}")
+        except BaseException as exc:  # re-raised in the caller's thread
+            failure.append(exc)
+        finally:
+            done.set()
+
+    worker = threading.Thread(target=work, name="dpch-load", daemon=True)
+    worker.start()
+    while not done.wait(POLL_SECONDS):
+        progress(min(engine.query_rows(f"SELECT count() FROM {table}")[0][0], total), total)
+    worker.join()
+    if failure:
+        raise failure[0]
 
 
 def _annotation(spec: dict) -> str:

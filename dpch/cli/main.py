@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -13,16 +13,22 @@ from dpch.cli.audit import audit
 from dpch.cli.budget_view import budget_json, budget_text, lock_text
 from dpch.cli.context import Context, friendly_errors
 from dpch.cli.demo import run_demo
+from dpch.cli.global_options import GlobalOptionsGroup
 from dpch.cli.load import load_file
-from dpch.cli.output import FORMATS, render
+from dpch.cli.output import FORMATS, clickhouse_text, footer, is_clickhouse_format, render
+from dpch.cli.progress import progress
 from dpch.cli.serve import serve
-from dpch.cli.shell import Shell
+from dpch.cli.shell import Shell, split_statements
+from dpch.cli.statements import read_sql, run_statements
 from dpch.errors import ConfigError
 from dpch.sql.settings import given_options
 from dpch.store.engine import DSN_ENV
 
+if TYPE_CHECKING:  # types only: the pipeline loads the privacy stack (start-up speed)
+    from dpch.pipeline.report import Release
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+@click.group(cls=GlobalOptionsGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="dpch")
 @click.option("--dsn", envvar=DSN_ENV,
               help="chdb:///path (embedded, default ./dpch-data), http://user:pass@host:8123/db, "
@@ -38,6 +44,7 @@ def cli(ctx: click.Context, dsn: str | None, analyst: str, database: str | None,
     """dpch: differentially private SQL over ClickHouse.
 
     Every answer is noisy, comes with its interval, and is charged to your privacy budget.
+    These options may also follow the command (dpch query --analyst ana "SELECT ...").
     """
     ctx.obj = Context(dsn, analyst, database, policy_file, debug)
     ctx.call_on_close(ctx.obj.close)
@@ -53,18 +60,43 @@ _confidence = click.option("--confidence", type=float, help="Level of the report
 
 
 @cli.command()
-@click.argument("sql")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.argument("sql", required=False)
+@click.option("-q", "--query", "query_option", metavar="SQL", help="The SQL (instead of the argument).")
+@click.option("-n", "--multiquery", is_flag=True,
+              help="SQL holds several ';'-separated statements: each is a separate release, charged on its "
+              "own; the first error stops the run (all are checked, free, before any runs).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+              help="table, json, csv, or a clickhouse-client format (PrettyCompact, TSV, TSVWithNames, CSV, "
+              "CSVWithNames, JSONEachRow: <col>_lo/<col>_hi follow each noisy column; the cost goes to stderr).")
 @_epsilon
 @_delta
 @_confidence
+@click.option("--seed", type=int, hidden=True)  # tests only: refused unless DPCH_ALLOW_FIXED_SEED=1
 @click.pass_obj
 @friendly_errors
-def query(obj: Context, sql: str, fmt: str, epsilon: float | None, delta: float | None,
-          confidence: float | None) -> None:
-    """Run one private query and print the noisy answer with its intervals and cost."""
-    release = obj.session().query(sql, **_query_options(epsilon, delta, confidence))
-    click.echo(render(release, fmt))
+def query(obj: Context, sql: str | None, query_option: str | None, multiquery: bool, fmt: str,
+          epsilon: float | None, delta: float | None, confidence: float | None, seed: int | None) -> None:
+    """Run a private query and print the noisy answer with its intervals and cost.
+
+    SQL is the argument, -q SQL, or - (standard input: echo "SELECT ..." | dpch query -)."""
+    text = read_sql(sql, query_option)
+    options = _query_options(epsilon, delta, confidence)
+    first = True
+
+    def emit(release: Release) -> None:
+        nonlocal first
+        if is_clickhouse_format(fmt):  # stdout holds exactly what ClickHouse would write
+            click.echo(clickhouse_text(release, fmt), nl=False)
+            click.echo(footer(release), err=True)
+        else:
+            click.echo(("" if first or fmt != "table" else "\n") + render(release, fmt))
+        first = False
+
+    session = obj.session(seed=seed)
+    if multiquery:
+        run_statements(session, split_statements(text), options, emit)
+    else:  # one statement: its own error, as it is (nothing to say about other statements)
+        emit(session.query(text, **options))
 
 
 @cli.command()
@@ -220,9 +252,10 @@ def load(obj: Context, file: str, table: str, privacy_unit: str, max_rows_per_un
     """(Data owner) Load a CSV or Parquet FILE into a new annotated table."""
     session = obj.store("dpch load")
     engine = session.engine
-    rows = load_file(engine, file, table=table, privacy_unit=privacy_unit,
-                     max_rows_per_unit=max_rows_per_unit, unique_units=unique_units,
-                     bounds=bounds, public=public, replace=replace)
+    with progress(f"loading {table}", "rows") as bar:  # drawn only when stderr is a terminal
+        rows = load_file(engine, file, table=table, privacy_unit=privacy_unit,
+                         max_rows_per_unit=max_rows_per_unit, unique_units=unique_units,
+                         bounds=bounds, public=public, replace=replace, progress=bar if bar.visible else None)
     session.policy.reload()
     click.echo(f"loaded {rows} rows into {engine.database}.{table}")
     click.echo(session.table_policy(table).describe())

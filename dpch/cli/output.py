@@ -1,4 +1,6 @@
-"""Rendering releases and budgets for the terminal (table), for programs (json), and csv."""
+"""Rendering releases and budgets for the terminal (table), for programs (json), and csv; and
+clickhouse-client's formats (PrettyCompact, TSV, TSVWithNames, CSV, CSVWithNames, JSONEachRow),
+written by :mod:`.ch_formats` with ``<c>_lo``/``<c>_hi`` columns after each noisy column ``c``."""
 
 from __future__ import annotations
 
@@ -9,16 +11,35 @@ import math
 import sys
 from typing import TYPE_CHECKING, Any
 
+from dpch.cli.ch_formats import ALIASES
+from dpch.cli.ch_formats import write as write_clickhouse
+
 if TYPE_CHECKING:  # types only: importing dpch.accounting loads the whole privacy stack (start-up speed)
     from dpch.accounting.accountant import BudgetStatus
     from dpch.pipeline.report import Release
 
-FORMATS = ("table", "json", "csv")
+#: dpch's own formats (lower case), then clickhouse-client's names (case-sensitive, as in ClickHouse)
+FORMATS = ("table", "json", "csv", *ALIASES)
+
+
+def is_clickhouse_format(fmt: str) -> bool:
+    """A clickhouse-client format: data only on stdout (the cost goes to stderr)."""
+    return fmt in ALIASES
+
+
+def clickhouse_text(release: Release, fmt: str) -> str:
+    """The release as ClickHouse writes its rows in ``fmt``, interval columns included; every
+    line ends with a newline, as ClickHouse's output does."""
+    columns, rows = release.interval_table()
+    return write_clickhouse(fmt, columns, rows)
 
 
 def render(release: Release, fmt: str, *, intervals: str = "half", ascii: bool | None = None) -> str:
-    """``release`` as ``fmt`` (table | json | csv). ``intervals``: ``half`` (value ± half-width)
-    or ``full`` (value [lo, hi]); ``ascii`` forces (or, with None, detects) the ASCII fallback."""
+    """``release`` as ``fmt`` (table | json | csv | a clickhouse-client format, without its last
+    newline). ``intervals``: ``half`` (value ± half-width) or ``full`` (value [lo, hi]); ``ascii``
+    forces (or, with None, detects) the ASCII fallback."""
+    if is_clickhouse_format(fmt):
+        return clickhouse_text(release, fmt).removesuffix("\n")
     if fmt == "json":
         return json.dumps(release.as_dict(), indent=2, default=str)
     if fmt == "csv":

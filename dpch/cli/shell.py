@@ -16,7 +16,7 @@ import click
 
 from dpch import __version__
 from dpch.cli.budget_view import budget_text
-from dpch.cli.output import FORMATS, budget_bar, render, stream_is_utf8, to_ascii
+from dpch.cli.output import FORMATS, budget_bar, footer, is_clickhouse_format, render, stream_is_utf8, to_ascii
 from dpch.cli.running import Cancelled, Runner
 from dpch.errors import DpchError
 from dpch.sql.settings import SETTING_NAMES, QueryOptions
@@ -33,7 +33,7 @@ SQL statements end with ';' and may span lines (Tab completes, Ctrl-C cancels, C
   \\policy [TABLE]   a table's privacy policy (every table's without TABLE)
   \\explain SQL      plan, sensitivity, noise scale, half-width and cost, without spending
   \\refine           a less noisy version of the last accuracy-first answer (when available)
-  \\format FMT       table | json | csv
+  \\format FMT       table | json | csv, or PrettyCompact | TSV | TSVWithNames | CSV | CSVWithNames | JSONEachRow
   \\intervals MODE   half (value ± half-width) | full (value [lo, hi])
   \\set NAME VALUE   a session default: dp_epsilon, dp_delta, dp_mechanism, dp_confidence,
                     or confirm_share (ask before spending more than this share of what is left)
@@ -154,6 +154,8 @@ class Shell:
             self.echo("\n".join([str(row[0]) for row in release.rows] + [f"note: {n}" for n in release.notes]))
             return
         self.echo(render(release, self.fmt, intervals=self.intervals, ascii=self.ascii))
+        if is_clickhouse_format(self.fmt):  # the data alone on stdout; what it cost beside it
+            click.echo(footer(release), err=True)
 
     def _confirmed(self, sql: str, options: dict[str, Any]) -> bool:
         """Asks before a query costing more than ``confirm_share`` of what is left (spends nothing)."""

@@ -9,7 +9,9 @@
     cur.intervals           # per row: the interval of each value (None for group keys)
     cur.cost, cur.release   # what the query was charged; the full Release
 
-Every ``execute`` is one private release (or one re-served from a gateway's release cache).
+Every ``execute`` is one private release (or one re-served from a gateway's release cache), and
+so is every parameter set of ``executemany``: N parameter sets are N releases, each charged
+separately (it warns with :class:`SeparateReleasesWarning`; see :meth:`Cursor.executemany`).
 Parameters are bound client-side as SQL literals (``paramstyle = "pyformat"``: ``%(name)s`` or
 ``%s``). dpch errors are raised as the standard exception classes below, chosen by the error's
 kind (:data:`dpch.errors.KINDS`); the original dpch error is the exception's ``__cause__`` and
@@ -21,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import math
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -32,6 +35,11 @@ from dpch.pipeline.report import Release
 from dpch.privacy.cost import PrivacyCost
 from dpch.session import Session
 from dpch.sql.result_types import release_types, typed_rows
+
+
+class SeparateReleasesWarning(UserWarning):
+    """``executemany`` with several parameter sets: each is a release charged on its own."""
+
 
 apilevel = "2.0"
 threadsafety = 1  # threads may share the module, not connections
@@ -287,6 +295,8 @@ class Cursor:
     def __init__(self, connection: Connection) -> None:
         self.connection = connection
         self.release: Release | None = None
+        #: the releases of the last executemany, in order (one per parameter set)
+        self.releases: list[Release] = []
         self.types: list[str] = []
         self._pos = 0
         self.closed = False
@@ -342,8 +352,21 @@ class Cursor:
         return self
 
     def executemany(self, operation: str, seq_of_parameters: Sequence[Any]) -> None:
-        for params in seq_of_parameters:
-            self.execute(operation, params)
+        """Runs ``operation`` once per parameter set: **each one is a separate private release,
+        charged separately** (N parameter sets cost N times one query's ε and δ; nothing is
+        batched or shared). They run in order and stop at the first error; the ones before it
+        stay charged and released (:attr:`releases` lists them). The cursor's result is the
+        last release's. Warns with :class:`SeparateReleasesWarning` when there is more than one.
+        """
+        params = list(seq_of_parameters)
+        if len(params) > 1:
+            warnings.warn(f"executemany runs {len(params)} separate private releases, each charged to the "
+                          "budget on its own", SeparateReleasesWarning, stacklevel=2)
+        self.releases = []
+        for p in params:
+            self.execute(operation, p)
+            assert self.release is not None
+            self.releases.append(self.release)
 
     def fetchone(self) -> tuple[Any, ...] | None:
         release = self._result()
@@ -394,6 +417,6 @@ class Cursor:
 __all__ = [
     "BINARY", "DATETIME", "NUMBER", "ROWID", "STRING", "Binary", "Connection", "Cursor", "DataError",
     "DatabaseError", "Date", "DateFromTicks", "Error", "IntegrityError", "InterfaceError", "InternalError",
-    "NotSupportedError", "OperationalError", "ProgrammingError", "Time", "TimeFromTicks", "Timestamp",
-    "TimestampFromTicks", "Warning", "apilevel", "connect", "paramstyle", "threadsafety",
+    "NotSupportedError", "OperationalError", "ProgrammingError", "SeparateReleasesWarning", "Time",
+    "TimeFromTicks", "Timestamp", "TimestampFromTicks", "Warning", "apilevel", "connect", "paramstyle", "threadsafety",
 ]

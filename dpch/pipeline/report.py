@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import html
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,13 +59,93 @@ class Release:
     #: accuracy-first answers: target, achieved half-width, ex-post ε, ρ (dpch.pipeline.accuracy_first.AccuracyReport)
     accuracy: Any = None
 
+    #: rows shown by the text and HTML reprs before "… N more rows"
+    REPR_ROWS = 20
+
     def to_pandas(self) -> Any:
-        """The rows as a pandas DataFrame (pandas is optional: ``pip install dpch[pandas]``)."""
+        """The rows as a pandas DataFrame, intervals kept (``pip install dpch[pandas]``).
+
+        Shape: the release's columns in their order; after each noisy column ``c`` two more,
+        ``c_lo`` and ``c_hi``, holding the bounds of its ``confidence`` interval (the same
+        numbers as :attr:`intervals`, and the names ``dp_intervals = 'columns'`` gives SQL
+        clients). Key columns are exact and get no bounds. ``df.attrs`` carries the cost
+        (``epsilon``, ``delta``), ``confidence``, ``mechanism`` and ``release_id``.
+        """
         try:
             import pandas as pd
         except ImportError:  # pragma: no cover - depends on the environment
             raise ImportError("to_pandas() needs pandas: pip install 'dpch[pandas]'") from None
-        return pd.DataFrame(self.rows, columns=self.columns)
+        names, data = self.interval_table()
+        frame = pd.DataFrame(data, columns=names)
+        frame.attrs.update(epsilon=self.cost.epsilon, delta=self.cost.delta, confidence=self.confidence,
+                           mechanism=self.mechanism, release_id=self.release_id)
+        return frame
+
+    def interval_table(self) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """Columns and rows with ``<c>_lo``, ``<c>_hi`` after each noisy column ``c`` (the shape of
+        :meth:`to_pandas` and of the CLI's ClickHouse formats)."""
+        noisy = self.noisy_columns()
+        names: list[str] = []
+        for j, name in enumerate(self.columns):
+            names += [name, f"{name}_lo", f"{name}_hi"] if j in noisy else [name]
+        data = []
+        for row, ivs in zip(self.rows, self.intervals, strict=True):
+            line: list[Any] = []
+            for j, value in enumerate(row):
+                line.append(value)
+                if j in noisy:
+                    iv = ivs[j]
+                    line += [iv[0], iv[1]] if iv is not None else [None, None]
+            data.append(tuple(line))
+        return names, data
+
+    def noisy_columns(self) -> set[int]:
+        """Indexes of the columns that carry an interval in some row (the noisy statistics)."""
+        return {j for ivs in self.intervals for j, iv in enumerate(ivs) if iv is not None}
+
+    def cost_text(self) -> str:
+        """``cost ε 0.5, δ 1e-06 (gaussian, 95% intervals)``."""
+        cost = f"cost ε {self.cost.epsilon:.4g}"
+        if self.cost.delta:
+            cost += f", δ {self.cost.delta:.3g}"
+        return f"{cost} ({self.mechanism}, {round(self.confidence * 100, 1):g}% intervals)"
+
+    def _cells(self, i: int) -> list[str]:
+        return [estimate_text(v, iv) if iv is not None else _plain_text(v)
+                for v, iv in zip(self.rows[i], self.intervals[i], strict=True)]
+
+    def __repr__(self) -> str:
+        """One line per row (up to :attr:`REPR_ROWS`), then ``… N more rows`` and the cost."""
+        shown = min(len(self.rows), self.REPR_ROWS)
+        lines = [f"Release: {len(self.rows)} row{'s' if len(self.rows) != 1 else ''} × "
+                 f"{', '.join(self.columns)}"]
+        for i in range(shown):
+            lines.append("  " + ", ".join(f"{c}={cell}" for c, cell in zip(self.columns, self._cells(i), strict=True)))
+        if len(self.rows) > shown:
+            lines.append(f"  … {len(self.rows) - shown} more rows")
+        lines.append(self.cost_text())
+        return "\n".join(lines)
+
+    __str__ = __repr__
+
+    def _repr_html_(self) -> str:
+        """A notebook table: noisy cells as ``value ± half-width``, keys plain, the cost below.
+        Every text (column names, keys, notes) is HTML-escaped: keys come from the data."""
+        esc = html.escape
+        noisy = self.noisy_columns()
+        shown = min(len(self.rows), self.REPR_ROWS)
+        head = "".join(f"<th>{esc(c)}</th>" for c in self.columns)
+        body = []
+        for i in range(shown):
+            tds = "".join(f'<td style="text-align:right">{esc(cell)}</td>' if j in noisy else f"<td>{esc(cell)}</td>"
+                          for j, cell in enumerate(self._cells(i)))
+            body.append(f"<tr>{tds}</tr>")
+        if len(self.rows) > shown:
+            body.append(f'<tr><td colspan="{len(self.columns)}">… {len(self.rows) - shown} more rows</td></tr>')
+        foot = esc(self.cost_text())
+        notes = "".join(f"<br>note: {esc(n)}" for n in self.notes)
+        return (f'<table class="dpch-release"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody>'
+                f'<tfoot><tr><td colspan="{len(self.columns)}">{foot}{notes}</td></tr></tfoot></table>')
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON shape of ``dpch query --format json``."""
@@ -87,6 +168,33 @@ class Release:
             "notes": self.notes,
             **({"accuracy": self.accuracy.as_dict()} if self.accuracy is not None else {}),
         }
+
+
+def estimate_text(value: Any, interval: tuple[float, float]) -> str:
+    """``value ± half-width`` rounded to about two significant digits of the half-width, or
+    ``value [lo, hi]`` when the interval is not symmetric around the value (a clipped average)."""
+    lo, hi = interval
+    half = (hi - lo) / 2.0
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return f"{_plain_text(value)} [{lo:.6g}, {hi:.6g}]"
+    if abs(value - (lo + hi) / 2.0) > 1e-9 * max(1.0, abs(value)):
+        return f"{_rounded(value, half)} [{_rounded(lo, half)}, {_rounded(hi, half)}]"
+    return f"{_rounded(value, half)} ± {_rounded(half, half)}"
+
+
+def _rounded(x: float, scale: float) -> str:
+    if not math.isfinite(x):
+        return str(x)
+    if scale <= 0 or not math.isfinite(scale):
+        return f"{x:.6g}"
+    decimals = max(0, 1 - math.floor(math.log10(scale)))
+    return f"{x:,.{decimals}f}"
+
+
+def _plain_text(v: Any) -> str:
+    if v is None:
+        return "NULL"
+    return f"{v:.6g}" if isinstance(v, float) else str(v)
 
 
 def _json_value(v: Any) -> Any:

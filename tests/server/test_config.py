@@ -1,4 +1,4 @@
-"""Server config, FORMAT/parameter handling, and the docker configs parse."""
+"""Server config and FORMAT/parameter handling (the docker configs: tests/test_docker_files.py)."""
 
 from __future__ import annotations
 
@@ -13,15 +13,6 @@ from dpch.server.formats import split_format
 from dpch.server.gateway import bind_parameters
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.mark.parametrize("path", ["docker/single/server.toml", "docker/cluster/server.toml"])
-def test_docker_configs_parse(path):
-    config = ServerConfig.from_toml(ROOT / path)
-    assert config.dsn.startswith("http://dpch:") and config.port == 8123
-    assert config.users["grafana"].analyst == "dashboards" and config.users["ana"].check("ana-secret")
-    assert not config.users["ana"].check("wrong")
-    assert config.users["superset"].budget.epsilon == 10.0
 
 
 def test_config_errors_name_the_key():
