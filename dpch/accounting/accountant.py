@@ -134,8 +134,9 @@ class BudgetStatus:
     (``epsilon``: the largest pure-ε release) with the reservations counted at worst.
 
     A renewing budget (``renewal`` "daily", "weekly" or "monthly") reports the current ``period``
-    (its label; it ends at ``renews_at``), and ``lifetime`` the cap over all periods (None: the
-    lifetime guarantee is unbounded, ``horizon`` says so in words).
+    (its label; it ends at ``renews_at``): ``budget``, ``spent`` and ``releases`` are the period's, and
+    ``lifetime`` the cap over all periods (None: the lifetime guarantee is unbounded; ``horizon``
+    says which in words). ``remaining`` is then the smaller of the period's and the cap's.
     """
 
     analyst: str
@@ -753,8 +754,11 @@ class Accountant:
             statuses: list[BudgetStatus] = []
             for check in checks:
                 status = self._scope_status(state, check)
-                if check.lifetime:  # the cap of the scope just before it
-                    statuses[-1] = replace(statuses[-1], lifetime=status)
+                if check.lifetime:  # the cap of the scope just before it: what is left is the smaller of the two
+                    period = statuses[-1]
+                    left = PrivacyCost(min(period.remaining.epsilon, status.remaining.epsilon),
+                                       min(period.remaining.delta, status.remaining.delta), period.remaining.rho)
+                    statuses[-1] = replace(period, lifetime=status, remaining=left)
                 else:
                     statuses.append(status)
             top = statuses[0]
