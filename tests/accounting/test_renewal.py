@@ -290,3 +290,31 @@ def test_sixteen_threads_across_a_boundary_never_overspend_either_filter(engine)
     forget_cached_state(engine)
     status = Accountant(engine, "ana", clock=lambda: DAY1 + timedelta(days=1)).status()
     assert status.spent.epsilon == 0.5 and status.lifetime is not None and status.lifetime.spent.epsilon == 1.5
+
+
+def test_a_release_admitted_exactly_at_midnight_counts_after_a_restart(engine):
+    """The rebuild's boundary: a release admitted at 00:00:00.000000 belongs to the new day."""
+    clock = Clock(DAY1)
+    acc = Accountant(engine, "ana", clock=clock)
+    acc.set_budget(Budget(1.0, 1e-6), renewal=Renewal("daily"))
+    _charge(acc)
+    clock.t = datetime(2026, 11, 25, tzinfo=UTC)
+    _charge(acc, PrivacyCost(0.5))
+    forget_cached_state(engine)
+    status = Accountant(engine, "ana", clock=clock).status()
+    assert status.period == "2026-11-25" and status.spent.epsilon == 0.5 and status.releases == 1
+
+
+def test_a_clock_stepping_back_never_reopens_an_earlier_period(engine):
+    """Monotone admission time: after day 2 has begun, a clock set back to day 1 admits into day 2
+    (at the last admission's time), so day 1's spent budget is not given back."""
+    clock = Clock(DAY1)
+    acc = Accountant(engine, "ana", clock=clock)
+    acc.set_budget(Budget(1.0, 1e-6), renewal=Renewal("daily"))
+    assert [_admitted(acc, PrivacyCost(0.5)) for _ in range(2)] == [True, True]
+    clock.t = DAY1 + timedelta(days=1)
+    assert _admitted(acc, PrivacyCost(0.5))
+    clock.t = DAY1  # the system clock steps back a day
+    assert acc.status().period == "2026-11-25"
+    assert [_admitted(acc, PrivacyCost(0.5)) for _ in range(2)] == [True, False]
+    assert _ledger_by_period(engine, "ana") == {"2026-11-24": (2, 1.0), "2026-11-25": (2, 1.0)}
