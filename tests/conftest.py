@@ -56,6 +56,9 @@ def connect(store_dsn: str, database: str, keeper: Engine):
 
     def _connect(**kwargs) -> dpch.Session:
         kwargs.setdefault("seed", 12345)
+        # tests opt in to a default budget (ε 3, δ 1e-6) for analysts they give none; without it an
+        # analyst the data owner set no budget for is refused (NoBudgetSet), as in production
+        kwargs.setdefault("default_budget", dpch.Budget())
         session = dpch.connect(store_dsn, database=database, **kwargs)
         sessions.append(session)
         return session

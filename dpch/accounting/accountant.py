@@ -44,6 +44,37 @@ Two ways to spend:
 A budget is per analyst, optionally also per dataset (``db.table``): all must admit. A release
 counts in the scope of every private table it reads (``datasets``; a join names each table, a
 self-join one), so a join cannot spend past any of its tables' budgets (docs/design.md rule 8).
+An analyst with no budget set by the data owner is refused (:class:`~.budget.NoBudgetSet`), from the
+budget table alone and before any charge, unless the accountant was given an explicit
+``default_budget`` (``dpch demo``, the audit, tests).
+
+Renewing budgets (``dpch budget set --renew daily|weekly|monthly [--lifetime-epsilon E]``): a scope's
+filter then counts only the releases admitted in the current UTC calendar period (:mod:`.periods`),
+and a lifetime cap, if set, is a second filter of the same kind over every release of every period.
+A release must pass both. Why this is sound (docs/algorithms.md B1, B2; Rogers et al. 2016, Def 3.1
+and Thm 3.4, and each filter's own theorem):
+
+- a filter's guarantee holds against an adversary who chooses every round's parameters adaptively,
+  from anything it has seen; a release the *other* filter refused is, to each filter, a round the
+  adversary chose not to run (ε_i = δ_i = 0), and the refusal depends only on past costs and the
+  public wall clock, never on data (docs/design.md rule 1). So the lifetime filter alone guarantees
+  (E, Δ)-DP for everything ever released, whatever the period filters did;
+- a period's filter sees exactly the releases admitted in that period, with everything released in
+  earlier periods as the adversary's prior knowledge: those releases together are (ε, δ)-DP — the
+  period's guarantee;
+- without a lifetime cap, the periods compose sequentially: k periods of (ε, δ) each are (kε, kδ)-DP
+  by basic composition over the periods (Thm 3.4 with δ; each period is one adaptive round with a
+  budget fixed in advance). The guarantee over the lifetime is that sum — unbounded as periods
+  pass — and ``dpch budget`` and the docs say so.
+
+The period of a release is the one its *admission* time falls in (the wall clock read under the
+analyst's lock, never data); a release admitted before a boundary and settled after it counts in
+the period it was admitted in. The clock is injected (``clock=``, :data:`.periods.Clock`) and made
+monotone per analyst (a clock stepping back admits at the last admission's time), so a release's
+period never precedes an earlier release's and the rebuild from the ledger after a restart, which
+counts the rows whose admission time falls in the current period, sees exactly what memory counted.
+At a boundary the period's running totals restart empty, in O(1): no release can be in a period
+that begins after the last admission.
 
 The tripwire (docs/design.md rule 5): a release that fails after its charge may be an attack (an
 error that fires only on some rows is a noiseless oracle). :meth:`Accountant.tripwire` wraps
@@ -65,11 +96,12 @@ from datetime import UTC, datetime
 from itertools import islice
 from typing import Any
 
-from dpch.accounting.budget import Budget, BudgetSetting, BudgetStore
+from dpch.accounting.budget import NO_RENEWAL, Budget, BudgetSetting, BudgetStore, NoBudgetSet, Renewal
 from dpch.accounting.commit import PendingWrite
 from dpch.accounting.filters import DEFAULT_FILTER, PrivacyFilter, make_filter
 from dpch.accounting.ledger import FAILED_SEQ, Ledger, LedgerEntry
 from dpch.accounting.locks import AnalystLock, LockStore
+from dpch.accounting.periods import Clock, Period, as_utc, period_of, utc_now
 from dpch.accounting.tally import ExactSum
 from dpch.errors import (
     AnalystLocked,
@@ -100,6 +132,11 @@ class BudgetStatus:
     ``spent`` is the filter's odometer over settled releases; ``reserved`` the worst cases of
     releases still running (or never settled); ``remaining`` what the filter would still admit
     (``epsilon``: the largest pure-ε release) with the reservations counted at worst.
+
+    A renewing budget (``renewal`` "daily", "weekly" or "monthly") reports the current ``period``
+    (its label; it ends at ``renews_at``): ``budget``, ``spent`` and ``releases`` are the period's, and
+    ``lifetime`` the cap over all periods (None: the lifetime guarantee is unbounded; ``horizon``
+    says which in words). ``remaining`` is then the smaller of the period's and the cap's.
     """
 
     analyst: str
@@ -114,6 +151,11 @@ class BudgetStatus:
     datasets: tuple[BudgetStatus, ...] = ()
     recent: tuple[LedgerEntry, ...] = ()
     locked: AnalystLock | None = None
+    renewal: str = ""
+    period: str = ""
+    renews_at: datetime | None = None
+    lifetime: BudgetStatus | None = None
+    horizon: str = ""
 
     def as_dict(self, *, internal: bool = False) -> dict[str, Any]:
         """Plain data (``--json``, the HTTP front). ``internal`` adds why the analyst is locked:
@@ -136,6 +178,13 @@ class BudgetStatus:
         }
         if self.dataset:
             data["dataset"] = self.dataset
+        if self.renewal:
+            data["renewal"] = {"schedule": self.renewal, "period": self.period,
+                               "renews_at": self.renews_at.isoformat() if self.renews_at else None,
+                               "lifetime": "capped" if self.lifetime is not None else "unbounded",
+                               "guarantee": self.horizon}
+        if self.lifetime is not None:
+            data["lifetime"] = self.lifetime.as_dict()
         if self.datasets:
             data["datasets"] = [d.as_dict() for d in self.datasets]
         if self.recent:
@@ -157,6 +206,18 @@ def entry_dict(entry: LedgerEntry) -> dict[str, Any]:
     if entry.cost.ex_post or entry.status == "reserved":
         data["worst_epsilon"] = entry.worst.epsilon
     return data
+
+
+@dataclass(frozen=True)
+class _Check:
+    """One filter a release must pass: a scope's budget over the releases of ``window`` (the current
+    period of a renewing budget; None: all releases), or its lifetime cap (``lifetime``)."""
+
+    scope: str
+    flt: PrivacyFilter
+    window: Period | None
+    renewal: Renewal
+    lifetime: bool = False
 
 
 class _ScopeTotals:
@@ -214,9 +275,12 @@ class _AnalystState:
         self.entries: dict[str, LedgerEntry] = {}
         #: how many non-voided releases each filter name admitted (the ledger's filter, in O(1))
         self.filter_counts: dict[str, int] = {}
-        #: scope → filter → running totals; built from ``entries`` on first use, then kept in step by :meth:`put`
-        self.totals: dict[str, dict[PrivacyFilter, _ScopeTotals]] = {}
+        #: scope → (filter, window) → running totals over the releases admitted in ``window`` (None: all
+        #: of them); built on first use, then kept in step by :meth:`put`
+        self.totals: dict[str, dict[tuple[PrivacyFilter, Period | None], _ScopeTotals]] = {}
         self._filters: dict[tuple[str, str, Budget], PrivacyFilter] = {}
+        #: the latest admission time of any release (the clock is monotone from it: :meth:`now`)
+        self.last_time: datetime | None = None
         for e in entries:
             self.put(e)
         self.settings = settings
@@ -233,6 +297,14 @@ class _AnalystState:
             self._count(old, -1)
         self.entries[entry.release_id] = entry
         self._count(entry, 1)
+        if self.last_time is None or entry.time > self.last_time:
+            self.last_time = entry.time
+
+    def now(self, clock: Clock) -> datetime:
+        """The admission time: ``clock()``, but never before the last admission (callers hold
+        :attr:`lock`), so periods only move forward (a clock stepped back admits at the last time)."""
+        t = as_utc(clock())
+        return t if self.last_time is None or t > self.last_time else self.last_time
 
     def _count(self, entry: LedgerEntry, sign: int) -> None:
         if entry.status != "voided" and entry.filter:
@@ -242,8 +314,10 @@ class _AnalystState:
             else:
                 self.filter_counts.pop(entry.filter, None)
         for scope in ("", *entry.scopes):
-            for totals in self.totals.get(scope, {}).values():
-                totals.add(entry, sign)
+            for (_, window), totals in self.totals.get(scope, {}).items():
+                # a release counts in the period of its admission time, whenever it is settled
+                if window is None or window.contains(entry.time):
+                    totals.add(entry, sign)
 
     def filter(self, name: str, options: dict[str, Any] | None, budget: Budget) -> PrivacyFilter:
         """The filter ``name`` on ``budget`` (one object per configuration: its totals are keyed by it)."""
@@ -253,14 +327,24 @@ class _AnalystState:
             flt = self._filters[key] = make_filter(name, budget, options)
         return flt
 
-    def scope_totals(self, scope: str, flt: PrivacyFilter) -> _ScopeTotals:
-        """``scope``'s running totals under ``flt`` ("" is the analyst's), built from the history
-        once (the one O(history) step, on first use after the store is opened or the budget changed)."""
-        by_filter = self.totals.setdefault(scope, {})
-        totals = by_filter.get(flt)
-        if totals is None:
-            totals = by_filter[flt] = _ScopeTotals(flt)
-            totals.extend([e for e in self.entries.values() if not scope or scope in e.scopes])
+    def scope_totals(self, scope: str, flt: PrivacyFilter, window: Period | None = None) -> _ScopeTotals:
+        """``scope``'s running totals under ``flt`` ("" is the analyst's) over the releases admitted
+        in ``window`` (None: every release), built from the history once (the one O(history) step,
+        on first use after the store is opened or the budget changed). A period that begins after
+        the last admission starts empty, in O(1): that is the switch at a period boundary, and it
+        forgets the previous period's totals (callers hold :attr:`lock`)."""
+        by_window = self.totals.setdefault(scope, {})
+        totals = by_window.get((flt, window))
+        if totals is not None:
+            return totals
+        totals = _ScopeTotals(flt)
+        if window is not None:
+            for key in [k for k in by_window if k[0] is flt and k[1] is not None]:
+                del by_window[key]  # an earlier period of this scope: no admission reads it again
+        if window is None or self.last_time is None or self.last_time >= window.start:
+            totals.extend([e for e in self.entries.values()
+                           if (not scope or scope in e.scopes) and (window is None or window.contains(e.time))])
+        by_window[(flt, window)] = totals
         return totals
 
     def drop_totals(self) -> None:
@@ -418,6 +502,11 @@ class Accountant:
     ``ledger_fsync`` (default ``$DPCH_LEDGER_FSYNC``): True makes every ledger INSERT fsync, so a
     charge survives power loss and not only a crash of the process; False turns that off; None
     leaves the ledger table as it is (:class:`~dpch.accounting.ledger.Ledger`).
+
+    ``default_budget``: the (non-renewing) budget of an analyst the data owner set none for. None
+    (the default) refuses such an analyst (:class:`~.budget.NoBudgetSet`); only ``dpch demo``, the
+    audit and tests opt in. ``clock``: the wall clock choosing a renewing budget's period (tests
+    inject one; default :func:`~.periods.utc_now`).
     """
 
     def __init__(
@@ -429,10 +518,12 @@ class Accountant:
         filter: str | None = None,
         filter_options: dict[str, Any] | None = None,
         ledger_fsync: bool | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.engine = engine
         self.analyst = analyst
-        self.default_budget = default_budget or Budget()
+        self.default_budget = default_budget
+        self.clock: Clock = clock or utc_now
         self.filter_name: str | None = filter or os.environ.get(FILTER_ENV) or None
         self.filter_options = dict(filter_options or {})
         if self.filter_name:  # fail fast on a bad configuration
@@ -448,34 +539,48 @@ class Accountant:
         return self._states.get(self.engine.database, self.analyst, lambda: _AnalystState(
             self.ledger.entries(self.analyst), self.budgets.settings(self.analyst), self.locks.get(self.analyst)))
 
-    def _filter(self, state: _AnalystState, dataset: str = "") -> PrivacyFilter:
+    def _setting(self, state: _AnalystState, dataset: str = "") -> tuple[Budget, Renewal]:
+        """A scope's budget and renewal; the analyst's is refused if the data owner set none (and
+        no ``default_budget`` was given) — from the budget table alone, before anything is charged."""
+        setting = state.settings.get(dataset)
+        if setting is not None:
+            return setting.budget, setting.renewal
+        if dataset or self.default_budget is None:
+            raise NoBudgetSet.of(self.analyst)
+        return self.default_budget, NO_RENEWAL
+
+    def _checks(self, state: _AnalystState, datasets: tuple[str, ...], now: datetime) -> list[_Check]:
+        """Every filter a release reading ``datasets`` must pass at time ``now``: per scope (the
+        analyst's first, then each dataset with a budget), its budget's filter over the releases of
+        the current period (a renewing budget) or of all time, and a lifetime cap's filter over all."""
         top = state.settings.get("")
         name, options = self.filter_name or state.ledger_filter() or DEFAULT_FILTER, self.filter_options
         if top is not None and top.filter:
             name, options = top.filter, top.options or {}
-        if dataset:
-            budget = state.settings[dataset].budget
-        else:
-            budget = top.budget if top is not None else self.default_budget
-        return state.filter(name, options, budget)
-
-    def _scopes(self, state: _AnalystState, datasets: tuple[str, ...]) -> list[tuple[str, PrivacyFilter]]:
-        scopes = [("", self._filter(state))]
-        scopes += [(d, self._filter(state, d)) for d in datasets if d in state.settings]
-        return scopes
+        checks = []
+        for scope in ("", *(d for d in datasets if d in state.settings)):
+            budget, renewal = self._setting(state, scope)
+            window = period_of(renewal.schedule, now) if renewal.schedule else None
+            checks.append(_Check(scope, state.filter(name, options, budget), window, renewal))
+            if renewal.lifetime is not None:
+                checks.append(_Check(scope, state.filter(name, options, renewal.lifetime), None, renewal,
+                                     lifetime=True))
+        return checks
 
     def _current_lock(self, state: _AnalystState) -> AnalystLock | None:
         # cached with the filter state: admission costs no extra read (an unlock written by another
         # process is seen after forget_cached_state or a restart — the safe direction)
         return state.locked
 
-    def _admit(self, state: _AnalystState, request: PrivacyCost, datasets: tuple[str, ...]) -> PrivacyFilter:
-        """Raises BudgetExceeded (AnalystLocked while locked) unless every scope's filter admits
-        ``request``; returns the analyst's filter."""
+    def _admit(self, state: _AnalystState, request: PrivacyCost, datasets: tuple[str, ...],
+               now: datetime) -> tuple[PrivacyFilter, str]:
+        """Raises BudgetExceeded (AnalystLocked while locked, NoBudgetSet without a budget) unless
+        every scope's filters admit ``request`` at time ``now`` (the current period's and the
+        lifetime's, for a renewing budget); returns the analyst's filter and period label."""
         if self._current_lock(state) is not None:
             raise AnalystLocked.of(self.analyst)
-        scopes = self._scopes(state, datasets)
-        main = scopes[0][1]
+        checks = self._checks(state, datasets, now)
+        main = checks[0].flt
         used = set(state.filter_counts)
         if used - {main.name}:
             raise BudgetExceeded(
@@ -483,13 +588,20 @@ class Accountant:
                 f"but this connection uses {main.name}; a filter's guarantee covers only releases it admitted",
                 hint=f"connect with filter={sorted(used)[0]!r}, or give the analyst a fresh budget under a new name",
             )
-        for scope, flt in scopes:
-            decision = flt.decide_from(state.scope_totals(scope, flt).counted, request)
+        for check in checks:
+            decision = check.flt.decide_from(state.scope_totals(check.scope, check.flt, check.window).counted,
+                                             request)
             if not decision.admitted:
-                where = f" on dataset {scope}" if scope else ""
-                raise BudgetExceeded(f"budget exhausted for analyst {self.analyst}{where}: {decision.reason}",
+                where = f" on dataset {check.scope}" if check.scope else ""
+                if check.window is not None:
+                    w = check.window
+                    raise BudgetExceeded(
+                        f"budget for this {w.unit} ({w.label} UTC) exhausted for analyst {self.analyst}{where}: "
+                        f"{decision.reason}", hint=f"the budget renews at {w.end:%Y-%m-%d %H:%M} UTC; or {_HINT}")
+                what = "lifetime budget (the cap over all periods)" if check.lifetime else "budget"
+                raise BudgetExceeded(f"{what} exhausted for analyst {self.analyst}{where}: {decision.reason}",
                                      hint=_HINT)
-        return main
+        return main, checks[0].window.label if checks[0].window is not None else ""
 
     # -- spending -------------------------------------------------------------------------------
 
@@ -499,7 +611,7 @@ class Accountant:
         ``datasets`` (and/or one ``dataset``): every private table the release reads, ``db.table``."""
         state = self._state()
         with state.lock:
-            self._admit(state, cost, _names(dataset, datasets))
+            self._admit(state, cost, _names(dataset, datasets), state.now(self.clock))
 
     def charge(self, cost: PrivacyCost, *, dataset: str = "", datasets: Iterable[str] = (), query_hash: str,
                mechanism: str) -> LedgerEntry:
@@ -525,10 +637,12 @@ class Accountant:
         names = _names(dataset, datasets)
         state = self._state()
         with state.lock:  # decision and count only: the write and its wait happen outside the lock
-            flt = self._admit(state, cost, names)
+            now = state.now(self.clock)  # the period is chosen under the lock that admits and counts
+            flt, period = self._admit(state, cost, names, now)
             checkpoint()  # the last moment a query can be cancelled for free (dpch.store.cancel)
             entry = self.ledger.new_entry("charged", analyst=self.analyst, datasets=names, query_hash=query_hash,
-                                          mechanism=mechanism, filter_name=flt.name, cost=cost)
+                                          mechanism=mechanism, filter_name=flt.name, cost=cost, time=now,
+                                          period=period)
             # counted before it is durable: memory never counts less than the ledger (the safe direction)
             state.put(entry)
         return PendingCharge(entry, self.ledger.write(entry, 1, background=background))
@@ -544,10 +658,12 @@ class Accountant:
         names = _names(dataset, datasets)
         state = self._state()
         with state.lock:
-            flt = self._admit(state, worst, names)
+            now = state.now(self.clock)
+            flt, period = self._admit(state, worst, names, now)
             checkpoint()
             entry = self.ledger.new_entry("reserved", analyst=self.analyst, datasets=names, query_hash=query_hash,
-                                          mechanism=mechanism, filter_name=flt.name, cost=worst)
+                                          mechanism=mechanism, filter_name=flt.name, cost=worst, time=now,
+                                          period=period)
             state.put(entry)  # counted at its worst case before it is durable, as a charge
         self.ledger.write(entry, 1).wait()
         return Reservation(self, entry)
@@ -558,7 +674,7 @@ class Accountant:
         # post, more), so neither order of count and write keeps memory >= ledger throughout.
         # Reservations are the rare, slow path (accuracy-first); a charge never waits here.
         with state.lock:
-            final = self.ledger.settle(entry, realized)
+            final = self.ledger.settle(entry, realized, state.now(self.clock))  # keeps the admission time
             state.put(final)
             return final
 
@@ -602,11 +718,12 @@ class Accountant:
         ``dpch budget``, the analyst never does. The lock is written first: it is what stops
         the next query, and it holds in this process even if the store cannot be written."""
         state = self._state()
-        failed = self.ledger.failed(entry)
+        failed = self.ledger.failed(entry, as_utc(self.clock()))
         with state.lock:
             # in memory first: from here on every admission of this analyst in this process refuses
             state.locked = AnalystLock(self.analyst, entry.release_id, reason, datetime.now(UTC))
-            state.put(failed)  # counts what the release already counted: no total moves
+            # counts what the release already counted, in the period it was admitted in: no total moves
+            state.put(replace(failed, time=entry.time))
         lock = self.locks.lock(self.analyst, release_id=entry.release_id, reason=reason)
         self.ledger.write(failed, FAILED_SEQ).wait()
         with state.lock:
@@ -633,31 +750,57 @@ class Accountant:
     def status(self, *, recent: int = 5) -> BudgetStatus:
         state = self._state()
         with state.lock:
-            scopes = self._scopes(state, tuple(d for d in state.settings if d))
-            statuses = [self._scope_status(state, scope, flt) for scope, flt in scopes]
+            checks = self._checks(state, tuple(d for d in state.settings if d), state.now(self.clock))
+            statuses: list[BudgetStatus] = []
+            for check in checks:
+                status = self._scope_status(state, check)
+                if check.lifetime:  # the cap of the scope just before it: what is left is the smaller of the two
+                    period = statuses[-1]
+                    left = PrivacyCost(min(period.remaining.epsilon, status.remaining.epsilon),
+                                       min(period.remaining.delta, status.remaining.delta), period.remaining.rho)
+                    statuses[-1] = replace(period, lifetime=status, remaining=left)
+                else:
+                    statuses.append(status)
             top = statuses[0]
             tail = tuple(state.recent(recent)) if recent else ()
-            return BudgetStatus(**{**top.__dict__, "datasets": tuple(statuses[1:]), "recent": tail,
-                                   "locked": self._current_lock(state)})
+            return replace(top, datasets=tuple(statuses[1:]), recent=tail, locked=self._current_lock(state))
 
-    def _scope_status(self, state: _AnalystState, scope: str, flt: PrivacyFilter) -> BudgetStatus:
-        totals = state.scope_totals(scope, flt)
+    def _scope_status(self, state: _AnalystState, check: _Check) -> BudgetStatus:
+        flt, window = check.flt, check.window
+        totals = state.scope_totals(check.scope, flt, window)
+        guarantee = flt.describe()
+        if window is not None:
+            eps, delta = flt.guarantee()
+            guarantee = f"{flt.name} ({flt.theorem}): ({eps:g}, {delta:g})-DP per {window.unit} (UTC)"
         return BudgetStatus(
             analyst=self.analyst, filter=flt.name, budget=flt.budget, spent=flt.spent_from(totals.settled),
             remaining=flt.remaining_from(totals.counted), releases=totals.releases,
-            reserved=totals.reserved_cost(), guarantee=flt.describe(), dataset=scope,
+            reserved=totals.reserved_cost(), guarantee=guarantee, dataset=check.scope,
+            renewal=check.renewal.schedule if not check.lifetime else "",
+            period=window.label if window is not None else "", renews_at=window.end if window is not None else None,
+            horizon=check.renewal.describe(flt.budget) if window is not None else "",
         )
 
     def set_budget(self, budget: Budget, *, dataset: str = "", filter: str = "",
-                   filter_options: dict[str, Any] | None = None) -> None:
+                   filter_options: dict[str, Any] | None = None, renewal: Renewal = NO_RENEWAL) -> None:
         """Sets this analyst's budget (an admin action; per ``dataset`` if given) and refreshes
-        the cached state. ``filter`` (analyst-wide rows only) overrides the connection's choice."""
+        the cached state. ``filter`` (analyst-wide rows only) overrides the connection's choice.
+        ``renewal``: the budget restarts each period (``Renewal("daily")``), optionally under a
+        lifetime cap (``Renewal("daily", Budget(10, 1e-6))``); the default never renews."""
         if filter:
             if dataset:
                 raise ConfigError("a filter is chosen per analyst, not per dataset",
                                   hint="set --filter on the analyst's budget (without --dataset)")
             make_filter(filter, budget, filter_options)
-        self.budgets.set(self.analyst, budget, dataset=dataset, filter=filter, options=filter_options)
+        if renewal.lifetime is not None:
+            if renewal.lifetime.epsilon < budget.epsilon or renewal.lifetime.delta < budget.delta:
+                raise ConfigError(
+                    "the lifetime cap is smaller than one period's budget",
+                    hint="raise --lifetime-epsilon/--lifetime-delta, or set a budget that does not renew")
+            if filter:
+                make_filter(filter, renewal.lifetime, filter_options)
+        self.budgets.set(self.analyst, budget, dataset=dataset, filter=filter, options=filter_options,
+                         renewal=renewal)
         state = self._state()
         with state.lock:
             state.settings = self.budgets.settings(self.analyst)

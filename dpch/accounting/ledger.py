@@ -23,6 +23,11 @@ is their display form. Rows written before ``datasets`` existed count for ``[dat
 The filter state is a pure function of these rows: a release counts at its latest row, and a
 reservation never settled (the process died between reserve and charge) counts at its worst
 case forever.
+
+A release's ``time`` is its admission time (the time of its first row): under a renewing budget
+(:mod:`.periods`) it counts in the period that time falls in, whenever it is settled. Each row
+also records that period's label (``period``, "" when the analyst's budget does not renew), so the
+ledger keeps every period's rows, each knowing its period.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from dpch.accounting.commit import GroupCommit, PendingWrite
+from dpch.accounting.periods import as_utc
 from dpch.errors import ConfigError
 from dpch.privacy.cost import PrivacyCost
 from dpch.store.engine import Engine
@@ -58,6 +64,8 @@ class LedgerEntry:
     worst: PrivacyCost
     filter: str = ""
     datasets: tuple[str, ...] = ()
+    #: the label of the renewal period it was admitted in ("" when the budget does not renew)
+    period: str = ""
 
     @property
     def scopes(self) -> tuple[str, ...]:
@@ -93,7 +101,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("dataset", "String"), ("query_hash", "String"), ("mechanism", "String"), ("filter", "String"),
     ("status", "String"), ("epsilon", "Float64"), ("delta", "Float64"), ("rho", "Nullable(Float64)"),
     ("worst_epsilon", "Float64"), ("worst_delta", "Float64"), ("worst_rho", "Nullable(Float64)"),
-    ("ex_post", "Bool"), ("datasets", "Array(String)"), ("rho_delta", "Float64"),
+    ("ex_post", "Bool"), ("datasets", "Array(String)"), ("rho_delta", "Float64"), ("period", "String"),
 )
 
 FSYNC_ENV = "DPCH_LEDGER_FSYNC"
@@ -151,7 +159,9 @@ class Ledger:
             ("datasets", "Array(String) DEFAULT []"),
             # the δ of a release's zCDP view (δ-approximate ρ-zCDP; PrivacyCost.rho_delta): 0 for rows
             # written before it existed, which is right for them (only ρ-zCDP mechanisms had a ρ)
-            ("rho_delta", "Float64 DEFAULT 0")])
+            ("rho_delta", "Float64 DEFAULT 0"),
+            # the renewal period a release was admitted in ("" for rows written before renewal existed)
+            ("period", "String DEFAULT ''")])
         if fsync is None:
             fsync = fsync_from_env()
         if fsync is not None and self.fsync != fsync:
@@ -172,34 +182,37 @@ class Ledger:
     # -- entries (built in memory; written by write) ----------------------------------------------
 
     def new_entry(self, status: str, *, analyst: str, datasets: tuple[str, ...], query_hash: str, mechanism: str,
-                  filter_name: str, cost: PrivacyCost) -> LedgerEntry:
-        """A new release's first entry (``charged``, or ``reserved`` with ``cost`` its worst case)."""
+                  filter_name: str, cost: PrivacyCost, time: datetime | None = None, period: str = "") -> LedgerEntry:
+        """A new release's first entry (``charged``, or ``reserved`` with ``cost`` its worst case),
+        admitted at ``time`` (default now) in renewal period ``period``."""
         return LedgerEntry(
-            release_id=str(uuid.uuid4()), time=datetime.now(UTC), analyst=analyst, dataset="+".join(datasets),
-            query_hash=query_hash, mechanism=mechanism, status=status, cost=cost, worst=worst_of(cost),
-            filter=filter_name, datasets=datasets,
+            release_id=str(uuid.uuid4()), time=time or datetime.now(UTC), analyst=analyst,
+            dataset="+".join(datasets), query_hash=query_hash, mechanism=mechanism, status=status, cost=cost,
+            worst=worst_of(cost), filter=filter_name, datasets=datasets, period=period,
         )
 
     @staticmethod
-    def settled(reserved: LedgerEntry, realized: PrivacyCost | None) -> LedgerEntry:
-        """The ``charged`` (``realized`` given) or ``voided`` entry (seq 2) closing a reservation."""
+    def settled(reserved: LedgerEntry, realized: PrivacyCost | None, time: datetime | None = None) -> LedgerEntry:
+        """The ``charged`` (``realized`` given) or ``voided`` entry (seq 2) closing a reservation,
+        its row written at ``time`` (default now)."""
+        time = time or datetime.now(UTC)
         if realized is None:
-            return replace(reserved, status="voided", time=datetime.now(UTC))
+            return replace(reserved, status="voided", time=time)
         # as the ledger will read it back: the reservation's kind and worst case, the realized cost
         ex_post = reserved.cost.ex_post
         cost = PrivacyCost(realized.epsilon, realized.delta, realized.rho, ex_post=ex_post,
                            worst_epsilon=reserved.worst.epsilon if ex_post else None,
                            worst_rho=reserved.worst.rho if ex_post else None, rho_delta=realized.rho_delta)
-        return replace(reserved, status="charged", cost=cost, time=datetime.now(UTC))
+        return replace(reserved, status="charged", cost=cost, time=time)
 
     @staticmethod
-    def failed(entry: LedgerEntry) -> LedgerEntry:
+    def failed(entry: LedgerEntry, time: datetime | None = None) -> LedgerEntry:
         """The ``failed`` entry (seq 3) of a release that failed after its charge.
 
         It counts what the release counted (a reservation: its worst case): the release may
         have read data before it failed, so failing refunds nothing.
         """
-        return replace(entry, status="failed", cost=entry.counted, time=datetime.now(UTC))
+        return replace(entry, status="failed", cost=entry.counted, time=time or datetime.now(UTC))
 
     def write(self, entry: LedgerEntry, seq: int, *, background: bool = False) -> PendingWrite:
         """Queues ``entry``'s row (``seq`` 1 first row, 2 settled, :data:`FAILED_SEQ` failed) for the
@@ -218,9 +231,10 @@ class Ledger:
         self.write(entry, 1).wait()
         return entry
 
-    def settle(self, reserved: LedgerEntry, realized: PrivacyCost | None) -> LedgerEntry:
-        """Appends the durable ``charged`` (``realized`` given) or ``voided`` row (seq 2) of a reservation."""
-        entry = self.settled(reserved, realized)
+    def settle(self, reserved: LedgerEntry, realized: PrivacyCost | None, time: datetime | None = None) -> LedgerEntry:
+        """Appends the durable ``charged`` (``realized`` given) or ``voided`` row (seq 2) of a reservation;
+        the entry returned keeps the release's admission time."""
+        entry = self.settled(reserved, realized, time)
         self.write(entry, 2).wait()
         return replace(entry, time=reserved.time)
 
@@ -230,20 +244,21 @@ class Ledger:
         c, w = entry.cost, entry.worst
         return (entry.release_id, seq, entry.time, entry.analyst, entry.dataset, entry.query_hash, entry.mechanism,
                 entry.filter, entry.status, c.epsilon, c.delta, c.rho, w.epsilon, w.delta, w.rho, c.ex_post,
-                list(entry.datasets), c.rho_delta)
+                list(entry.datasets), c.rho_delta, entry.period)
 
     def entries(self, analyst: str) -> list[LedgerEntry]:
-        """Every release of ``analyst`` at its latest row, oldest first."""
+        """Every release of ``analyst`` at its latest row, oldest first; ``time`` is its admission
+        time (its first row's: a settle may be written later, in another period)."""
         rows = self.engine.query_rows(
-            "SELECT toString(release_id), min(time), any(analyst), argMax(dataset, seq),"
+            "SELECT toString(release_id), argMin(time, seq), any(analyst), argMax(dataset, seq),"
             " argMax(query_hash, seq), argMax(mechanism, seq), argMax(status, seq),"
             # argMax skips NULL arguments: a latest row with rho NULL would read back the reservation
             # row's rho; wrapped in a tuple, NULL is a value and the latest row wins as in memory
             " argMax(epsilon, seq), argMax(delta, seq), argMax(tuple(rho), seq).1,"
             " argMax(worst_epsilon, seq), argMax(worst_delta, seq), argMax(tuple(worst_rho), seq).1,"
-            " max(ex_post), argMax(filter, seq), argMax(datasets, seq), argMax(rho_delta, seq)"
+            " max(ex_post), argMax(filter, seq), argMax(datasets, seq), argMax(rho_delta, seq), argMin(period, seq)"
             f" FROM {self.table} WHERE analyst = {{a:String}}"
-            " GROUP BY release_id ORDER BY min(time), release_id",
+            " GROUP BY release_id ORDER BY argMin(time, seq), release_id",
             {"a": analyst},
         )
         result = []
@@ -255,7 +270,8 @@ class Ledger:
                                worst_epsilon=r[10] if ex_post else None, worst_rho=r[12] if ex_post else None,
                                rho_delta=rho_delta)
             result.append(LedgerEntry(
-                release_id=r[0], time=r[1], analyst=r[2], dataset=r[3], query_hash=r[4],
+                release_id=r[0], time=as_utc(r[1]), analyst=r[2], dataset=r[3], query_hash=r[4],
                 mechanism=r[5], status=r[6], cost=cost, worst=worst, filter=r[14], datasets=tuple(r[15]),
+                period=r[17],
             ))
         return result

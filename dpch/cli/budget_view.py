@@ -45,18 +45,40 @@ def _entry(e: LedgerEntry) -> str:
             f"ε {e.cost.epsilon:.4g}{delta}{rho}{worst}  {e.status}")
 
 
+def _period(status: BudgetStatus) -> str:
+    """" in period 2026-11-24 (UTC; renews 2026-11-25 00:00 UTC)" for a renewing budget, else ""."""
+    if not status.renewal:
+        return ""
+    renews = f"; renews {status.renews_at:%Y-%m-%d %H:%M} UTC" if status.renews_at else ""
+    return f" in period {status.period} (UTC{renews})"
+
+
+def _scope(status: BudgetStatus, title: str) -> list[str]:
+    """One budget's lines: its table, and for a renewing budget what holds over the lifetime
+    (the cap's table, or that the lifetime total is unbounded)."""
+    lines = [f"{title} — {status.releases} releases{_period(status)}"] if title else []
+    if status.horizon:
+        lines.append(f"guarantee: {status.horizon}")
+    lines += _table(status)
+    if status.lifetime is not None:
+        lines.append(f"lifetime cap (all periods) — {status.lifetime.releases} releases")
+        lines += _table(status.lifetime)
+    return lines
+
+
 def budget_text(status: BudgetStatus) -> str:
     """Per budget (analyst-wide, then each dataset): budget, spent (the filter's odometer),
     reserved (releases running or never settled, at their worst case), remaining (the largest
-    pure-ε release still admitted), then the last releases."""
-    lines = [f"analyst {status.analyst} — {status.releases} releases",
+    pure-ε release still admitted), then the last releases. A renewing budget shows the current
+    period, the guarantee per period and over the lifetime (capped, or unbounded), and the cap's
+    own table."""
+    lines = [f"analyst {status.analyst} — {status.releases} releases{_period(status)}",
              f"filter {status.guarantee or status.filter}"]
     if status.locked is not None:
         lines.insert(1, f"LOCKED: {lock_text(status.locked)}")
-    lines += _table(status)
+    lines += _scope(status, "")
     for ds in status.datasets:
-        lines.append(f"dataset {ds.dataset} — {ds.releases} releases")
-        lines += _table(ds)
+        lines += _scope(ds, f"dataset {ds.dataset}")
     if status.recent:
         lines.append("last releases:")
         lines += [_entry(e) for e in status.recent]

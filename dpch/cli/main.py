@@ -138,19 +138,26 @@ def budget(ctx: click.Context, target: str | None, as_json: bool) -> None:
 
 @budget.command("set")
 @click.option("--analyst", "target", required=True, help="The analyst whose budget to set.")
-@click.option("--epsilon", type=float, required=True, help="Total ε the analyst may spend.")
-@click.option("--delta", type=float, default=1e-6, show_default=True, help="Total δ.")
+@click.option("--epsilon", type=float, required=True, help="Total ε the analyst may spend (per period with --renew).")
+@click.option("--delta", type=float, default=1e-6, show_default=True, help="Total δ (per period with --renew).")
 @click.option("--dataset", default="", help="Also limit releases on this table (db.table or table).")
 @click.option("--filter", "filter_name", default="", help="Privacy filter for this analyst (e.g. zcdp, zcdp_bm).")
 @click.option("--filter-options", default="", help='Filter options as JSON, e.g. \'{"split": 0.3}\'.')
+@click.option("--renew", type=click.Choice(["daily", "weekly", "monthly"]), default=None,
+              help="Restart the budget each UTC day, ISO week (from Monday) or month. Without "
+              "--lifetime-epsilon the total over all periods is unbounded.")
+@click.option("--lifetime-epsilon", type=float, default=None, help="With --renew: cap the ε of all periods together.")
+@click.option("--lifetime-delta", type=float, default=None,
+              help="With --renew: cap the δ of all periods together (default: the --delta of one period).")
 @click.pass_obj
 @friendly_errors
 def budget_set(obj: Context, target: str, epsilon: float, delta: float, dataset: str, filter_name: str,
-               filter_options: str) -> None:
-    """(Data owner) Set an analyst's total budget (or a per-dataset one)."""
+               filter_options: str, renew: str | None, lifetime_epsilon: float | None,
+               lifetime_delta: float | None) -> None:
+    """(Data owner) Set an analyst's total budget (or a per-dataset one), optionally renewed per period."""
     # start-up: dpch.accounting loads the whole privacy stack (NumPy, SciPy); only this command needs it
     from dpch.accounting.accountant import Accountant
-    from dpch.accounting.budget import Budget
+    from dpch.accounting.budget import Budget, Renewal
 
     engine = obj.store("dpch budget set").engine
     if dataset and "." not in dataset:
@@ -160,11 +167,21 @@ def budget_set(obj: Context, target: str, epsilon: float, delta: float, dataset:
     except json.JSONDecodeError:
         raise ConfigError("--filter-options is not valid JSON",
                           hint='e.g. --filter-options \'{"split": 0.3}\'') from None
-    Accountant(engine, target).set_budget(Budget(epsilon, delta), dataset=dataset, filter=filter_name,
-                                          filter_options=options)
+    if (lifetime_epsilon is not None or lifetime_delta is not None) and renew is None:
+        raise ConfigError("--lifetime-epsilon/--lifetime-delta cap a renewing budget",
+                          hint="add --renew daily|weekly|monthly (a budget that never renews is already a "
+                               "lifetime budget)")
+    if lifetime_delta is not None and lifetime_epsilon is None:
+        raise ConfigError("--lifetime-delta needs --lifetime-epsilon", hint="give both, e.g. --lifetime-epsilon 30")
+    budget = Budget(epsilon, delta)
+    lifetime = Budget(lifetime_epsilon, delta if lifetime_delta is None else lifetime_delta) \
+        if lifetime_epsilon is not None else None
+    renewal = Renewal(renew or "", lifetime)
+    Accountant(engine, target).set_budget(budget, dataset=dataset, filter=filter_name,
+                                          filter_options=options, renewal=renewal)
     scope = f" on {dataset}" if dataset else ""
     chosen = f", filter {filter_name}" if filter_name else ""
-    click.echo(f"budget of {target}{scope}: ε {epsilon:g}, δ {delta:g}{chosen}")
+    click.echo(f"budget of {target}{scope}: {renewal.describe(budget)}{chosen}")
 
 
 @budget.command("list")
@@ -178,8 +195,8 @@ def budget_list(obj: Context) -> None:
 
     engine = obj.store("dpch budget list").engine
     locks = {lock.analyst: lock for lock in LockStore(engine).all()}
-    for analyst, b in BudgetStore(engine).all().items():
-        click.echo(f"{analyst}: ε {b.epsilon:g}, δ {b.delta:g}" + ("  LOCKED" if analyst in locks else ""))
+    for analyst, setting in BudgetStore(engine).all_settings().items():
+        click.echo(f"{analyst}: {setting.renewal.describe(setting.budget)}" + ("  LOCKED" if analyst in locks else ""))
     for lock in locks.values():
         click.echo(f"locked: {lock_text(lock)}")
 

@@ -53,7 +53,7 @@ def test_an_old_store_gains_the_new_columns_and_keeps_counting(engine):
 
 
 def test_a_current_store_is_not_altered_when_opened(engine):
-    Accountant(engine, "ana").status()
+    Accountant(engine, "ana", default_budget=Budget(1.0, 1e-6)).status()
     before = _metadata_changes(engine)
     columns = _columns(engine, "dpch_ledger"), _columns(engine, "dpch_budgets")
     for _ in range(3):

@@ -48,7 +48,8 @@ def _oracle(threshold: float) -> str:
 
 def test_failure_after_charge_is_one_fixed_message_a_failed_row_and_a_durable_lock(
         connect, totality_gap, store_dsn, database):
-    s = connect(analyst="eve", default_budget=Budget(1.0, 1e-6))
+    s = connect(analyst="eve")
+    s.accountant.set_budget(Budget(1.0, 1e-6))  # set by the data owner: `dpch budget --analyst eve` reads it
     _people(s)
     with pytest.raises(QueryFailedAfterCharge) as caught:
         s.query(_oracle(30000), epsilon=0.1)

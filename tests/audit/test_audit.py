@@ -38,7 +38,7 @@ GAUSSIAN_TRIALS = 400_000
 
 @pytest.fixture
 def session(store_dsn, visits_db):
-    s = dpch.connect(store_dsn, database=visits_db, analyst="real-analyst", seed=99)
+    s = dpch.connect(store_dsn, database=visits_db, analyst="real-analyst", default_budget=dpch.Budget(), seed=99)
     yield s
     s.close()
 

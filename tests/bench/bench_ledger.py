@@ -113,7 +113,7 @@ def run(runs: int) -> str:
                 med, bmed = statistics.median(dpch_ms), statistics.median(bare_ms)
                 lines.append(f"| {name} | {kind} | {med:.2f} | {_p99(dpch_ms):.2f} | {bmed:.2f} | "
                              f"{_p99(bare_ms):.2f} | {med / bmed:.2f}x |")
-        acc = Accountant(engine, "bench_zcdp_bm", filter="zcdp_bm")
+        acc = Accountant(engine, "bench_zcdp_bm", default_budget=Budget(1e6, 0.1), filter="zcdp_bm")
         status_ms = [_time(acc.status) for _ in range(50)]
         lines.append(f"\nstatus() with {2 * runs} releases in the history (zcdp_bm): median "
                      f"{statistics.median(status_ms):.2f} ms")

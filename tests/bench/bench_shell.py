@@ -57,6 +57,8 @@ def main() -> None:
         env = {**os.environ, "PYTHONPATH": str(ROOT), "DPCH_HISTORY": str(Path(tmp) / "history")}
         base = [sys.executable, "-m", "dpch.cli.main", "--dsn", f"chdb://{tmp}/store", "--analyst", "bench"]
         subprocess.run([*base, "demo"], env=env, cwd=tmp, check=True, capture_output=True)
+        subprocess.run([*base, "budget", "set", "--analyst", "bench", "--epsilon", "3"], env=env, cwd=tmp, check=True,
+                       capture_output=True)  # the data owner's step: an analyst without a budget is refused
         rows = [
             ("python -c pass", _median_ms([sys.executable, "-c", "pass"], args.runs, env, tmp)),
             ("dpch --version", _median_ms([*base, "--version"], args.runs, env, tmp)),

@@ -135,7 +135,7 @@ def test_the_lazy_public_names_are_the_real_ones():
 def test_a_laplace_release_loads_no_scipy(tmp_path):
     """scipy takes 0.15–0.5 s to import and a Laplace release needs none of it (its interval is
     closed-form); a Gaussian one loads scipy.special, the negative control that the probe sees it."""
-    code = ("import dpch\ns = dpch.connect('chdb://{store}', analyst='a')\n"
+    code = ("import dpch\ns = dpch.connect('chdb://{store}', analyst='a', default_budget=dpch.Budget())\n"
             "s.engine.command('CREATE TABLE t (u UInt32, x Float64 COMMENT \\'dp: bounds=[0, 1]\\') "
             "ENGINE = MergeTree ORDER BY u COMMENT \\'dp: privacy_unit=u, unique_units\\'')\n"
             "s.engine.command('INSERT INTO t VALUES (1, 0.5)')\n"

@@ -27,6 +27,10 @@ _analysts = itertools.count()
 
 def run_shell(store_dsn: str, database: str, *args: str, charset: str = "utf-8", analyst: str | None = None):
     analyst = analyst or f"snap{next(_analysts)}"  # a fresh budget for each run
+    # the data owner gives the analyst its budget (ε 3, δ 1e-6; setting it again changes nothing spent)
+    owner = CliRunner().invoke(cli, ["--dsn", store_dsn, "--database", database, "budget", "set", "--analyst",
+                                     analyst, "--epsilon", "3", "--delta", "1e-6"])
+    assert owner.exit_code == 0, owner.output
     result = CliRunner(charset=charset).invoke(
         cli, ["--dsn", store_dsn, "--database", database, "--analyst", analyst, "shell", "--seed", "12345", *args])
     return result

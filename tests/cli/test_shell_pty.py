@@ -1,7 +1,8 @@
 """``dpch shell`` driven through a pseudo-terminal (pexpect), as an analyst would use it.
 
 One store per module, built in a subprocess (tests/cli/store.py); each test uses its own
-analyst, so each starts with a fresh budget (ε 3, δ 1e-6). Budgets are checked by reading the
+analyst (:data:`ANALYSTS`, given their budgets by the store's builder as the data owner would), so
+each starts with a fresh budget (ε 3, δ 1e-6). Budgets are checked by reading the
 ledger afterwards in a separate process, not only by what the shell prints.
 """
 
@@ -19,12 +20,15 @@ pexpect = pytest.importorskip("pexpect")
 
 ROOT = Path(__file__).resolve().parents[2]
 SLOW_SQL = "SELECT t.country, count(*) FROM visits v JOIN towns t ON v.region = t.region GROUP BY t.country;"
+#: the analysts of this module's tests, one each
+ANALYSTS = ("multi", "explainer", "careful", "impatient", "piper")
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("shell") / "store"
-    subprocess.run([sys.executable, str(ROOT / "tests" / "cli" / "store.py"), str(path)], check=True, cwd=ROOT,
+    subprocess.run([sys.executable, str(ROOT / "tests" / "cli" / "store.py"), str(path), *ANALYSTS], check=True,
+                   cwd=ROOT,
                    env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
     return path
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dpch import dbapi
+from dpch.accounting.budget import Budget, BudgetStore
 from dpch.store.engine import Engine
 from sql_fixtures import visits
 
@@ -15,6 +16,7 @@ Q = "SELECT region, count(*) AS n, avg(spend) AS a FROM visits WHERE age > %(age
 def conn(store_dsn, database, keeper):
     engine = Engine(store_dsn, database=database)
     visits.load(engine, "visits", people=1500)
+    BudgetStore(engine).set("ana", Budget(3.0, 1e-6))  # the data owner's `dpch budget set`
     engine.close()
     connection = dbapi.connect(store_dsn, analyst="ana", database=database, seed=7)
     yield connection

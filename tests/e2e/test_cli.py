@@ -35,6 +35,8 @@ def store(tmp_path):
                "--max-rows-per-unit", "2", "--bounds", "x=0:10", "--public", "grp=a,b")
     assert "loaded 750 rows" in out.stdout
     assert "bounds=[0, 10]" in out.stdout and "values=['a', 'b']" in out.stdout
+    # the data owner gives the (default) analyst a budget: without one every query is refused
+    dpch(path, "budget", "set", "--analyst", "default", "--epsilon", "3", "--delta", "1e-6")
     return path
 
 

@@ -9,10 +9,12 @@ from dpch.server import ServerConfig, make_server
 from dpch.store.engine import Engine
 from sql_fixtures import visits
 
+#: each user's analyst has a budget set by the gateway's config at startup (ε 3): an analyst the data
+#: owner gave no budget is refused (tests/accounting/test_no_budget.py)
 USERS = {
-    "ana": {"password": "ana-pw"},
-    "bob": {"password": "bob-pw"},
-    "grafana": {"password": "bi-pw", "analyst": "bi"},
+    "ana": {"password": "ana-pw", "epsilon": 3.0},
+    "bob": {"password": "bob-pw", "epsilon": 3.0},
+    "grafana": {"password": "bi-pw", "analyst": "bi", "epsilon": 3.0},
 }
 
 
