@@ -341,7 +341,7 @@ class AdvancedCompositionFilter(PrivacyFilter):
         if not 0.0 < self.delta_g < 1.0 / math.e:
             raise ConfigError(
                 f"the advanced filter needs δg in (0, 1/e); the budget gives δg = {self.delta_g:g}",
-                hint="set a budget δ > 0, e.g. `dpch budget set --delta 1e-6`",
+                hint="the data owner sets a budget δ > 0, e.g. `dpch budget set --delta 1e-6`",
             )
         self.odometer_n = float(odometer_n)
         self.x = odometers.filter_x(budget.epsilon, self.delta_g)
@@ -485,7 +485,7 @@ class ZCDPFilter(PrivacyFilter):
         self.delta_mech = budget.delta - self.delta_conv
         if not 0.0 < self.delta_conv < 1.0:
             raise ConfigError(f"the {self.name} filter needs a budget δ > 0 for the zCDP → DP conversion",
-                              hint="set a budget δ > 0, e.g. `dpch budget set --delta 1e-6`")
+                              hint="the data owner sets a budget δ > 0, e.g. `dpch budget set --delta 1e-6`")
         self.printed = self.default_printed if printed_theorem_6 is None else bool(printed_theorem_6)
         self.rho_budget = self.rho_limit(budget.epsilon, self.delta_conv, printed=self.printed)
 

@@ -176,6 +176,8 @@ def render_budget(status: BudgetStatus, fmt: str = "table") -> str:
         budget_bar(status),
         f"δ {s.delta:.3g} of {b.delta:.3g} spent, {r.delta:.3g} left",
     ]
+    if status.horizon:  # a renewing budget: per period, and over the lifetime only if capped
+        lines.append(f"guarantee: {status.horizon}")
     return "\n".join(lines)
 
 

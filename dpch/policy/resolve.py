@@ -79,7 +79,7 @@ class Policy:
         if not columns:
             raise PolicyError(
                 f"table {table!r} does not exist in database {engine.database!r}",
-                hint="list tables with `dpch policy show` or `\\tables` in the shell",
+                hint="SHOW TABLES lists them (or `dpch policy show`, `\\tables` in the shell)",
             )
         sources = []
         table_comment = engine.table_comment(table)

@@ -171,7 +171,7 @@ class RemoteSession:
                 return t
         raise PolicyError(f"table {table!r} does not exist in database {self.engine.database!r} "
                           "or has no privacy policy",
-                          hint="list tables with `dpch policy show` or `\\tables` in the shell")
+                          hint="SHOW TABLES lists them (or `\\tables` in the shell)")
 
     def close(self) -> None:
         self._pool.clear()

@@ -24,6 +24,9 @@ password_sha256 = "5e8848..."       # or password = "..." (plain, for tests)
 analyst = "bi"                      # whose budget pays (default: the user name)
 epsilon = 3.0                       # optional: sets the analyst's budget at startup
 delta = 1e-6
+renew = "daily"                     # optional: the budget restarts each UTC day, week or month
+lifetime_epsilon = 30.0             # optional, with renew: a cap over all periods (else unbounded)
+lifetime_delta = 1e-5
 cache_ttl = 300                     # optional: this user's release-cache TTL (default: [server] cache_ttl)
 budget_warning_share = 0.2          # optional: this user's warning share (default: [server]'s)
 dp_intervals = "columns"            # optional: default of SETTINGS dp_intervals for this user (a query's
@@ -40,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dpch.accounting.budget import Budget
+from dpch.accounting.budget import NO_RENEWAL, Budget, Renewal
 from dpch.errors import ConfigError
 from dpch.sql.settings import INTERVAL_MODES
 
@@ -50,7 +53,7 @@ _SERVER_KEYS = {
     "metadata_timeout", "ledger_fsync", "budget_warning_share",
 }
 _USER_KEYS = {"password", "password_sha256", "analyst", "epsilon", "delta", "cache_ttl", "budget_warning_share",
-              "dp_intervals"}
+              "dp_intervals", "renew", "lifetime_epsilon", "lifetime_delta"}
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,8 @@ class User:
     analyst: str
     password_sha256: str
     budget: Budget | None = None
+    #: how :attr:`budget` renews (set with it at startup; docs/filters-and-ledger.md)
+    renewal: Renewal = NO_RENEWAL
     #: seconds this user is re-served a cached release (None: the server's ``cache_ttl``)
     cache_ttl: float | None = None
     #: warn when remaining ε / budget ε is below this (None: the server's ``budget_warning_share``)
@@ -181,9 +186,28 @@ class ServerConfig:
             budget = None
             if "epsilon" in spec:
                 budget = Budget(float(spec["epsilon"]), float(spec.get("delta", 1e-6)))
-            users[name] = User(name, str(spec.get("analyst", name)), digest, budget, **_user_options(
-                spec, f"{source}: [users.{name}]"))
+            users[name] = User(name, str(spec.get("analyst", name)), digest, budget,
+                               _renewal(spec, budget, f"{source}: [users.{name}]"),
+                               **_user_options(spec, f"{source}: [users.{name}]"))
         return cls(users=users, **kwargs)
+
+
+def _renewal(spec: dict[str, Any], budget: Budget | None, where: str) -> Renewal:
+    """A user's ``renew`` schedule and optional lifetime cap (both need ``epsilon``)."""
+    keys = {"renew", "lifetime_epsilon", "lifetime_delta"} & set(spec)
+    if not keys:
+        return NO_RENEWAL
+    if budget is None:
+        raise ConfigError(f"{where} {', '.join(sorted(keys))} need(s) epsilon", hint="set epsilon = … for this user")
+    lifetime = None
+    if "lifetime_epsilon" in spec:
+        lifetime = Budget(float(spec["lifetime_epsilon"]), float(spec.get("lifetime_delta", budget.delta)))
+    elif "lifetime_delta" in spec:
+        raise ConfigError(f"{where} lifetime_delta needs lifetime_epsilon")
+    try:
+        return Renewal(str(spec.get("renew", "")), lifetime)
+    except ConfigError as e:
+        raise ConfigError(f"{where} {e.message}", hint=e.hint) from None
 
 
 def _user_options(spec: dict[str, Any], where: str) -> dict[str, Any]:

@@ -115,7 +115,7 @@ class Gateway:
             for user in config.users.values():
                 if user.budget is not None:
                     for engine in self._engines.values():
-                        Accountant(engine, user.analyst).set_budget(user.budget)
+                        Accountant(engine, user.analyst).set_budget(user.budget, renewal=user.renewal)
         except BaseException:
             self.close()
             raise

@@ -95,7 +95,20 @@ def budget_from_wire(data: dict[str, Any]) -> BudgetStatus:
         datasets=tuple(budget_from_wire(d) for d in data.get("datasets", [])),
         recent=tuple(entry_from_wire(e, data["analyst"]) for e in data.get("recent", [])),
         locked=_lock_from_wire(data["locked"], data["analyst"]) if data.get("locked") else None,
+        **_renewal_from_wire(data),
     )
+
+
+def _renewal_from_wire(data: dict[str, Any]) -> dict[str, Any]:
+    """A renewing budget's fields (:meth:`BudgetStatus.as_dict` ``renewal`` and ``lifetime``)."""
+    renewal = data.get("renewal")
+    if not renewal:
+        return {}
+    renews_at = renewal.get("renews_at")
+    return {"renewal": renewal["schedule"], "period": renewal.get("period", ""),
+            "renews_at": datetime.fromisoformat(renews_at) if renews_at else None,
+            "horizon": renewal.get("guarantee", ""),
+            "lifetime": budget_from_wire(data["lifetime"]) if data.get("lifetime") else None}
 
 
 def _lock_from_wire(lock: dict[str, Any], analyst: str) -> AnalystLock:

@@ -216,7 +216,7 @@ def check_total(node: exp.Expr, where: str = "") -> None:
             f"{context}{name} is not allowed in dpch queries",
             hint=ALTERNATIVES.get(key, "dpch allows only functions that cannot fail on a row's value: "
                                        "comparisons, arithmetic, common string, date and math functions "
-                                       "(see `dpch policy show` and the README's function list)"),
+                                       "(SELECT name FROM system.functions lists them)"),
         )
     for arg in found.constant:
         if not is_constant(_argument(node, arg)):

@@ -206,7 +206,8 @@ class RelationBuilder:
         if db is not None:
             if db.name.lower() in ("system", "information_schema"):
                 raise QueryRejected(f"{db.name} tables are not queryable through dpch",
-                                    hint="use `dpch policy show` to see the tables and columns you can query")
+                                    hint="SHOW TABLES lists the tables you can query, DESCRIBE TABLE t their "
+                                         "columns and annotations (or `dpch policy show`)")
             if db.name != self.database:
                 raise QueryRejected(f"table {db.name}.{source.name} is outside the database dpch serves "
                                     f"({self.database})", hint="connect to that database instead")

@@ -377,7 +377,12 @@ def bucket_domain(key: exp.Expr, chain: BucketChain, column_node: exp.Expr, colu
     k = _replace_column(key, column, exp.column("x")).sql("clickhouse")
     sql = (f"SELECT DISTINCT {k} AS k, toTypeName({k}) AS t FROM "
            f"(SELECT {grid} AS x FROM numbers({points}) UNION ALL SELECT {end} AS x) ORDER BY k")
-    rows = run(sql)
+    try:
+        rows = run(sql)
+    except Exception:  # the grid holds constants only: the failure depends on the text, never on the data
+        raise QueryRejected(f"GROUP BY {label}: ClickHouse cannot compute this bucket of a {ch_type} column",
+                            hint="a Date holds no time of day: use a bucket of days or longer, or group a "
+                                 "DateTime column") from None
     if len(rows) > max_groups:
         raise QueryRejected(f"GROUP BY {label} would release {len(rows)} time buckets, more than the limit "
                             f"of {max_groups}", hint="use a coarser interval or a shorter time range")

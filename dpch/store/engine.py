@@ -236,12 +236,12 @@ def _release_embedded(shared: _SharedClient) -> None:
 
 
 #: what a failed probe (synthetic rows only, so the failure says nothing about the data) means
-_PROBE_HINT = "check the columns' types with `dpch policy show` and the functions' arguments"
+_PROBE_HINT = "check the columns' types (DESCRIBE TABLE t) and the functions' arguments"
 _PROBE_HINTS = {
     "CANNOT_COMPILE_REGEXP": "the regular expression pattern is invalid (RE2 syntax)",
     "CANNOT_PARSE_ESCAPE_SEQUENCE": "the LIKE pattern is invalid: a backslash must escape a character",
     "ILLEGAL_TYPE_OF_ARGUMENT": "a function or operator got an argument of the wrong type; compare each "
-                                "column's type in `dpch policy show` with what the function takes",
+                                "column's type (DESCRIBE TABLE t) with what the function takes",
     "NO_COMMON_TYPE": "the values compared or combined have no common type (e.g. a String and a number)",
     "TYPE_MISMATCH": "a value cannot be compared with that column's type (e.g. text with a number column)",
     "CANNOT_PARSE_TEXT": "a literal does not parse as the column's type (e.g. a malformed date)",
@@ -392,7 +392,7 @@ class Engine:
             error = ExecutionError(
                 "ClickHouse failed while computing the private aggregate",
                 hint="the message is withheld because it could reveal data; check the table "
-                "and policy with `dpch policy show`",
+                "and its columns with DESCRIBE TABLE t",
             )
             match = _ERROR_CODE.search(str(exc))
             error.reason = f"ClickHouse {match.group(1) if match else 'error'}"  # the owner's lock record only

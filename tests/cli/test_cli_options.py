@@ -11,17 +11,26 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from dpch.accounting import Accountant, Budget
 from dpch.cli.global_options import hoist_global_options
 from dpch.cli.main import cli
 from dpch.cli.output import clickhouse_text
+from dpch.store.engine import Engine
 from tests.cli.test_output_formats import clickhouse_output
 
 _names = itertools.count()
 COUNT = "SELECT count(*) AS n FROM visits"
 
 
-def fresh() -> str:
-    return f"cliopt{next(_names)}"
+def fresh(store_dsn: str, db: str) -> str:
+    """A new analyst with a budget, set as the data owner sets one."""
+    who = f"cliopt{next(_names)}"
+    engine = Engine(store_dsn, database=db)
+    try:
+        Accountant(engine, who).set_budget(Budget(3.0, 1e-6))
+    finally:
+        engine.close()
+    return who
 
 
 def hoisted(*args: str) -> list[str]:
@@ -68,7 +77,7 @@ def ledger(keeper, db: str, analyst: str) -> int:
 
 
 def test_analyst_after_the_subcommand_is_whose_budget_pays(store_dsn, keeper, visits_db):
-    before, after = fresh(), fresh()
+    before, after = fresh(store_dsn, visits_db), fresh(store_dsn, visits_db)
     result = run(store_dsn, visits_db, "--analyst", before, "query", "--analyst", after, "--seed", "3", COUNT)
     assert result.exit_code == 0, result.output
     assert ledger(keeper, visits_db, after) == 1
@@ -76,7 +85,7 @@ def test_analyst_after_the_subcommand_is_whose_budget_pays(store_dsn, keeper, vi
 
 
 def test_q_option_and_stdin(store_dsn, keeper, visits_db):
-    who = fresh()
+    who = fresh(store_dsn, visits_db)
     by_q = run(store_dsn, visits_db, "query", "--analyst", who, "-q", COUNT, "--format", "JSONEachRow")
     assert by_q.exit_code == 0, by_q.output
     by_stdin = run(store_dsn, visits_db, "query", "--analyst", who, "-", "--format", "JSONEachRow", input=COUNT)
@@ -93,14 +102,14 @@ def test_q_option_and_stdin(store_dsn, keeper, visits_db):
     ([], "", "no SQL given"),
 ])
 def test_missing_or_doubled_sql_is_refused_before_anything_runs(store_dsn, keeper, visits_db, args, stdin, message):
-    who = fresh()
+    who = fresh(store_dsn, visits_db)
     result = run(store_dsn, visits_db, "query", "--analyst", who, *args, input=stdin)
     assert result.exit_code == 1 and message in result.stderr, result.output
     assert ledger(keeper, visits_db, who) == 0
 
 
 def test_multiquery_runs_each_statement_as_its_own_release(store_dsn, keeper, visits_db):
-    who = fresh()
+    who = fresh(store_dsn, visits_db)
     sql = (f"{COUNT};\n-- a comment\nSELECT avg(spend) AS a FROM visits WHERE region = 'north';"
            f" {COUNT} SETTINGS dp_epsilon = 0.25;")
     result = run(store_dsn, visits_db, "query", "--analyst", who, "--multiquery", "--format", "JSONEachRow", "-",
@@ -117,7 +126,7 @@ def test_multiquery_runs_each_statement_as_its_own_release(store_dsn, keeper, vi
 
 
 def test_multiquery_refused_statement_stops_the_run_before_any_charge(store_dsn, keeper, visits_db):
-    who = fresh()
+    who = fresh(store_dsn, visits_db)
     result = run(store_dsn, visits_db, "query", "--analyst", who, "-n", "-q",
                  f"{COUNT}; SELECT nosuch FROM visits; {COUNT}")
     assert result.exit_code == 1
@@ -126,7 +135,7 @@ def test_multiquery_refused_statement_stops_the_run_before_any_charge(store_dsn,
 
 
 def test_multiquery_budget_running_out_says_what_was_charged(store_dsn, keeper, visits_db):
-    who = fresh()
+    who = fresh(store_dsn, visits_db)
     assert run(store_dsn, visits_db, "budget", "set", "--analyst", who, "--epsilon", "1").exit_code == 0
     result = run(store_dsn, visits_db, "query", "--analyst", who, "-n", "--format", "TSV", "-q",
                  f"{COUNT}; {COUNT}; {COUNT}; {COUNT}")
@@ -140,7 +149,7 @@ def test_multiquery_budget_running_out_says_what_was_charged(store_dsn, keeper, 
 def test_clickhouse_formats_of_a_real_release_are_byte_identical(store_dsn, keeper, visits_db, connect):
     import dpch
 
-    session = dpch.connect(store_dsn, database=visits_db, analyst=fresh(), seed=5)
+    session = dpch.connect(store_dsn, database=visits_db, analyst=fresh(store_dsn, visits_db), seed=5)
     try:
         release = session.query("SELECT region, count(*) AS n, avg(spend) AS a FROM visits GROUP BY region")
     finally:
@@ -152,7 +161,7 @@ def test_clickhouse_formats_of_a_real_release_are_byte_identical(store_dsn, keep
 
 
 def test_clickhouse_format_output_has_only_data_on_stdout(store_dsn, keeper, visits_db):
-    result = run(store_dsn, visits_db, "query", "--analyst", fresh(), "--format", "CSVWithNames",
+    result = run(store_dsn, visits_db, "query", "--analyst", fresh(store_dsn, visits_db), "--format", "CSVWithNames",
                  "SELECT region, count(*) AS n FROM visits GROUP BY region ORDER BY region")
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
@@ -162,7 +171,7 @@ def test_clickhouse_format_output_has_only_data_on_stdout(store_dsn, keeper, vis
 
 
 def test_the_shell_takes_clickhouse_formats_too(store_dsn, keeper, visits_db):
-    who = fresh()
+    who = fresh(store_dsn, visits_db)
     result = run(store_dsn, visits_db, "shell", "--analyst", who, "--seed", "4", "--format", "TSVWithNames", "-c",
                  f"{COUNT};")
     assert result.exit_code == 0, result.output
@@ -171,7 +180,7 @@ def test_the_shell_takes_clickhouse_formats_too(store_dsn, keeper, visits_db):
 
 
 def test_a_single_query_error_is_reported_as_it_is(store_dsn, keeper, visits_db):
-    who = fresh()
+    who = fresh(store_dsn, visits_db)
     result = run(store_dsn, visits_db, "query", "--analyst", who, "SELECT nosuch FROM visits")
     assert result.exit_code == 1 and "no column 'nosuch'" in result.stderr, result.output
     assert "statement" not in result.stderr and ledger(keeper, visits_db, who) == 0

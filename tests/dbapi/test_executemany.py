@@ -7,6 +7,7 @@ import warnings
 import pytest
 
 from dpch import dbapi
+from dpch.accounting import Budget
 from dpch.store.engine import Engine
 from sql_fixtures import visits
 
@@ -18,7 +19,7 @@ def conn(store_dsn, database, keeper):
     engine = Engine(store_dsn, database=database)
     visits.load(engine, "visits", people=300)
     engine.close()
-    connection = dbapi.connect(store_dsn, analyst="many", database=database, seed=11)
+    connection = dbapi.connect(store_dsn, analyst="many", database=database, seed=11, default_budget=Budget())
     yield connection
     connection.close()
 

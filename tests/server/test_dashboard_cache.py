@@ -48,7 +48,7 @@ class Clock:
 
 
 def test_whitespace_and_keyword_case_hit_and_dp_settings_miss(serve):
-    srv = serve(cache_ttl=300, users={"ana": {"password": "pw"}})
+    srv = serve(cache_ttl=300, users={"ana": {"password": "pw", "epsilon": 3.0}})
     first, _ = post(srv, Q)
     assert cache_state(first) == ("miss", 0.5)
     again, _ = post(srv, SAME)
@@ -69,7 +69,7 @@ def test_whitespace_and_keyword_case_hit_and_dp_settings_miss(serve):
 
 def test_ttl_per_user_with_an_injected_clock(serve):
     users = {
-        "fast": {"password": "pw", "analyst": "dash", "cache_ttl": 10},
+        "fast": {"password": "pw", "analyst": "dash", "cache_ttl": 10, "epsilon": 3.0},  # dash's budget
         "slow": {"password": "pw", "analyst": "dash"},  # the server's cache_ttl: 100
         "off": {"password": "pw", "analyst": "dash", "cache_ttl": 0},
     }

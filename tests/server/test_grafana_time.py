@@ -9,6 +9,8 @@ import http.client
 import json
 from datetime import UTC, datetime
 
+import pytest
+
 FROM = int(datetime(2026, 3, 1, tzinfo=UTC).timestamp())
 TO = int(datetime(2026, 3, 7, 23, 59, 59, tzinfo=UTC).timestamp())
 
@@ -46,3 +48,23 @@ def test_a_panel_written_with_now_is_one_query_for_the_cache(serve):
     first, _ = post(srv, sql)
     again, _ = post(srv, sql)
     assert (first.getheader("X-Dpch-Cache"), again.getheader("X-Dpch-Cache")) == ("miss", "hit")
+
+
+def test_superset_time_grains_through_the_clickhousedb_dialect(serve, small_visits):
+    """Superset's chart query — a grain from its ClickHouse engine spec (_time_grain_expressions, cited
+    in tests/sql/fixtures/bi_time.toml) inline in SELECT and GROUP BY, the range as convert_dttm writes
+    it — through clickhouse-connect's SQLAlchemy dialect and pandas.read_sql, one row per week."""
+    sqlalchemy = pytest.importorskip("sqlalchemy", reason="sqlalchemy is not installed")
+    pandas = pytest.importorskip("pandas", reason="pandas is not installed")
+    pytest.importorskip("clickhouse_connect.cc_sqlalchemy", reason="clickhouse-connect's SQLAlchemy dialect missing")
+    grain = "toMonday(toDateTime(visit_date))"
+    sql = (f"SELECT {grain} AS __timestamp, count(*) AS count FROM visits "
+           f"WHERE visit_date >= toDate('2026-03-02') AND visit_date < toDate('2026-03-30') "
+           f"GROUP BY {grain} ORDER BY __timestamp LIMIT 10000")
+    engine = sqlalchemy.create_engine(f"clickhousedb://grafana:bi-pw@127.0.0.1:{serve().port}/{small_visits}")
+    try:
+        frame = pandas.read_sql(sql, engine)
+    finally:
+        engine.dispose()
+    assert [str(d)[:10] for d in frame["__timestamp"]] == ["2026-03-02", "2026-03-09", "2026-03-16", "2026-03-23"]
+    assert list(frame.columns) == ["__timestamp", "count"]

@@ -283,3 +283,12 @@ def test_the_edge_cases_tell_strict_from_inclusive(keeper):
     differ = [e for e in EDGES if _every_second(keeper, "toStartOfMinute(x)", where(e, True))
               != _every_second(keeper, "toStartOfMinute(x)", where(e, False))]
     assert len(differ) >= 2
+
+
+def test_a_bucket_clickhouse_cannot_compute_is_refused_in_words(session):
+    """Seconds of a Date: ClickHouse refuses the type on the grid (no data read), and dpch says why."""
+    before = ledger_rows(session)
+    with pytest.raises(QueryRejected, match="cannot compute this bucket of a Date column"):
+        session.query("SELECT toStartOfInterval(day, INTERVAL 5 second) AS b, count() FROM events GROUP BY b",
+                      epsilon=0.1)
+    assert ledger_rows(session) == before
