@@ -24,6 +24,29 @@ ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 TableRow = tuple[str, str, str, str, str, str, list[tuple[str, str, str]]]
 
 
+#: ``dpch.budget`` and ``dpch.releases`` (:mod:`.ledger_views`): view name → [(column, ClickHouse type)]
+LEDGER_VIEWS: dict[str, list[tuple[str, str]]] = {
+    # one row for the analyst's budget (dataset ''), then one per dataset budget set for it
+    "budget": [
+        ("analyst", "String"), ("dataset", "String"), ("filter", "String"),
+        ("epsilon", "Float64"), ("delta", "Float64"),
+        ("spent_epsilon", "Float64"), ("spent_delta", "Float64"),
+        ("reserved_epsilon", "Float64"), ("reserved_delta", "Float64"),
+        ("remaining_epsilon", "Float64"), ("remaining_delta", "Float64"),
+        # ε shorthands for a chart or a stat panel: spent = spent_epsilon, remaining = remaining_epsilon
+        ("spent", "Float64"), ("remaining", "Float64"),
+        ("releases", "UInt64"), ("locked", "UInt8"), ("guarantee", "String"), ("warning", "String"),
+    ],
+    # one row per release, oldest first, at its latest ledger status
+    "releases": [
+        ("release_id", "String"), ("time", "DateTime64(6, 'UTC')"), ("analyst", "String"),
+        ("query_hash", "String"), ("mechanism", "String"), ("filter", "String"), ("status", "String"),
+        ("epsilon", "Float64"), ("delta", "Float64"), ("rho", "Nullable(Float64)"),
+        ("worst_epsilon", "Float64"), ("ex_post", "UInt8"), ("datasets", "Array(String)"),
+    ],
+}
+
+
 @dataclass(frozen=True)
 class Catalog:
     """Public metadata the gateway may show, for one request."""

@@ -32,6 +32,7 @@ from dpch.server.metadata_statements import (
     describe_emulated,
     is_metadata_statement,
     read_only_refusal,
+    show_ledger_views,
     translate_statement,
 )
 from dpch.sql.parse import DIALECT
@@ -98,6 +99,9 @@ def _introspect(sql: str, catalog: Catalog) -> Introspection | None:
     described = describe_emulated(sql)
     if described is not None:
         return Introspection(tree=described, kind="introspection:describe")
+    views = show_ledger_views(sql, catalog)
+    if views is not None:
+        return Introspection(tree=views, kind="introspection:show")
     tree: exp.Expression | None = translate_statement(sql, catalog)
     if tree is None and is_metadata_statement(sql):
         raise GatewayError(48, QueryRejected.kind, "dpch serves SHOW DATABASES, SHOW TABLES, SHOW CREATE TABLE, "

@@ -32,6 +32,7 @@ from sqlglot.errors import SqlglotError
 from dpch.accounting.accountant import BudgetStatus
 from dpch.accounting.ledger import LedgerEntry
 from dpch.errors import QueryRejected
+from dpch.server.catalog_tables import LEDGER_VIEWS
 from dpch.server.errors import GatewayError
 from dpch.server.formats import rows_source
 from dpch.server.introspection import Introspection, check_allowed
@@ -40,27 +41,8 @@ from dpch.sql.parse import DIALECT
 #: the database name the views live under
 VIEW_DATABASE = "dpch"
 
-#: view name → [(column, ClickHouse type)]
-SCHEMAS: dict[str, list[tuple[str, str]]] = {
-    # one row for the analyst's budget (dataset ''), then one per dataset budget set for it
-    "budget": [
-        ("analyst", "String"), ("dataset", "String"), ("filter", "String"),
-        ("epsilon", "Float64"), ("delta", "Float64"),
-        ("spent_epsilon", "Float64"), ("spent_delta", "Float64"),
-        ("reserved_epsilon", "Float64"), ("reserved_delta", "Float64"),
-        ("remaining_epsilon", "Float64"), ("remaining_delta", "Float64"),
-        # ε shorthands for a chart or a stat panel: spent = spent_epsilon, remaining = remaining_epsilon
-        ("spent", "Float64"), ("remaining", "Float64"),
-        ("releases", "UInt64"), ("locked", "UInt8"), ("guarantee", "String"), ("warning", "String"),
-    ],
-    # one row per release, oldest first, at its latest ledger status
-    "releases": [
-        ("release_id", "String"), ("time", "DateTime64(6, 'UTC')"), ("analyst", "String"),
-        ("query_hash", "String"), ("mechanism", "String"), ("filter", "String"), ("status", "String"),
-        ("epsilon", "Float64"), ("delta", "Float64"), ("rho", "Nullable(Float64)"),
-        ("worst_epsilon", "Float64"), ("ex_post", "UInt8"), ("datasets", "Array(String)"),
-    ],
-}
+#: view name → [(column, ClickHouse type)] (in :mod:`.catalog_tables`, which DESCRIBE also reads)
+SCHEMAS = LEDGER_VIEWS
 
 #: a text that cannot name a view is never parsed here (the DP path parses it anyway)
 _MENTION = re.compile(r"\bdpch\b", re.IGNORECASE)

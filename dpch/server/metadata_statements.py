@@ -13,7 +13,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from dpch.errors import ParseError, PolicyError, QueryRejected
-from dpch.server.catalog_tables import INFORMATION_SCHEMA, SCHEMAS, Catalog
+from dpch.server.catalog_tables import INFORMATION_SCHEMA, LEDGER_VIEWS, SCHEMAS, Catalog
 from dpch.server.errors import GatewayError
 from dpch.server.formats import rows_source
 from dpch.sql.parse import DIALECT
@@ -145,6 +145,16 @@ def is_metadata_statement(sql: str) -> bool:
     return bool(re.match(r"^\s*(SHOW|DESCRIBE|DESC|EXISTS)\b", sql, re.IGNORECASE))
 
 
+def show_ledger_views(sql: str, catalog: Catalog) -> exp.Select | None:
+    """``SHOW TABLES FROM dpch``: the ledger views (:mod:`.ledger_views`), unless a served database
+    is itself called ``dpch``."""
+    m = _match(_SHOW_TABLES, sql)
+    if m is None or (m.group(1) or "").lower() != "dpch" or m.group(1) in catalog.databases:
+        return None
+    views = exp.select("name").from_(rows_source(["name"], ["String"], [(v,) for v in LEDGER_VIEWS]))
+    return views.where(_like("name", m.group(2), m.group(3), m.group(4))) if m.group(4) else views
+
+
 def describe_emulated(sql: str) -> exp.Select | None:
     """``DESCRIBE system.tables`` (or an information_schema table): the columns dpch serves in it."""
     m = _match(_DESCRIBE, sql)
@@ -152,11 +162,13 @@ def describe_emulated(sql: str) -> exp.Select | None:
         return None
     db, name = m.group(1), m.group(2)
     if db == "system" and name in SCHEMAS:
-        key = name
+        schema = SCHEMAS[name]
     elif db.lower() == "information_schema" and name.lower() in INFORMATION_SCHEMA:
-        key = INFORMATION_SCHEMA[name.lower()]
+        schema = SCHEMAS[INFORMATION_SCHEMA[name.lower()]]
+    elif db.lower() == "dpch" and name.lower() in LEDGER_VIEWS:  # the analyst's own budget and releases
+        schema = LEDGER_VIEWS[name.lower()]
     else:
         return None
     columns = ["name", "type", "default_type", "default_expression", "comment", "codec_expression", "ttl_expression"]
-    source = rows_source(columns, ["String"] * len(columns), [(c, t, "", "", "", "", "") for c, t in SCHEMAS[key]])
+    source = rows_source(columns, ["String"] * len(columns), [(c, t, "", "", "", "", "") for c, t in schema])
     return exp.select(*columns).from_(source)

@@ -141,3 +141,16 @@ def test_views_cannot_be_mixed_or_misnamed(spent):
     assert response.status != 200 and b"dpch.budget and dpch.releases" in data, data
     response, data = post(srv, "SELECT * FROM dpch.budget WHERE analyst IN (SELECT name FROM file('x'))")
     assert response.status != 200, data
+
+
+def test_the_views_are_listed_and_described(serve):
+    """A schema browser finds them: SHOW TABLES FROM dpch lists both, DESCRIBE gives their columns."""
+    srv = serve()
+    assert [r["name"] for r in rows(srv, "SHOW TABLES FROM dpch")] == ["budget", "releases"]
+    assert [r["name"] for r in rows(srv, "SHOW TABLES FROM dpch LIKE 'rel%'")] == ["releases"]
+    described = rows(srv, "DESCRIBE TABLE dpch.budget")
+    assert [r["name"] for r in described][:3] == ["analyst", "dataset", "filter"]
+    assert {r["name"]: r["type"] for r in rows(srv, "DESC dpch.releases")}["time"] == "DateTime64(6, 'UTC')"
+    # negative control: an unknown view is not described as one
+    response, _ = post(srv, "DESCRIBE TABLE dpch.nosuch")
+    assert response.status != 200
