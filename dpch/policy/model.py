@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -78,6 +79,18 @@ class ColumnPolicy:
         if self.date_bounds is not None:
             parts.append(f"bounds=[{self.date_bounds[0]}, {self.date_bounds[1]}]")
         return ", ".join(parts) or "private (count and filter only)"
+
+    def annotation(self) -> str:
+        """This column's policy as a ``dp:`` COMMENT ('' when it has none): what ``SHOW CREATE TABLE``
+        shows when the policy comes from a TOML file. :func:`build_table_policy` of it gives this policy."""
+        items = ["public"] if self.public else []
+        if self.values is not None:
+            items.append("values=" + json.dumps(list(self.values), ensure_ascii=False, default=str))
+        if self.bounds is not None:
+            items.append(f"bounds=[{_fmt(self.bounds[0])}, {_fmt(self.bounds[1])}]")
+        if self.date_bounds is not None:
+            items.append("bounds=" + json.dumps([str(d) for d in self.date_bounds]))
+        return f"dp: {', '.join(items)}" if items else ""
 
 
 @dataclass(frozen=True)
@@ -197,6 +210,21 @@ class TablePolicy:
             role = "privacy unit" if col.name == self.privacy_unit else col.describe()
             lines.append(f"  {col.name.ljust(width)}  {col.type:<24} {role}")
         return "\n".join(lines)
+
+    def annotation(self) -> str:
+        """The table's policy as a ``dp:`` COMMENT ('' when it has none); see :meth:`ColumnPolicy.annotation`."""
+        items = ["public"] if self.public else []
+        if self.privacy_unit is not None:
+            items.append(f"privacy_unit={self.privacy_unit}")
+        if self.max_rows_per_unit is not None:
+            items.append(f"max_rows_per_unit={self.max_rows_per_unit}")
+        if self.unique_units:
+            items.append("unique_units")
+        if self.max_groups_per_unit is not None:
+            items.append(f"max_groups_per_unit={self.max_groups_per_unit}")
+        if self.split_cap:
+            items.append("split_cap")
+        return f"dp: {', '.join(items)}" if items else ""
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -26,6 +26,7 @@ from sqlglot.tokens import TokenType
 from dpch.accounting.accountant import Accountant, BudgetStatus
 from dpch.errors import AuthenticationFailed, ConfigError, DpchError, QueryRejected
 from dpch.pipeline.report import Release
+from dpch.policy.annotations import is_annotation
 from dpch.policy.resolve import Policy
 from dpch.privacy.cost import PrivacyCost
 from dpch.server.cache import CachedRelease, ReleaseCache, cache_key
@@ -379,6 +380,10 @@ class Gateway:
             if not (policy.private or policy.public):
                 continue
             cols = [(c.name, c.type, c.comment) for c in engine.columns(name)]
+            if self.config.policy:  # a TOML policy overrides the COMMENTs: show the annotations in force
+                comment = _shown_comment(comment, policy.annotation())
+                cols = [(n, t, _shown_comment(c, policy.columns[n].annotation() if n in policy.columns else ""))
+                        for n, t, c in cols]
             create = create_table_query(database, name, eng, sorting_key, comment, cols)
             result.append((name, eng, comment, sorting_key, create, cols))
         return result
@@ -398,6 +403,12 @@ class Gateway:
             engine.close()
         self._engines.clear()
         self._sessions.clear()
+
+
+def _shown_comment(stored: str, effective: str) -> str:
+    """The COMMENT metadata shows: the policy's annotation in force, else a stored comment that is not
+    an annotation (an ordinary description), else nothing."""
+    return effective or ("" if is_annotation(stored) else stored)
 
 
 def bind_parameters(sql: str, binds: dict[str, str]) -> str:
