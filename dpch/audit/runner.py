@@ -152,10 +152,13 @@ class AuditRunner:
         labels: list[str] = []
         keep = np.ones(shape, dtype=bool)
         if noise.selection is not None:
-            keep = noise.selection.select(np.broadcast_to(data.units, shape), self._noise)
-            keep &= data.present  # a key the SQL does not return is never released
+            counts = noise.selection.noisy_counts(np.broadcast_to(data.units, shape), self._noise)
+            keep = noise.selection.keep(counts) & data.present  # a key the SQL does not return is never released
             columns += list(keep.T.astype(float))
             labels += [f"released {g}" for g in groups]
+            if noise.shared is not None:  # the released count is the selection's own noisy count
+                columns += list(np.where(keep, counts, 0.0).T)
+                labels += [f"{noise.shared} {g}".rstrip() for g in groups]
         for name, mech in noise.additive.items():
             noisy = mech.release(np.array(np.broadcast_to(data.measures[name], shape)), self._noise)
             columns += list(np.where(keep, noisy, 0.0).T)
@@ -168,7 +171,7 @@ class AuditRunner:
                 index = selector.select_many(grid_utilities(stat, hist), trials, self._noise).astype(float)
                 columns.append(np.where(keep[:, g], index, -1.0))
                 labels.append(f"{stat.label} index {groups[g]}".rstrip())
-        exact = {name: data.measures[name] for name in noise.additive}
+        exact = {name: data.measures[name] for name in [*noise.additive, *filter(None, [noise.shared])]}
         return columns, labels, exact
 
     # -- accuracy-first (noise reduction) ------------------------------------------------------

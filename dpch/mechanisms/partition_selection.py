@@ -9,6 +9,14 @@ P(Z > k) = p^{k+1}/(1 + p) ≤ δ/G (p = e^{−1/scale}).
 Why (ε, δ): on neighbouring datasets the keys present in both see a shift of at most G in ℓ1
 (ε-DP by the Laplace mechanism); the at most G keys held only by the added unit have exactly
 one unit, so each appears with probability ≤ δ/G, and all together ≤ δ (union bound).
+
+The noisy counts that decided the selection may themselves be released as the answer when the
+released statistic *is* the count of distinct units per key (``count(DISTINCT unit)``, or
+``count(*)`` where each unit has one row): one mechanism, the whole ε, instead of a selection and a
+separate noisy count splitting it (Wilson et al. 2020, "Differentially Private SQL with Bounded User
+Contribution", §3: the thresholded noisy count is released; Korolova et al. 2009). The argument above
+covers it unchanged: on keys in both datasets the released vector is the Laplace mechanism's output,
+and a key of the added unit alone appears — with its noisy count — with probability ≤ δ/G.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from dpch.mechanisms.discrete import discrete_laplace_half_width
 from dpch.mechanisms.exact import rational_at_least
 from dpch.mechanisms.sampling import NoiseSource
 from dpch.privacy.cost import ApproxDP, PrivacyCost
@@ -63,11 +72,23 @@ class LaplacePartitionSelection:
         k = int(self.threshold - 1.0)
         return p ** (k + 1) / (1.0 + p)
 
-    def select(self, unit_counts: np.ndarray, source: NoiseSource) -> np.ndarray:
-        """A boolean mask of the keys to release."""
+    def noisy_counts(self, unit_counts: np.ndarray, source: NoiseSource) -> np.ndarray:
+        """Each key's count of distinct units plus its discrete Laplace noise (one draw per key)."""
         counts = np.asarray(unit_counts, dtype=float)
         if counts.size == 0:
-            return np.zeros(0, dtype=bool)
-        noise = source.discrete_laplace(self.scale, counts.shape).astype(float)
-        mask: np.ndarray = counts + noise > self.threshold
+            return counts.copy()
+        noisy: np.ndarray = counts + source.discrete_laplace(self.scale, counts.shape).astype(float)
+        return noisy
+
+    def keep(self, noisy_counts: np.ndarray) -> np.ndarray:
+        """The keys whose noisy count clears the threshold."""
+        mask: np.ndarray = np.asarray(noisy_counts, dtype=float) > self.threshold
         return mask
+
+    def select(self, unit_counts: np.ndarray, source: NoiseSource) -> np.ndarray:
+        """A boolean mask of the keys to release."""
+        return self.keep(self.noisy_counts(unit_counts, source))
+
+    def half_width(self, confidence: float = 0.95) -> float:
+        """Half-width h with P(|noisy count − count| ≤ h) ≥ confidence, per key (its discrete Laplace)."""
+        return float(discrete_laplace_half_width(float(self.scale), confidence))

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sqlglot import exp
+
 from dpch.errors import CostCheckFailed, QueryRejected
 from dpch.mechanisms.exponential import ExponentialMechanism
 from dpch.mechanisms.gaussian import GaussianMechanism
@@ -23,7 +25,7 @@ from dpch.mechanisms.laplace import LaplaceMechanism
 from dpch.mechanisms.partition_selection import LaplacePartitionSelection
 from dpch.privacy.cost import PrivacyCost, compose
 from dpch.sql.aggregates import Stat
-from dpch.sql.analyze import MAX_GROUPS, QueryPlan
+from dpch.sql.analyze import MAX_GROUPS, UNIT_COLUMN, QueryPlan
 from dpch.sql.settings import QueryOptions
 
 Additive = LaplaceMechanism | GaussianMechanism
@@ -38,9 +40,14 @@ class NoisePlan:
     selectors: dict[str, ExponentialMechanism] = field(default_factory=dict)
     selection: LaplacePartitionSelection | None = None
     mechanism: str = "laplace"
+    #: the measure whose released value is the selection's own noisy count of units (one mechanism
+    #: for both: :func:`shared_count`); it has no additive mechanism of its own
+    shared: str | None = None
 
     def half_width(self, measure: str, level: float) -> float:
         """The half-width of ``measure``'s noise at confidence ``level``."""
+        if measure == self.shared and self.selection is not None:
+            return self.selection.half_width(level)
         return self.additive[measure].half_width(level)
 
     @property
@@ -79,6 +86,12 @@ def calibrate(plan: QueryPlan, opts: QueryOptions) -> NoisePlan:
                             hint="drop dp_delta, or use dp_mechanism = 'gaussian'")
     additive = [m for m in plan.measures if m.kind != "histogram"]
     quantiles = quantile_stats(plan)
+    shared = shared_count(plan, mechanism) if selection else None
+    if shared is not None:  # one mechanism, the whole ε and δ: its noisy counts select and are released
+        noise = NoisePlan(mechanism=mechanism, shared=shared,
+                          selection=LaplacePartitionSelection(opts.epsilon, opts.delta, plan.groups_per_unit))
+        check_cost(plan, opts, noise)
+        return noise
     parts = len(additive) + len(quantiles) + (1 if selection else 0)
     eps = opts.epsilon / parts
     delta_parts = (len(additive) if mechanism == "gaussian" else 0) + (1 if selection else 0)
@@ -108,6 +121,34 @@ def calibrate(plan: QueryPlan, opts: QueryOptions) -> NoisePlan:
     return noise
 
 
+def shared_count(plan: QueryPlan, mechanism: str) -> str | None:
+    """The one measure whose per-key value *is* the count of distinct units partition selection
+    thresholds, so the selection's noisy count can be released as the answer (Laplace queries with
+    that measure alone; :mod:`dpch.mechanisms.partition_selection`): ``count(DISTINCT unit)``, or
+    ``count(*)`` over one table (no join) that holds at most one row per unit, whose unit is never
+    NULL. Decided from the plan alone, never from the data. None otherwise: the selection and the
+    measures then split ε."""
+    measures = [m for m in plan.measures if m.kind != "histogram"]
+    if mechanism != "laplace" or quantile_stats(plan) or len(measures) != 1 or len(plan.measures) != 1:
+        return None
+    m = measures[0]
+    args = list(m.node.expressions) if isinstance(m.node, exp.Anonymous) else []
+    distinct_units = (m.kind == "distinct" and _call_name(m.node) == "uniqexact" and len(args) == 1
+                      and isinstance(args[0], exp.Column) and args[0].name == UNIT_COLUMN)
+    one_row_each = (m.kind == "count" and _call_name(m.node) == "count" and not m.node.expressions
+                    and m.node.this is None and plan.relation.cap == 1 and not plan.relation.joins
+                    and len(plan.relation.tables) == 1 and not plan.table.nullable_unit)
+    if not (distinct_units or one_row_each) or m.sensitivity > plan.groups_per_unit:
+        return None
+    return m.name
+
+
+def _call_name(node: exp.Expr) -> str:
+    if isinstance(node, exp.Anonymous):
+        return str(node.this).lower()
+    return node.sql_name().lower() if isinstance(node, exp.Func) else ""
+
+
 def quantile_stats(plan: QueryPlan) -> list[Stat]:
     """The plan's quantile statistics: each runs one exponential mechanism."""
     return [s for s in plan.stats.values() if s.kind == "quantile"]
@@ -128,9 +169,13 @@ def check_cost(plan: QueryPlan, opts: QueryOptions, noise: NoisePlan) -> None:
     zCDP composition (Bun & Steinke 2016, Lemma 1.7; Rogers et al. 2023, Lemma 2.4) — and its (ε, δ)
     must not exceed the ε and δ asked for.
     """
-    expected_additive = {m.name for m in plan.measures if m.kind != "histogram"}
+    expected_additive = {m.name for m in plan.measures if m.kind != "histogram"} - {noise.shared}
+    if noise.shared is not None and (noise.selection is None or noise.shared != shared_count(plan, noise.mechanism)):
+        problems_shared = ["a measure shares the selection's noise without being its count of units"]
+    else:
+        problems_shared = []
     expected_selectors = {s.name for s in quantile_stats(plan)}
-    problems = []
+    problems = problems_shared
     if set(noise.additive) != expected_additive:
         problems.append(f"additive mechanisms {sorted(noise.additive)} ≠ measures {sorted(expected_additive)}")
     if set(noise.selectors) != expected_selectors:

@@ -4,6 +4,7 @@ Nothing private is read and nothing is spent."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections import OrderedDict
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dpch.errors import QueryRejected
+from dpch.pipeline.calibrate import shared_count
 from dpch.policy.model import TablePolicy
 from dpch.sql.analyze import MAX_GROUPS, QueryPlan, analyze
 from dpch.sql.parse import parse_query
@@ -64,7 +66,13 @@ def plan_query(
     SELECTs that read no table (date and time constants, time-bucket domains)."""
     parsed = parse_query(sql)
     opts = defaults.with_overrides(dict(overrides)).with_overrides(option_overrides(parsed.settings)).validated()
-    return analyze(parsed, table_policy, database, public_domain, constants), opts
+    plan = analyze(parsed, table_policy, database, public_domain, constants)
+    if opts.mechanism is None and plan.partition_selection and shared_count(plan, "laplace") is not None:
+        # a private key's count of units: Laplace thresholding releases the selection's own noisy count
+        # with the whole ε (one mechanism), where the default Gaussian would split ε and δ between a
+        # selection and a separate noisy count (issue 16, part 4; docs/sql-reference.md "Grouping")
+        opts = dataclasses.replace(opts, mechanism="laplace")
+    return plan, opts
 
 
 @dataclass(frozen=True)

@@ -45,13 +45,17 @@ def release_rows(plan: QueryPlan, opts: QueryOptions, noise: NoisePlan, data: Gr
                  source: NoiseSource) -> Rows:
     """Draws the noise for ``data`` and post-processes it into (columns, rows, intervals)."""
     keys, measures, histograms = data.keys, data.measures, data.histograms
+    shared: dict[str, Any] = {}
     if noise.selection is not None:
-        keep = noise.selection.select(data.units, source)
+        counts = noise.selection.noisy_counts(data.units, source)
+        keep = noise.selection.keep(counts)
         keys = [k for k, kept in zip(keys, keep, strict=True) if kept]
         measures = {name: arr[keep] for name, arr in measures.items()}
         histograms = {name: [h for h, kept in zip(hs, keep, strict=True) if kept]
                       for name, hs in histograms.items()}
-    noisy = {name: mech.release(measures[name], source) for name, mech in noise.additive.items()}
+        if noise.shared is not None:  # the count of units is the answer: its selection noise is its noise
+            shared[noise.shared] = counts[keep]
+    noisy = {name: mech.release(measures[name], source) for name, mech in noise.additive.items()} | shared
     quantiles = {
         stat.name: pick_quantiles(stat, histograms[stat.measures[0]], noise, source)
         for stat in plan.stats.values() if stat.kind == "quantile"

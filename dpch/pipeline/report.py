@@ -295,7 +295,14 @@ def measure_reports(plan: QueryPlan, opts: QueryOptions, noise: NoisePlan) -> li
             name=f"{m.name}:{stat_name}", expression=f"{stat.label} over {m.sql}", sensitivity=m.sensitivity,
             derivation=m.derivation, mechanism="exponential", epsilon=em.epsilon, delta=0.0, noise_scale=0.0,
             half_width=0.0))
-    if noise.selection is not None:
+    if noise.selection is not None and noise.shared is not None:
+        sel, m = noise.selection, measures[noise.shared]
+        reports.append(MeasureReport(
+            name=m.name, expression=m.sql, sensitivity=float(plan.groups_per_unit),
+            derivation=f"{m.derivation}; its noisy value also selects the keys (one mechanism for both)",
+            mechanism="partition selection (noisy count released)", epsilon=sel.epsilon, delta=sel.delta,
+            noise_scale=float(sel.scale), half_width=sel.half_width(opts.confidence)))
+    elif noise.selection is not None:
         sel = noise.selection
         reports.append(MeasureReport(
             name="units", expression=f"uniqExact({plan.relation.unit_name}) per key", sensitivity=float(

@@ -79,13 +79,13 @@ def recorder(monkeypatch) -> Recorder:
     wrap_release(LaplaceMechanism)
     wrap_release(GaussianMechanism)
 
-    original_selection = LaplacePartitionSelection.select
+    original_selection = LaplacePartitionSelection.noisy_counts  # the selection's one draw
 
     def selection(self, unit_counts, source):
         rec.runs.append(("partition selection", self.cost.epsilon, self.cost.delta))
         return original_selection(self, unit_counts, source)
 
-    monkeypatch.setattr(LaplacePartitionSelection, "select", selection)
+    monkeypatch.setattr(LaplacePartitionSelection, "noisy_counts", selection)
 
     original_select = ExponentialMechanism.select
     drawn: list[ExponentialMechanism] = []

@@ -30,7 +30,9 @@ def session(connect):
 def test_single_unit_keys_are_released_at_most_with_probability_delta(session, connect):
     sql = (f"SELECT name, count(*) AS n FROM t GROUP BY name "
            f"SETTINGS dp_epsilon = 1, dp_delta = {DELTA}, dp_mechanism = 'laplace'")
-    selection = LaplacePartitionSelection(0.5, DELTA, 1)  # ε split over count and selection; G = 1
+    # one row per unit: count(*) is the count of units, so the selection's noisy count is released and
+    # the selection takes the whole ε (issue 16, part 4); G = 1
+    selection = LaplacePartitionSelection(1.0, DELTA, 1)
     p = selection.single_unit_release_probability()
     assert p <= DELTA / 1
     solo_released = common_released = 0
