@@ -178,8 +178,8 @@ def _to_int(type_name: str) -> PostFunction:
     type_range = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if signed else (0, 2**bits - 1)
 
     def value(x: float) -> int | None:
-        if isinstance(x, bool):
-            x = int(x)
+        if isinstance(x, int):  # an integer key (or a comparison's 0/1): ClickHouse wraps integers
+            return _wrap(int(x), bits, signed)
         if not math.isfinite(x):
             return None  # ClickHouse raises "Unexpected inf or nan to integer conversion"
         return _wrap(_saturating(x, via), bits, signed)
@@ -295,6 +295,20 @@ def names() -> list[str]:
                    "floor", "ceil", "trunc", "CAST", *BY_NAME})
 
 
+def result_type(node: exp.Expr) -> str | None:
+    """The ClickHouse type of a result column that is a conversion (``CAST(avg(x) AS Int64)``,
+    ``toFloat32(…)``), for a client's column types; None for anything else."""
+    while isinstance(node, exp.Paren):
+        node = node.this
+    resolved = resolve(node)
+    if resolved is None:
+        return None
+    for type_name, fn in CONVERSIONS.items():
+        if resolved[0] is fn:
+            return type_name
+    return None
+
+
 def is_constant(node: exp.Expr) -> bool:
     """A numeric literal, possibly negated (what ClickHouse accepts as round's N)."""
     while isinstance(node, exp.Neg | exp.Paren):
@@ -302,4 +316,4 @@ def is_constant(node: exp.Expr) -> bool:
     return isinstance(node, exp.Literal) and not node.is_string
 
 
-__all__ = ["BY_NAME", "BY_NODE", "CONVERSIONS", "PostFunction", "is_constant", "names", "resolve"]
+__all__ = ["BY_NAME", "BY_NODE", "CONVERSIONS", "PostFunction", "is_constant", "names", "resolve", "result_type"]

@@ -90,6 +90,19 @@ def test_integer_casts_give_integers(keeper):
     assert outputs.evaluate(_post_expr("CAST(x AS Int64)"), {"s0": -2.5}) == -2
     assert isinstance(outputs.evaluate(_post_expr("toInt64(x)"), {"s0": 7.9}), int)
     assert outputs.evaluate(_post_expr("toInt64(x)"), {"s0": None}) is None, "NULL propagates"
+    assert post_functions.result_type(_post_expr("CAST(x AS Int64)")) == "Int64"
+    assert post_functions.result_type(_post_expr("(toFloat32(x))")) == "Float32"
+    assert post_functions.result_type(_post_expr("round(x)")) is None
+
+
+@pytest.mark.parametrize("text", ["toInt8(x)", "toInt64(x)", "toUInt64(x)", "CAST(x AS UInt8)", "toInt32(x)"])
+def test_integer_arguments_wrap_as_clickhouse_wraps_integers(keeper, text):
+    """An integer argument (a UInt64 key, a comparison's 0/1) converts as ClickHouse converts integers."""
+    node = _post_expr(text)
+    for v in (0, 1, 127, 128, 1000, -1000, 2**31 + 5, 2**63 + 5, 2**64 - 1):
+        typed = f"toUInt64({v})" if v >= 0 else f"toInt64({v})"
+        theirs = keeper.query_rows("SELECT " + re.sub(r"\bx\b", typed, text))[0][0]
+        assert outputs.evaluate(node, {"s0": v}) == theirs, (text, v)
 
 
 # -- intervals: each rule's image holds the function of every point of the interval ----------------
