@@ -241,7 +241,8 @@ def _log(node: exp.Expr) -> _Resolved:
     base = node.this
     if node.expression is not None and isinstance(base, exp.Literal) and base.this in ("2", "10"):
         return (LOG2 if base.this == "2" else LOG10), [node.expression]
-    raise QueryRejected(f"{node.sql(DIALECT)}: ClickHouse has log(x), log2(x) and log10(x), not a log of any base")
+    raise QueryRejected("a logarithm of another base is not a ClickHouse function",
+                        hint="write log(x) (natural), log2(x) or log10(x), or divide: log(x) / log(b)")
 
 
 def _cast(node: exp.Expr) -> _Resolved:

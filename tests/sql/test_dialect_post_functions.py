@@ -225,6 +225,8 @@ REFUSED = [
     ("SELECT round(avg(spend), count()) FROM t", "must be a constant number"),
     ("SELECT intDiv(sum(age), 2) FROM t", "intDiv is not supported on aggregates"),
     ("SELECT sex, toInt64(sex) FROM t GROUP BY sex", "arithmetic on sex"),
+    ("SELECT log(3, avg(spend)) FROM t", "a logarithm of another base"),
+    ("SELECT CAST(avg(spend) AS Nullable(Int64)) FROM t", "is not supported on aggregates"),
 ]
 
 
