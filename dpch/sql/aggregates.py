@@ -12,6 +12,7 @@ arithmetic, :mod:`.bounds`), r = (hi − lo)/2 and mid = (lo + hi)/2:
 | sum(e), sumIf(e, c) | Σ e | k·max(|lo|, |hi|) |
 | avg(e), avgIf(e, c) | Σ (e − mid), count | k·r, k |
 | varPop/varSamp/stddevPop/stddevSamp(e) | count, Σ (e − mid), Σ (e − mid)² | k, k·r, k·r² |
+|   (and ClickHouse's other names for them: :data:`VARIANCE_NAMES`, :data:`VARIANCE_ALIASES`) | | |
 | quantile(p)(e), median(e) | histogram of e on a public grid → exponential mechanism | rank utility: k |
 
 ``G`` is the table's ``max_groups_per_unit``. Identical measures are shared (``count(*)``
@@ -140,17 +141,13 @@ class AggregateBuilder:
             sum_name, value = self._sum(arg, cond, label, centred=True)
             count_name = self._count(self._not_null(value.node, cond) if value.nullable else cond, label)
             return self._stat("avg", label, (sum_name, count_name), interval=value.interval)
-        if name in ("varpop", "varsamp", "stddevpop", "stddevsamp", "variance", "var_pop", "var_samp",
-                    "stddev", "stddev_pop", "stddev_samp", "variance_pop", "variance_samp") \
-                or isinstance(node, exp.Variance | exp.VariancePop | exp.Stddev | exp.StddevPop | exp.StddevSamp):
-            return self._variance(node, name, label)
+        variant = variance_variant(node)
+        if variant is not None:
+            return self._variance(node, variant, label)
         if name in ("quantile", "median") or isinstance(node, exp.Quantile | exp.Median):
             return self._quantile(node, name, label)
-        raise QueryRejected(
-            f"aggregate {display_name(node)} is not supported",
-            hint="supported: count, count(DISTINCT unit), countIf, sum, sumIf, avg, avgIf, varPop, varSamp, "
-            "stddevPop, stddevSamp, quantile(p), median",
-        )
+        raise QueryRejected(f"aggregate {display_name(node)} is not supported",
+                            hint=unsupported_hint(node) or SUPPORTED_HINT)
 
     def _count_call(self, node: exp.Count, label: str) -> str:
         arg = node.this
@@ -223,19 +220,8 @@ class AggregateBuilder:
         node = call("sumIf", expr, cond) if cond is not None else call("sum", expr)
         return self._measure("sum", node, l1, integer, why), value
 
-    def _variance(self, node: exp.Expr, name: str, label: str) -> str:
+    def _variance(self, node: exp.Expr, variant: str, label: str) -> str:
         arg = self._args(node, 1, label)[0]
-        variant: str | None = {
-            "varpop": "varPop", "var_pop": "varPop", "variance_pop": "varPop",
-            "varsamp": "varSamp", "var_samp": "varSamp", "variance": "varSamp", "variance_samp": "varSamp",
-            "stddevpop": "stddevPop", "stddev_pop": "stddevPop",
-            "stddevsamp": "stddevSamp", "stddev_samp": "stddevSamp", "stddev": "stddevSamp",
-        }.get(name)
-        if variant is None:
-            variants: dict[type, str] = {exp.VariancePop: "varPop", exp.Variance: "varSamp",
-                                         exp.StddevPop: "stddevPop", exp.StddevSamp: "stddevSamp",
-                                         exp.Stddev: "stddevSamp"}
-            variant = variants[type(node)]
         value = self.translator.translate(arg, label)
         iv = value.interval
         check_accumulable(value, label, floating=True)
@@ -308,8 +294,102 @@ def _centred(value: ValueExpr) -> exp.Expr:
     return paren(exp.Sub(this=as_float(value), expression=number(value.interval.mid)))
 
 
+SUPPORTED_HINT = ("supported: count, count(DISTINCT unit), countIf, sum, sumIf, avg, avgIf, varPop, varSamp, "
+                  "stddevPop, stddevSamp (and their aliases STD, STDDEV, VAR_POP, VAR_SAMP, STDDEV_POP, "
+                  "STDDEV_SAMP), quantile(p), median")
+
+#: The variance family by ClickHouse's name (system.functions, ClickHouse 26): each name → the
+#: statistic dpch computes. These names are case-sensitive in ClickHouse (``varpop`` does not exist).
+#: The -Stable forms differ only in ClickHouse's floating-point algorithm: the same statistic.
+VARIANCE_NAMES: dict[str, str] = {
+    "varPop": "varPop", "varSamp": "varSamp", "stddevPop": "stddevPop", "stddevSamp": "stddevSamp",
+    "varPopStable": "varPop", "varSampStable": "varSamp", "stddevPopStable": "stddevPop",
+    "stddevSampStable": "stddevSamp",
+}
+#: ClickHouse's case-insensitive aliases (lower case): note STD is stddevPop but STDDEV is stddevSamp.
+VARIANCE_ALIASES: dict[str, str] = {
+    "std": "stddevPop", "stddev": "stddevSamp", "var_pop": "varPop", "var_samp": "varSamp",
+    "stddev_pop": "stddevPop", "stddev_samp": "stddevSamp",
+}
+#: the parser reads some aliases into typed nodes (it also reads VARIANCE and VARIANCE_POP, which
+#: ClickHouse lacks, into the same nodes as VAR_SAMP and VAR_POP, so dpch accepts them as those)
+_VARIANCE_NODES: dict[type[exp.Expr], str] = {
+    exp.VariancePop: "varPop", exp.Variance: "varSamp", exp.StddevPop: "stddevPop",
+    exp.StddevSamp: "stddevSamp", exp.Stddev: "stddevSamp",
+}
+_NAMED_CALLS = (exp.Anonymous, exp.AnonymousAggFunc, exp.CombinedAggFunc)
+_BY_NAME = (*_NAMED_CALLS, exp.ParameterizedAgg)
+
+_ROWS = "it releases values of single rows, which differential privacy cannot bound; dpch releases noisy aggregates"
+_DISTINCT = "write count(DISTINCT x) (count(DISTINCT unit) counts the privacy units)"
+_COVARIANCE = "write it as post-processing of averages: avg(x * y) - avg(x) * avg(y)"
+_MOMENTS = "compose it from averages of powers, e.g. avg(pow(x, 3)), avg(pow(x, 2)) and avg(x)"
+_QUANTILE = "write quantile(p)(x) (or median(x)), once per level"
+#: Aggregates dpch does not compute privately, with what to write instead: by parser node …
+_UNSUPPORTED_NODES: dict[type[exp.Expr], str] = {
+    exp.Min: "the smallest value is one row's value; write quantile(p)(x) with p near 0",
+    exp.Max: "the largest value is one row's value; write quantile(p)(x) with p near 1",
+    exp.AnyValue: _ROWS, exp.ArgMax: _ROWS, exp.ArgMin: _ROWS, exp.ApproxDistinct: _DISTINCT,
+    exp.Corr: _COVARIANCE,
+}
+#: … and by ClickHouse's name (lower case)
+_UNSUPPORTED_NAMES: dict[str, str] = {
+    "var": "ClickHouse has no VAR(); write varSamp(x) for the sample variance or varPop(x) for the population's",
+    "anylast": _ROWS, "anyheavy": _ROWS, "grouparray": _ROWS, "groupuniqarray": _ROWS, "topk": _ROWS,
+    "argmax": _ROWS, "argmin": _ROWS,
+    "uniqexact": _DISTINCT, "uniqcombined": _DISTINCT, "uniqcombined64": _DISTINCT, "uniqhll12": _DISTINCT,
+    "uniqtheta": _DISTINCT, "uniq": _DISTINCT,
+    "covarpop": _COVARIANCE, "covarsamp": _COVARIANCE, "covarpopstable": _COVARIANCE,
+    "covarsampstable": _COVARIANCE, "corr": _COVARIANCE, "corrstable": _COVARIANCE,
+    "skewpop": _MOMENTS, "skewsamp": _MOMENTS, "kurtpop": _MOMENTS, "kurtsamp": _MOMENTS,
+    "sumkahan": "write sum(x) (dpch sums exactly or in Float64 far from overflow)",
+    "sumwithoverflow": "write sum(x) (dpch sums without overflow)",
+    "avgweighted": "write sum(x * w) / sum(w)",
+    "quantiles": _QUANTILE, "quantileexact": _QUANTILE, "quantiletdigest": _QUANTILE,
+    "quantiletiming": _QUANTILE, "quantiledeterministic": _QUANTILE, "quantileexactlow": _QUANTILE,
+    "quantileexacthigh": _QUANTILE, "quantilebfloat16": _QUANTILE, "quantiledd": _QUANTILE,
+    "mediandeterministic": _QUANTILE, "medianexact": _QUANTILE, "mediantdigest": _QUANTILE,
+    "entropy": "no private form of it is available",
+}
+_CASE_SENSITIVE = {name.lower(): name for name in VARIANCE_NAMES}
+
+
+def variance_variant(node: exp.Expr) -> str | None:
+    """Which variance statistic (varPop, varSamp, stddevPop, stddevSamp) ``node`` computes, by its
+    ClickHouse name; None if it is not of the variance family. A variance name in another case
+    than ClickHouse's (``VARPOP``) is refused, as ClickHouse refuses it."""
+    by_node = _VARIANCE_NODES.get(type(node))
+    if by_node is not None or not isinstance(node, _NAMED_CALLS):
+        return by_node
+    written = str(node.this)
+    if written in VARIANCE_NAMES:
+        return VARIANCE_NAMES[written]
+    if written.lower() in VARIANCE_ALIASES:
+        return VARIANCE_ALIASES[written.lower()]
+    if written.lower() in _CASE_SENSITIVE:
+        right = _CASE_SENSITIVE[written.lower()]
+        raise QueryRejected(f"aggregate {written}() does not exist in ClickHouse", hint=f"write {right}(...)")
+    return None
+
+
+def unsupported_hint(node: exp.Expr) -> str | None:
+    """What to write instead of an aggregate dpch cannot compute privately (None: no advice)."""
+    hint = _UNSUPPORTED_NODES.get(type(node))
+    if hint is None and isinstance(node, _BY_NAME):
+        hint = _UNSUPPORTED_NAMES.get(str(node.this).lower())
+    return hint
+
+
 def is_aggregate(node: exp.Expr) -> bool:
-    return isinstance(node, exp.AggFunc) or function_name(node) in AGGREGATE_NAMES
+    """Whether ``node`` is an aggregate call (including ClickHouse's aliases the parser reads as
+    plain functions, such as STD(x), and aggregates dpch refuses by name, such as VAR(x): so the
+    refusal names the aggregate instead of calling its argument "not aggregated")."""
+    if isinstance(node, exp.AggFunc) or function_name(node) in AGGREGATE_NAMES:
+        return True
+    if not isinstance(node, _BY_NAME):
+        return False
+    name = str(node.this).lower()
+    return name in _CASE_SENSITIVE or name in VARIANCE_ALIASES or name in _UNSUPPORTED_NAMES
 
 
 def _literal(node: exp.Expr, label: str) -> float:
@@ -318,4 +398,5 @@ def _literal(node: exp.Expr, label: str) -> float:
     raise QueryRejected(f"{label}: expected a number")
 
 
-__all__ = ["AggregateBuilder", "Measure", "Stat", "condition", "is_aggregate"]
+__all__ = ["VARIANCE_ALIASES", "VARIANCE_NAMES", "AggregateBuilder", "Measure", "Stat", "condition", "is_aggregate",
+           "unsupported_hint", "variance_variant"]

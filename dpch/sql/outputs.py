@@ -1,8 +1,10 @@
 """Post-processing expressions: result columns, HAVING and ORDER BY over noisy statistics.
 
 Anything computed from released values is free (post-processing). Select items, HAVING and
-ORDER BY may combine aggregates with arithmetic, ``round``, ``abs``, ``least``/``greatest``,
-``sqrt``, comparisons and AND/OR/NOT; dpch evaluates them in Python on the noisy values.
+ORDER BY may combine aggregates with arithmetic, ``least``/``greatest``, comparisons, AND/OR/NOT
+and the scalar functions of :mod:`.post_functions` (``round``, ``abs``, ``pow``, ``sqrt``, ``log``,
+``CAST(… AS Int64)``, ``toFloat64`` …, each with ClickHouse's value and an interval rule); dpch
+evaluates them in Python on the noisy values.
 Each statistic's interval holds with probability 1 − β/s when an expression uses s of them
 (Bonferroni), so the expression's interval — by interval arithmetic — holds with 1 − β.
 
@@ -27,13 +29,14 @@ from sqlglot import exp
 
 from dpch.errors import QueryRejected
 from dpch.policy.model import is_date_type, is_numeric_type
+from dpch.sql import post_functions
 
 Interval = tuple[float, float]
 
 PLACEHOLDER = "__"
 
-_ALLOWED = (exp.Var, exp.Literal, exp.Paren, exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Neg, exp.Round, exp.Abs,
-            exp.Least, exp.Greatest, exp.Sqrt, exp.Floor, exp.Ceil, exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT,
+_ALLOWED = (exp.Var, exp.Literal, exp.Paren, exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Neg,
+            exp.Least, exp.Greatest, exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT,
             exp.LTE, exp.And, exp.Or, exp.Not, exp.Boolean, exp.Null, exp.Is, exp.In, exp.Between, exp.Tuple)
 
 
@@ -47,14 +50,30 @@ def references(node: exp.Expr) -> list[str]:
 
 
 def check(node: exp.Expr, what: str) -> None:
+    """Refuses what post-processing cannot evaluate (before anything is charged)."""
+    cast_targets = set()
     for sub in node.walk():
         if isinstance(sub, exp.Var) and not sub.name.startswith(PLACEHOLDER):
             raise QueryRejected(f"{what}: {sub.name} is not a result column or aggregate")
+        resolved = post_functions.resolve(sub)
+        if resolved is not None:
+            fn, args = resolved
+            for position in fn.constants:
+                if position < len(args) and not post_functions.is_constant(args[position]):
+                    raise QueryRejected(f"{what}: {fn.name}'s argument {position + 1} must be a constant number",
+                                        hint="ClickHouse requires it too, e.g. round(avg(x), 1)")
+            if isinstance(sub, exp.Cast):
+                cast_targets.add(id(sub.args["to"]))
+            continue
+        if isinstance(sub, exp.DataType) and (id(sub) in cast_targets or id(sub.parent) in cast_targets):
+            continue
         if not isinstance(sub, _ALLOWED):
-            name = sub.sql_name() if isinstance(sub, exp.Func) else sub.key.upper()
+            name = sub.this if isinstance(sub, exp.Anonymous) else \
+                sub.sql_name() if isinstance(sub, exp.Func) else sub.key.upper()
             raise QueryRejected(
                 f"{what}: {name} is not supported on aggregates",
-                hint="use arithmetic, round, abs, least/greatest, sqrt, comparisons, AND/OR/NOT",
+                hint="use arithmetic, least/greatest, comparisons, AND/OR/NOT and "
+                     + ", ".join(post_functions.names()),
             )
 
 
@@ -70,6 +89,11 @@ def evaluate(node: exp.Expr, env: Mapping[str, Any]) -> Any:
         return None
     if isinstance(node, exp.Paren):
         return evaluate(node.this, env)
+    resolved = post_functions.resolve(node)
+    if resolved is not None:
+        fn, args = resolved
+        values = [evaluate(a, env) for a in args]
+        return None if any(v is None for v in values) else fn.value(*values)
     if isinstance(node, exp.Neg):
         v = evaluate(node.this, env)
         return None if v is None else -v
@@ -95,16 +119,6 @@ def evaluate(node: exp.Expr, env: Mapping[str, Any]) -> Any:
         if a is None or b is None:
             return None
         return _binary(node, a, b)
-    if isinstance(node, exp.Round):
-        v = evaluate(node.this, env)
-        digits = int(evaluate(node.args["decimals"], env)) if node.args.get("decimals") else 0
-        return None if v is None else round(v, digits)
-    if isinstance(node, exp.Abs | exp.Sqrt | exp.Floor | exp.Ceil):
-        v = evaluate(node.this, env)
-        if v is None:
-            return None
-        fn: Callable[[Any], Any] = _UNARY[type(node)]
-        return float(fn(v))
     if isinstance(node, exp.Least | exp.Greatest):
         values = [evaluate(e, env) for e in [node.this, *node.expressions]]
         if any(v is None for v in values):
@@ -127,11 +141,6 @@ def _binary(node: exp.Expr, a: Any, b: Any) -> Any:
             return _compare(cls, a, b)
     raise QueryRejected(f"cannot evaluate {node.sql()}")
 
-
-_UNARY: dict[type, Callable[[Any], Any]] = {
-    exp.Abs: abs, exp.Sqrt: lambda x: math.sqrt(x) if x >= 0 else math.nan,
-    exp.Floor: math.floor, exp.Ceil: math.ceil,
-}
 
 _COMPARISONS: dict[type, Callable[[Any, Any], bool]] = {
     exp.EQ: lambda a, b: a == b, exp.NEQ: lambda a, b: a != b, exp.GT: lambda a, b: a > b,
@@ -181,7 +190,7 @@ def kind_of_type(ch_type: str) -> str:
     return STRING
 
 
-_ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Neg, exp.Round, exp.Abs, exp.Sqrt, exp.Floor, exp.Ceil)
+_ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Neg)
 _LOGIC = (exp.And, exp.Or, exp.Not)
 
 
@@ -213,7 +222,7 @@ def check_types(node: exp.Expr, kinds: Mapping[str, str], what: str, *,
             return NULL
         if isinstance(n, exp.Boolean):
             return NUMBER
-        if isinstance(n, _ARITHMETIC):
+        if isinstance(n, _ARITHMETIC) or post_functions.resolve(n) is not None:
             for arg in _operands(n):
                 if kind(arg) not in (NUMBER, NULL):
                     raise QueryRejected(f"{what}: arithmetic on {describe(arg, kind(arg))}",
@@ -262,12 +271,13 @@ def check_types(node: exp.Expr, kinds: Mapping[str, str], what: str, *,
 
 
 def _operands(n: exp.Expr) -> list[exp.Expr]:
+    resolved = post_functions.resolve(n)
+    if resolved is not None:
+        return resolved[1]
     if isinstance(n, exp.In):
         return [n.this, *n.expressions]
     if isinstance(n, exp.Between):
         return [n.this, n.args["low"], n.args["high"]]
-    if isinstance(n, exp.Round):
-        return [a for a in (n.this, n.args.get("decimals")) if a is not None]
     if isinstance(n, exp.Least | exp.Greatest):
         return [n.this, *n.expressions]
     return [a for a in (n.this, n.args.get("expression")) if isinstance(a, exp.Expression)]
@@ -346,18 +356,10 @@ def interval(node: exp.Expr, env: Mapping[str, Interval]) -> Interval:
             blo, bhi = 1 / bhi, 1 / blo
         products = [alo * blo, alo * bhi, ahi * blo, ahi * bhi]
         return min(products), max(products)
-    if isinstance(node, exp.Round | exp.Floor | exp.Ceil):
-        lo, hi = interval(node.this, env)
-        decimals = node.args.get("decimals") if isinstance(node, exp.Round) else None
-        digits = int(float(decimals.this)) if decimals is not None else 0
-        step = 10.0 ** (-digits)
-        return math.floor(lo / step) * step, math.ceil(hi / step) * step
-    if isinstance(node, exp.Abs):
-        lo, hi = interval(node.this, env)
-        return (0.0 if lo <= 0 <= hi else min(abs(lo), abs(hi))), max(abs(lo), abs(hi))
-    if isinstance(node, exp.Sqrt):
-        lo, hi = interval(node.this, env)
-        return math.sqrt(max(lo, 0.0)), math.sqrt(max(hi, 0.0))
+    resolved = post_functions.resolve(node)
+    if resolved is not None:
+        fn, args = resolved
+        return fn.image(*(interval(a, env) for a in args))
     if isinstance(node, exp.Least | exp.Greatest):
         parts = [interval(e, env) for e in [node.this, *node.expressions]]
         pick = min if isinstance(node, exp.Least) else max
