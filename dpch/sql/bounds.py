@@ -116,7 +116,8 @@ AGGREGATE_NAMES = frozenset({
     "count", "sum", "avg", "min", "max", "quantile", "median", "uniq", "any", "stddevpop",
     "stddevsamp", "varpop", "varsamp", "grouparray", "argmax", "argmin", "countif", "sumif",
     "avgif", "uniqexact", "anylast", "topk", "variance", "stddev", "var_pop", "var_samp",
-    "stddev_pop", "stddev_samp", "groupuniqarray", "quantiles", "quantileexact",
+    "stddev_pop", "stddev_samp", "groupuniqarray", "quantiles", "quantileexact", "std", "varpopstable",
+    "varsampstable", "stddevpopstable", "stddevsampstable",
 })
 
 

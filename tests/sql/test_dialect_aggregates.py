@@ -109,3 +109,9 @@ def test_std_is_no_longer_not_aggregated(session):
     release = session.query("SELECT STD(age) FROM t", epsilon=1.0)
     (value,), (interval,) = release.rows[0], release.intervals[0]
     assert interval is not None and 0.0 <= interval[0] <= value <= interval[1] <= 36.0
+
+
+def test_an_aggregate_alias_in_where_is_called_an_aggregate(session):
+    """STD in WHERE gets the aggregate-in-WHERE message, not "STD() is not allowed"."""
+    with pytest.raises(QueryRejected, match="aggregate functions are not allowed in WHERE"):
+        session.query("SELECT count() FROM t WHERE STD(age) > 1")
