@@ -218,6 +218,14 @@ class Explanation:
     reason: str
     notes: list[str]
 
+    @property
+    def mechanism(self) -> str:
+        """What releases the answer: the query's noise mechanism; for a key release, partition
+        selection, or none for a free one."""
+        if self.plan.key_release:
+            return "none" if self.plan.free else "partition selection"
+        return self.options.resolved_mechanism
+
     def describe(self) -> str:
         relation = self.plan.relation
         tables = ", ".join(
@@ -231,7 +239,10 @@ class Explanation:
             groups = ("chosen by partition selection" if self.plan.partition_selection
                       else str(len(self.plan.group_domain or ())))
             lines.append(f"groups: {groups} ({origins})")
-        lines.append(f"mechanism: {self.options.resolved_mechanism}, {self.options.confidence:.0%} intervals")
+        if self.plan.key_release:  # keys only: no value, no interval
+            lines.append(f"mechanism: {self.mechanism} (keys only, no values)")
+        else:
+            lines.append(f"mechanism: {self.mechanism}, {self.options.confidence:.0%} intervals")
         for m in self.measures:
             lines.append(
                 f"  {m.name}: {m.expression}\n"
@@ -257,7 +268,7 @@ class Explanation:
             "cost": {"epsilon": self.cost.epsilon, "delta": self.cost.delta, "rho": self.cost.rho},
             "admissible": self.admissible,
             "reason": self.reason,
-            "mechanism": self.options.resolved_mechanism,
+            "mechanism": self.mechanism,
             "confidence": self.options.confidence,
             "measures": [m.as_dict() for m in self.measures],
             "notes": list(self.notes),

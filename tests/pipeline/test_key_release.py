@@ -109,7 +109,7 @@ def test_free_key_release_reads_nothing_and_draws_no_noise(session, monkeypatch)
 def test_free_key_release_explain_shows_no_cost(session):
     text = session.explain("SELECT DISTINCT region FROM ta").describe()
     assert "cost: ε 0" in text and "groups: 3 (region: declared values)" in text
-    assert "emitted SQL: none" in text
+    assert "emitted SQL: none" in text and "mechanism: none (keys only, no values)" in text
     release = session.query("EXPLAIN DP SELECT DISTINCT region FROM ta")
     assert release.cost.epsilon == 0
 
@@ -135,7 +135,8 @@ def test_private_keys_release_only_the_selected_keys_at_the_stated_cost(private)
     sql = "SELECT DISTINCT name FROM p SETTINGS dp_epsilon = 1, dp_delta = 1e-6"
     explained = private.explain(sql)
     text = explained.describe()
-    assert "partition selection" in text and "cost: ε 1, δ 1e-06" in text
+    assert "mechanism: partition selection (keys only, no values)" in text and "cost: ε 1, δ 1e-06" in text
+    assert explained.as_dict()["mechanism"] == "partition selection"
     assert "only the selected keys are released" in text
     before = ledger_rows(private)
     for _ in range(5):
