@@ -226,6 +226,9 @@ class _Analyzer:
         if select.args.get("having") is not None:
             having = self._post(select.args["having"].this, "HAVING", aliases=True)
         order = self._order()
+        if select.args.get("distinct") and self.builder.stats:  # as in ClickHouse: DISTINCT does not group
+            raise QueryRejected("SELECT DISTINCT with an aggregate is not supported",
+                                hint="use GROUP BY: SELECT region FROM t GROUP BY region ORDER BY count() DESC")
         if not keys and not self.builder.stats:
             raise QueryRejected(
                 "the query has no aggregate: dpch releases only noisy aggregates and keys, never rows",

@@ -75,6 +75,7 @@ def test_a_having_over_keys_is_free_one_over_an_aggregate_is_charged(session):
     ("SELECT 1 FROM visits", "no aggregate"),
     ("SELECT DISTINCT region FROM visits GROUP BY device", "SELECT DISTINCT together with GROUP BY"),
     ("SELECT DISTINCT avg(spend) FROM visits", "SELECT DISTINCT with an aggregate"),
+    ("SELECT DISTINCT region FROM visits ORDER BY count() DESC", "SELECT DISTINCT with an aggregate"),
     ("SELECT DISTINCT visits.* FROM visits", "SELECT DISTINCT \\*"),
     ("SELECT count() AS n, count(*) AS n FROM visits", "two different result columns are both named n"),
     ("SELECT region AS n, device AS n FROM visits GROUP BY region, device", "both named n"),
