@@ -18,8 +18,16 @@ from dpch.pipeline.calibrate import calibrate
 from dpch.pipeline.check import Probe
 from dpch.pipeline.context import QueryContext
 from dpch.pipeline.plan import PlanCache, PublicDomains, plan_query
-from dpch.pipeline.release import Noise, release_rows
-from dpch.pipeline.report import Explanation, Release, explanation_release, measure_reports, notes
+from dpch.pipeline.release import Noise, check_key_release, domain_rows, release_rows
+from dpch.pipeline.report import (
+    Explanation,
+    Release,
+    explanation_release,
+    free_explanation,
+    free_release,
+    measure_reports,
+    notes,
+)
 from dpch.policy.model import TablePolicy
 from dpch.policy.resolve import Policy
 from dpch.sql.analyze import QueryPlan
@@ -90,6 +98,9 @@ class Session:
 
     def explain_plan(self, plan: QueryPlan, opts: QueryOptions) -> Explanation:
         """:meth:`explain` of an already planned query."""
+        if plan.free:  # keys with a declared domain: no mechanism, no cost
+            return free_explanation(plan, opts)
+        check_key_release(plan, opts)
         if opts.accuracy_first:  # dp_accuracy / dp_relative_error: the accuracy-first plan's cost
             return accuracy_first.explain(self.context, plan, opts)
         noise = calibrate(plan, opts)
@@ -105,13 +116,19 @@ class Session:
         plan, opts = self.plan(sql, **options)
         if plan.query.explain:
             return explanation_release(self.explain_plan(plan, opts), self.budget(), _ms_since(started))
+        if plan.free:  # the declared domain: nothing private read, no noise, no ledger row
+            self.context.probe.check(plan, self.plans.emitted(plan, lambda p: emit_sql(p, self.engine.database)))
+            columns, rows, intervals = domain_rows(plan)
+            return free_release(opts, columns, rows, intervals, self.budget(), _ms_since(started))
+        check_key_release(plan, opts)
         if opts.accuracy_first:  # dp_accuracy / dp_relative_error: noise reduction
             return accuracy_first.answer(self.context, self.accuracy_runs, plan, opts, started)
         noise = calibrate(plan, opts)
         emitted = self.plans.emitted(plan, lambda p: emit_sql(p, self.engine.database))
         self.context.probe.check(plan, emitted)
         # admitted and counted now; the ledger row is written while the aggregate runs
-        pending = admit.begin_charge(self.accountant, noise.cost, self.datasets(plan), plan, opts.resolved_mechanism)
+        mechanism = "partition selection" if plan.key_release else opts.resolved_mechanism
+        pending = admit.begin_charge(self.accountant, noise.cost, self.datasets(plan), plan, mechanism)
         with self.accountant.tripwire(pending):  # any failure from here on may depend on the data (rule 5);
             data = execute.exact(self.engine, plan, emitted)  # acted on only once the charge is durable
             entry = pending.wait()  # durable before any noise is drawn (docs/design.md rule 2)
@@ -119,7 +136,7 @@ class Session:
                 columns, rows, intervals = release_rows(plan, opts, noise, data, source)
         return Release(
             columns=columns, rows=rows, intervals=intervals, cost=noise.cost, confidence=opts.confidence,
-            mechanism=opts.resolved_mechanism, measures=measure_reports(plan, opts, noise),
+            mechanism=mechanism, measures=measure_reports(plan, opts, noise),
             budget=self.budget(), release_id=entry.release_id, elapsed_ms=_ms_since(started),
             notes=notes(plan, noise, opts),
         )

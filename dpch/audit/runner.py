@@ -104,6 +104,10 @@ class AuditRunner:
         """What the production path says the query costs (never from the seams above)."""
         session = self.sessions[0]
         plan, opts = session.plan(self.sql, **self.options)
+        if plan.free:
+            raise QueryRejected("nothing to audit: this query lists keys whose domain is declared, so its answer "
+                                "depends on the policy alone and costs nothing",
+                                hint="audit a query that releases a noisy value or private keys")
         if opts.accuracy_first:
             afplan, step = self._accuracy_plan(session, plan, opts)
             return afplan.cost_at(step), afplan.mechanism

@@ -218,6 +218,14 @@ class Explanation:
     reason: str
     notes: list[str]
 
+    @property
+    def mechanism(self) -> str:
+        """What releases the answer: the query's noise mechanism; for a key release, partition
+        selection, or none for a free one."""
+        if self.plan.key_release:
+            return "none" if self.plan.free else "partition selection"
+        return self.options.resolved_mechanism
+
     def describe(self) -> str:
         relation = self.plan.relation
         tables = ", ".join(
@@ -231,7 +239,10 @@ class Explanation:
             groups = ("chosen by partition selection" if self.plan.partition_selection
                       else str(len(self.plan.group_domain or ())))
             lines.append(f"groups: {groups} ({origins})")
-        lines.append(f"mechanism: {self.options.resolved_mechanism}, {self.options.confidence:.0%} intervals")
+        if self.plan.key_release:  # keys only: no value, no interval
+            lines.append(f"mechanism: {self.mechanism} (keys only, no values)")
+        else:
+            lines.append(f"mechanism: {self.mechanism}, {self.options.confidence:.0%} intervals")
         for m in self.measures:
             lines.append(
                 f"  {m.name}: {m.expression}\n"
@@ -242,8 +253,11 @@ class Explanation:
         lines.append(f"cost: ε {self.cost.epsilon:g}" + (f", δ {self.cost.delta:g}" if self.cost.delta else ""))
         lines.extend(f"note: {n}" for n in self.notes)
         lines.append(f"budget check: {'admissible' if self.admissible else 'REFUSED — ' + self.reason}")
-        lines.append("emitted SQL:")
-        lines.append(f"  {self.sql}")
+        if self.sql:
+            lines.append("emitted SQL:")
+            lines.append(f"  {self.sql}")
+        else:  # a free key release (dpch.pipeline.release.domain_rows)
+            lines.append("emitted SQL: none (the keys are their declared domain; nothing is read)")
         return "\n".join(lines)
 
     def as_dict(self) -> dict[str, Any]:
@@ -254,7 +268,7 @@ class Explanation:
             "cost": {"epsilon": self.cost.epsilon, "delta": self.cost.delta, "rho": self.cost.rho},
             "admissible": self.admissible,
             "reason": self.reason,
-            "mechanism": self.options.resolved_mechanism,
+            "mechanism": self.mechanism,
             "confidence": self.options.confidence,
             "measures": [m.as_dict() for m in self.measures],
             "notes": list(self.notes),
@@ -273,6 +287,26 @@ def explanation_release(explanation: Explanation, budget: BudgetStatus, elapsed_
         notes=[f"EXPLAIN DP spends nothing; running the query would cost ε {cost.epsilon:g}"
                + (f", δ {cost.delta:g}" if cost.delta else "")],
     )
+
+
+#: the note of a free key release (docs/sql-reference.md "Listing keys")
+FREE_KEYS_NOTE = ("keys released free: the declared domain, whether or not a row has the key "
+                  "(a function of the policy only; nothing private is read and nothing is charged)")
+
+
+def free_explanation(plan: QueryPlan, opts: QueryOptions, sql: str = "") -> Explanation:
+    """EXPLAIN of a free key release: no mechanism, no cost, no SQL run."""
+    return Explanation(sql=sql, plan=plan, options=opts, measures=[], cost=PrivacyCost.zero(), admissible=True,
+                       reason="free", notes=[FREE_KEYS_NOTE])
+
+
+def free_release(opts: QueryOptions, columns: list[str], rows: list[tuple[Any, ...]],
+                 intervals: list[list[tuple[float, float] | None]], budget: BudgetStatus,
+                 elapsed_ms: float) -> Release:
+    """A free key release: no ledger row (``release_id`` empty), no cost, no mechanism."""
+    return Release(columns=columns, rows=rows, intervals=intervals, cost=PrivacyCost.zero(),
+                   confidence=opts.confidence, mechanism="none", measures=[], budget=budget, release_id="",
+                   elapsed_ms=elapsed_ms, notes=[FREE_KEYS_NOTE])
 
 
 def measure_reports(plan: QueryPlan, opts: QueryOptions, noise: NoisePlan) -> list[MeasureReport]:
@@ -333,4 +367,6 @@ def notes(plan: QueryPlan, noise: NoisePlan, opts: QueryOptions) -> list[str]:
     if noise.selection is not None:
         out.append(f"keys released by partition selection: a key appears only if its noisy count of distinct "
                    f"units exceeds {noise.selection.threshold:g}")
+        if plan.key_release:
+            out.append("only the selected keys are released (no counts): the whole cost is the selection's")
     return out

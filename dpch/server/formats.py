@@ -93,7 +93,9 @@ def _json_value(v: Any) -> Any:
 
 def rows_source(columns: Sequence[str], types: Sequence[str], rows: Sequence[Sequence[Any]]) -> exp.Table:
     """A ``format(JSONEachRow, ...)`` table function holding ``rows``, as a sqlglot tree for FROM
-    (rendered once with the rest of the query: its literals can never mix with other SQL text)."""
+    (rendered once with the rest of the query: its literals can never mix with other SQL text).
+    A name that ``columns`` repeats is held once (see :func:`select_rows`)."""
+    columns, types, rows = _distinct_names(columns, types, rows)
     data = "\n".join(
         json.dumps({c: _json_value(v) for c, v in zip(columns, row, strict=True)}, ensure_ascii=False)
         for row in rows
@@ -101,6 +103,25 @@ def rows_source(columns: Sequence[str], types: Sequence[str], rows: Sequence[Seq
     function = exp.Anonymous(this="format", expressions=[
         exp.column("JSONEachRow"), exp.Literal.string(structure(columns, types)), exp.Literal.string(data)])
     return exp.Table(this=function)
+
+
+def _distinct_names(columns: Sequence[str], types: Sequence[str], rows: Sequence[Sequence[Any]]
+                    ) -> tuple[list[str], list[str], list[tuple[Any, ...]]]:
+    """``columns`` with each name once. A release repeats a name only for one expression repeated
+    (:mod:`dpch.sql.analyze` refuses two expressions under one name, as ClickHouse does), so the
+    repeated columns hold equal values; anything else is a bug, refused rather than dropped."""
+    first: dict[str, int] = {}
+    for j, name in enumerate(columns):
+        first.setdefault(name, j)
+    if len(first) == len(columns):
+        return list(columns), list(types), [tuple(r) for r in rows]
+    keep = list(first.values())
+    for row in rows:
+        for j, name in enumerate(columns):
+            if _json_value(row[j]) != _json_value(row[first[name]]):
+                raise ValueError(f"two result columns named {name} hold different values")
+    return ([columns[j] for j in keep], [types[j] for j in keep],
+            [tuple(row[j] for j in keep) for row in rows])
 
 
 def with_settings(tree: exp.Query, settings: dict[str, str]) -> exp.Query:
@@ -116,8 +137,14 @@ def with_settings(tree: exp.Query, settings: dict[str, str]) -> exp.Query:
 
 def select_rows(columns: Sequence[str], types: Sequence[str], rows: Sequence[Sequence[Any]],
                 settings: dict[str, str]) -> str:
-    """``SELECT * FROM format(JSONEachRow, ...) SETTINGS ...`` over ``rows``, rendered once."""
-    query = exp.select("*").from_(rows_source(columns, types, rows))
+    """``SELECT * FROM format(JSONEachRow, ...) SETTINGS ...`` over ``rows``, rendered once.
+
+    Columns may share a name as in ClickHouse (``SELECT count(), count()``): the query lists them
+    by name, ``SELECT n, n``, over a source that holds the name once."""
+    names: list[exp.Expr] = [exp.Star()]
+    if len(set(columns)) != len(columns):
+        names = [exp.column(exp.to_identifier(c, quoted=True)) for c in columns]
+    query = exp.select(*names).from_(rows_source(columns, types, rows))
     return with_settings(query, {"input_format_parallel_parsing": "0", **settings}).sql(dialect=DIALECT)
 
 

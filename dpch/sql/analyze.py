@@ -8,6 +8,10 @@ reading any data. The pieces live in their own modules:
 - :mod:`.aggregates` — aggregates → noisy measures (with sensitivity) and statistics;
 - :mod:`.grouping` — GROUP BY keys and where their domain comes from;
 - :mod:`.outputs` — result columns, HAVING and ORDER BY as post-processing of noisy values.
+
+A GROUP BY or ``SELECT DISTINCT`` without any aggregate is a *key release* (:attr:`QueryPlan.key_release`):
+keys with a data-independent domain are released as that domain, free (:attr:`QueryPlan.free`); private
+keys only through partition selection.
 """
 
 from __future__ import annotations
@@ -34,15 +38,15 @@ from dpch.sql.time_buckets import where_ranges
 from dpch.sql.time_constants import ConstantQuery, fold_time_constants
 
 _SUPPORTED_CLAUSES = {"expressions", "from_", "where", "group", "order", "limit", "offset", "settings", "joins",
-                      "with_", "having"}
+                      "with_", "having", "distinct"}
 _CLAUSE_NAMES = {
-    "prewhere": "PREWHERE", "qualify": "QUALIFY", "windows": "WINDOW", "distinct": "SELECT DISTINCT",
+    "prewhere": "PREWHERE", "qualify": "QUALIFY", "windows": "WINDOW",
     "sample": "SAMPLE", "kind": "this SELECT form", "into": "SELECT INTO", "locks": "locking clauses",
     "cluster": "CLUSTER BY", "distribute": "DISTRIBUTE BY", "sort": "SORT BY", "connect": "CONNECT BY",
     "match": "MATCH_RECOGNIZE", "laterals": "LATERAL", "pivots": "PIVOT", "operation_modifiers": "query modifiers",
     "exclude": "EXCLUDE",
 }
-_HINTS = {"distinct": "use GROUP BY on a public column", "prewhere": "use WHERE"}
+_HINTS = {"prewhere": "use WHERE"}
 
 UNIT_COLUMN = "__unit"
 
@@ -111,6 +115,19 @@ class QueryPlan:
     @property
     def cap(self) -> int:
         return self.relation.cap
+
+    @property
+    def key_release(self) -> bool:
+        """A GROUP BY or ``SELECT DISTINCT`` with no aggregate anywhere (SELECT, HAVING, ORDER BY):
+        the release is the set of keys, nothing else."""
+        return bool(self.keys) and not self.stats and not self.measures
+
+    @property
+    def free(self) -> bool:
+        """A key release whose every key has a data-independent domain (declared ``values``, a joined
+        public table, bounded buckets, time buckets): its answer is that domain, a function of the
+        policy and the query text only, so it reads nothing private and costs nothing."""
+        return self.key_release and self.group_domain is not None
 
 
 def analyze(parsed: ParsedQuery, lookup: Callable[[str], TablePolicy], database: str,
@@ -199,19 +216,23 @@ class _Analyzer:
         outputs_: list[OutputColumn] = []
         for item in select.expressions:
             outputs_.append(self._output(item))
-        if all(o.is_key for o in outputs_):
-            raise QueryRejected(
-                "the query has no aggregate: dpch releases only noisy aggregates, never rows",
-                hint="e.g. SELECT count(*) FROM table, or GROUP BY a public column with count(*)")
-        names = [o.name for o in outputs_]
-        if len(set(names)) != len(names):
-            raise QueryRejected("two result columns have the same name", hint="give them distinct aliases")
+        _check_names(select.expressions, outputs_)
         self.outputs = outputs_
 
+        # HAVING and ORDER BY over keys only are post-processing of the released keys; with an
+        # aggregate they make the query an ordinary noisy release (the keys it shows are chosen by
+        # noisy values, which are charged like any other)
         having = None
         if select.args.get("having") is not None:
             having = self._post(select.args["having"].this, "HAVING", aliases=True)
         order = self._order()
+        if select.args.get("distinct") and self.builder.stats:  # as in ClickHouse: DISTINCT does not group
+            raise QueryRejected("SELECT DISTINCT with an aggregate is not supported",
+                                hint="use GROUP BY: SELECT region FROM t GROUP BY region ORDER BY count() DESC")
+        if not keys and not self.builder.stats:
+            raise QueryRejected(
+                "the query has no aggregate: dpch releases only noisy aggregates and keys, never rows",
+                hint="e.g. SELECT count(*) FROM table, or SELECT DISTINCT a public column to list its values")
         limit, offset = _limit(select)
         if keys and not partition:
             domain = tuple(itertools.product(*(k.values or () for k in keys)))  # no partition: all set
@@ -252,6 +273,8 @@ class _Analyzer:
         return source.ref(source.base)
 
     def _group_expressions(self) -> list[exp.Expr]:
+        if self.select.args.get("distinct"):
+            return self._distinct_expressions()
         group = self.select.args.get("group")
         if group is None:
             return []
@@ -273,6 +296,28 @@ class _Analyzer:
             if any(_same(expr, other, self.relation) for other in result):
                 raise QueryRejected(f"GROUP BY {expr.sql(DIALECT)} is listed twice")
             result.append(expr)
+        return result
+
+    def _distinct_expressions(self) -> list[exp.Expr]:
+        """``SELECT DISTINCT a, b`` lists the keys of ``GROUP BY a, b`` (a key release); with GROUP BY
+        or an aggregate DISTINCT would de-duplicate noisy rows, which dpch does not do."""
+        distinct = self.select.args["distinct"]
+        if distinct.args.get("on") is not None:
+            raise QueryRejected("SELECT DISTINCT ON is not supported", hint="use SELECT DISTINCT or GROUP BY")
+        if self.select.args.get("group") is not None:
+            raise QueryRejected("SELECT DISTINCT together with GROUP BY is not supported",
+                                hint="drop DISTINCT: the rows of a GROUP BY already have distinct keys")
+        result: list[exp.Expr] = []
+        for item in self.select.expressions:
+            expr = item.unalias() if isinstance(item, exp.Alias) else item
+            if isinstance(expr, exp.Star) or (isinstance(expr, exp.Column) and isinstance(expr.this, exp.Star)):
+                raise QueryRejected("SELECT DISTINCT * releases rows; dpch releases keys of named columns only",
+                                    hint="name the columns: SELECT DISTINCT region FROM table")
+            if is_aggregate(expr) or expr.find(exp.AggFunc) is not None:
+                raise QueryRejected("SELECT DISTINCT with an aggregate is not supported",
+                                    hint="drop DISTINCT, or list keys with GROUP BY and no aggregate")
+            if not any(_same(expr, other, self.relation) for other in result):
+                result.append(expr)  # SELECT DISTINCT a, a: one key shown twice
         return result
 
     def _key_index(self, node: exp.Expr) -> int | None:
@@ -346,6 +391,19 @@ class _Analyzer:
                 expr = self._post(target, f"ORDER BY {target.sql(DIALECT)}", aliases=True)
             items.append((expr, bool(ordered.args.get("desc"))))
         return tuple(items)
+
+
+def _check_names(items: list[exp.Expr], outputs_: list[OutputColumn]) -> None:
+    """Two result columns may share a name where ClickHouse allows it: both the same expression
+    (``SELECT count(*), count(*)``, or ``count() AS n, count() AS n``), hence the same value. Two
+    different expressions under one alias are refused, as ClickHouse refuses them."""
+    seen: dict[str, str] = {}
+    for item, out in zip(items, outputs_, strict=True):
+        expr = item.unalias() if isinstance(item, exp.Alias) else item
+        text = expr.sql(DIALECT)
+        if seen.setdefault(out.name, text) != text:
+            raise QueryRejected(f"two different result columns are both named {out.name}",
+                                hint="give them distinct aliases")
 
 
 def _same(a: exp.Expr, b: exp.Expr, relation: Relation) -> bool:

@@ -19,7 +19,7 @@ from dpch.audit import audit_query, build_neighbours
 from dpch.audit.report import summary, write_report
 from dpch.audit.runner import AuditRunner
 from dpch.audit.suite import ACCURACY_FIRST, SUITE, run_suite
-from dpch.errors import ConfigError
+from dpch.errors import ConfigError, QueryRejected
 from dpch.mechanisms.brownian import BrownianMechanism, BrownianRun
 from dpch.store.engine import Engine
 from tests.audit.broken import (
@@ -323,3 +323,9 @@ def test_cli_audit_and_suite(store_dsn, visits_db, tmp_path):
     assert out.exit_code == 1 and "reads table visits" in out.output
     out = runner.invoke(cli, ["--dsn", store_dsn, "audit", "--suite", "--trials", "2000", "--seed", "5"])
     assert out.exit_code == 0 and "audits consistent" in out.output, out.output
+
+
+def test_a_free_key_release_has_nothing_to_audit(session):
+    """Listing declared keys costs nothing and reads no row: the audit says so instead of failing."""
+    with pytest.raises(QueryRejected, match="nothing to audit"):
+        audit_query(session, "SELECT region FROM visits GROUP BY region", trials=10, seed=1)

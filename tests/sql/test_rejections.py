@@ -47,7 +47,7 @@ REJECTED = [
      "LIMIT inside a subquery or CTE"),
     ("SELECT sum(x) OVER () FROM t", QueryRejected, "window functions"),
     ("SELECT count(*) * x FROM t", QueryRejected, "used but not aggregated"),
-    ("SELECT DISTINCT region FROM t", QueryRejected, "SELECT DISTINCT"),
+    ("SELECT DISTINCT ON (region) region FROM t", QueryRejected, "SELECT DISTINCT ON"),
     ("SELECT count(*) FROM t WHERE count(*) > 1", QueryRejected, "aggregate functions are not allowed in WHERE"),
     ("SELECT sum(x / (x - 5)) FROM t", QueryRejected, "include 0, so the quotient is unbounded"),
     ("SELECT count(*) FROM t LIMIT 1 BY region", QueryRejected, "LIMIT BY"),

@@ -1,0 +1,44 @@
+"""Over HTTP (issue 16): a result that repeats a column name (one expression written twice) in each
+format exactly as ClickHouse writes it, and key releases' cost headers (free for a declared domain)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.server.test_http_formats import request
+
+DUPLICATE = "SELECT count(*) AS n, count(*) AS n FROM visits"
+
+
+@pytest.mark.parametrize("fmt", ["JSON", "JSONEachRow", "JSONCompact", "TabSeparatedWithNamesAndTypes",
+                                 "CSVWithNames", "Native", "RowBinary"])
+def test_repeated_name_as_clickhouse_writes_it(serve, keeper, fmt):
+    srv = serve(cache_ttl=300)
+    response, data = request(srv, DUPLICATE + " FORMAT JSONCompact")
+    assert response.status == 200, data
+    value = json.loads(data)["data"][0][0]
+    response, data = request(srv, DUPLICATE + f" FORMAT {fmt}")  # the cached release, in fmt
+    assert response.status == 200, data
+    expected = keeper.raw_query(f"SELECT toInt64({int(value)}) AS n, n", fmt)
+    if fmt.startswith("JSON") and fmt != "JSONEachRow":
+        expected, data = (json.loads(x) for x in (expected, data))
+        for body in (expected, data):
+            body.pop("statistics")
+    assert data == expected
+
+
+def test_key_release_over_http(serve):
+    srv = serve()
+    response, data = request(srv, "SELECT DISTINCT region FROM visits ORDER BY region FORMAT TabSeparated")
+    assert response.status == 200, data
+    assert data == b"east\nnorth\nsouth\nwest\n"
+    assert json.loads(response.getheader("X-Dpch-Cost")) == {"epsilon": 0.0, "delta": 0.0}
+    response, data = request(srv, "SELECT region, converted FROM visits GROUP BY region, converted "
+                                  "SETTINGS dp_delta = 1e-6 FORMAT JSONCompact")
+    assert response.status == 200, data
+    assert json.loads(response.getheader("X-Dpch-Cost"))["delta"] == 1e-6
+    assert response.getheader("X-Dpch-Mechanism") == "partition selection"
+    rows = json.loads(data)["data"]
+    assert rows and all(len(r) == 2 for r in rows)
