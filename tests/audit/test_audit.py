@@ -328,4 +328,4 @@ def test_cli_audit_and_suite(store_dsn, visits_db, tmp_path):
 def test_a_free_key_release_has_nothing_to_audit(session):
     """Listing declared keys costs nothing and reads no row: the audit says so instead of failing."""
     with pytest.raises(QueryRejected, match="nothing to audit"):
-        audit_query(session, "SELECT region FROM visits GROUP BY region", trials=10, seed=1)
+        audit_query(session, "SELECT region FROM visits GROUP BY region", trials=100, seed=1)
