@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +68,9 @@ def render_table(release: Release, *, intervals: str = "half", ascii: bool = Fal
     """A boxed table of ``value ± half-width`` cells (or ``value [lo, hi]`` with
     ``intervals="full"``), numbers right-aligned, and a footer with cost, budget left and time.
     ``ascii``: plain ASCII for terminals that are not UTF-8 (``+/-``, ``eps``, ``+--+`` boxes)."""
+    # start-up: dpch.pipeline loads the privacy stack; a release to render means it is loaded already
+    from dpch.pipeline.report import estimate_text
+
     header = list(release.columns)
     body = []
     numeric = [False] * len(header)
@@ -80,7 +82,7 @@ def render_table(release: Release, *, intervals: str = "half", ascii: bool = Fal
                 numeric[j] = numeric[j] or (isinstance(value, int | float) and not isinstance(value, bool))
             else:
                 numeric[j] = True
-                cells.append(format_estimate(value, iv, full=intervals == "full"))
+                cells.append(estimate_text(value, iv, full=intervals == "full"))
         body.append(cells)
     if ascii:  # before measuring widths: '±' becomes three characters
         header = [to_ascii(h) for h in header]
@@ -101,26 +103,6 @@ def footer(release: Release) -> str:
     left = release.budget.remaining
     budget = f"budget left ε {left.epsilon:.4g}" + (f", δ {left.delta:.3g}" if release.budget.budget.delta else "")
     return f"{cost} ({release.mechanism}, {pct:g}% intervals)   {budget}   {release.elapsed_ms:.0f} ms"
-
-
-def format_estimate(value: float, interval: tuple[float, float], *, full: bool = False) -> str:
-    """``value ± half-width``, or ``value [lo, hi]`` when asked or when the interval is not
-    symmetric around the value (e.g. a clipped average)."""
-    lo, hi = interval
-    half = (hi - lo) / 2.0
-    if full or abs(value - (lo + hi) / 2.0) > 1e-9 * max(1.0, abs(value)):
-        return f"{_num(value, half)} [{_num(lo, half)}, {_num(hi, half)}]"
-    return f"{_num(value, half)} ± {_num(half, half)}"
-
-
-def _num(x: float, scale: float) -> str:
-    """Rounds to what the noise makes meaningful: about two significant digits of the error."""
-    if not math.isfinite(x):
-        return str(x)
-    if scale <= 0 or not math.isfinite(scale):
-        return f"{x:.6g}"
-    decimals = max(0, 1 - math.floor(math.log10(scale)))
-    return f"{x:,.{decimals}f}"
 
 
 def box(header: list[str], rows: list[list[str]], right_align: list[bool]) -> list[str]:

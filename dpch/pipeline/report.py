@@ -170,19 +170,21 @@ class Release:
         }
 
 
-def estimate_text(value: Any, interval: tuple[float, float]) -> str:
+def estimate_text(value: Any, interval: tuple[float, float], *, full: bool = False) -> str:
     """``value ± half-width`` rounded to about two significant digits of the half-width, or
-    ``value [lo, hi]`` when the interval is not symmetric around the value (a clipped average)."""
+    ``value [lo, hi]`` when asked (``full``) or when the interval is not symmetric around the value
+    (a clipped average). The notebook repr and the CLI's tables both write estimates this way."""
     lo, hi = interval
     half = (hi - lo) / 2.0
     if not isinstance(value, int | float) or isinstance(value, bool):
         return f"{_plain_text(value)} [{lo:.6g}, {hi:.6g}]"
-    if abs(value - (lo + hi) / 2.0) > 1e-9 * max(1.0, abs(value)):
+    if full or abs(value - (lo + hi) / 2.0) > 1e-9 * max(1.0, abs(value)):
         return f"{_rounded(value, half)} [{_rounded(lo, half)}, {_rounded(hi, half)}]"
     return f"{_rounded(value, half)} ± {_rounded(half, half)}"
 
 
 def _rounded(x: float, scale: float) -> str:
+    """Rounds to what the noise makes meaningful: about two significant digits of the error."""
     if not math.isfinite(x):
         return str(x)
     if scale <= 0 or not math.isfinite(scale):

@@ -4,13 +4,13 @@ traceback — and a hint names something a remote user can do in SQL, not only a
 
 from __future__ import annotations
 
-import base64
-import http.client
 import re
 import tomllib
 from pathlib import Path
 
 from sqlglot import exp
+
+from tests.server.http_post import post as http_post
 
 CORPUS = tomllib.loads((Path(__file__).parents[2] / "sql_fixtures" / "corpus.toml").read_text())
 #: the corpus's refusals that read only the gateway's table (visits), and bad input of other kinds
@@ -40,13 +40,8 @@ _RAW = re.compile(r"In scope SELECT|Stack trace|e\.what\(\)|Traceback|sqlglot|<c
 
 
 def post(srv, sql: str) -> tuple[int, str]:
-    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
-    auth = "Basic " + base64.b64encode(b"ana:ana-pw").decode()
-    conn.request("POST", "/", body=sql.encode(), headers={"Authorization": auth})
-    response = conn.getresponse()
-    body = response.read().decode()
-    conn.close()
-    return response.status, body
+    response, data = http_post(srv, sql)
+    return response.status, data.decode()
 
 
 def problems(status: int, body: str) -> list[str]:

@@ -4,13 +4,12 @@ ClickHouse over those rows only. Never another analyst's rows; reading them char
 
 from __future__ import annotations
 
-import base64
-import http.client
 import json
-from urllib.parse import urlencode
 
 import clickhouse_connect
 import pytest
+
+from tests.server.http_post import post
 
 Q = "SELECT region, count(*) AS n FROM visits GROUP BY region"
 USERS = {
@@ -18,16 +17,6 @@ USERS = {
     "bob": {"password": "bob-pw", "epsilon": 5.0, "delta": 1e-5},
     "ana_bi": {"password": "bi-pw", "analyst": "ana"},  # another gateway user paying from ana's budget
 }
-
-
-def post(srv, sql: str, *, user: str = "ana", password: str = "ana-pw", params: dict | None = None):
-    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
-    auth = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
-    conn.request("POST", "/?" + urlencode(params or {}), body=sql.encode(), headers={"Authorization": auth})
-    response = conn.getresponse()
-    data = response.read()
-    conn.close()
-    return response, data
 
 
 def rows(srv, sql: str, **kw) -> list[dict]:

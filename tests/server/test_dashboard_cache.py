@@ -5,27 +5,20 @@ remaining ε is below the user's share of the budget."""
 
 from __future__ import annotations
 
-import base64
-import http.client
 import json
-from urllib.parse import urlencode
 
 import pytest
 
 from dpch.errors import ConfigError
 from dpch.server import ServerConfig
+from tests.server.http_post import post as http_post
 
 Q = "SELECT region, count(*) AS n, avg(spend) AS a FROM visits GROUP BY region"
 SAME = "select region,   count(*)   as n, avg(spend) as a\n\tfrom visits\n group   by region"
 
 
 def post(srv, sql: str, *, user: str = "ana", password: str = "pw", params: dict | None = None):
-    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
-    auth = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
-    conn.request("POST", "/?" + urlencode(params or {}), body=sql.encode(), headers={"Authorization": auth})
-    response = conn.getresponse()
-    data = response.read()
-    conn.close()
+    response, data = http_post(srv, sql, user=user, password=password, params=params)
     assert response.status == 200, data
     return response, data
 

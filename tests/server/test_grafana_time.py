@@ -4,24 +4,19 @@ tests/sql/fixtures/bi_time.toml), answered with one key per bucket of the panel'
 
 from __future__ import annotations
 
-import base64
-import http.client
 import json
 from datetime import UTC, datetime
 
 import pytest
+
+from tests.server.http_post import post as http_post
 
 FROM = int(datetime(2026, 3, 1, tzinfo=UTC).timestamp())
 TO = int(datetime(2026, 3, 7, 23, 59, 59, tzinfo=UTC).timestamp())
 
 
 def post(srv, sql: str):
-    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
-    auth = "Basic " + base64.b64encode(b"grafana:bi-pw").decode()
-    conn.request("POST", "/", body=sql.encode(), headers={"Authorization": auth})
-    response = conn.getresponse()
-    data = response.read()
-    conn.close()
+    response, data = http_post(srv, sql, user="grafana", password="bi-pw")
     assert response.status == 200, data
     return response, data
 
