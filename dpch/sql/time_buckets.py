@@ -326,8 +326,7 @@ def _units(ch_type: str) -> tuple[str, int, int]:
     """How the grid counts ``ch_type``'s values: the SQL of ``{x}`` as an integer, the nanoseconds one
     unit of that integer is, and the type's resolution in nanoseconds."""
     if ch_type.startswith("DateTime64"):
-        precision = int(ch_type[len("DateTime64("):].split(",")[0].rstrip(")") or 3)
-        return "toUnixTimestamp64Nano(toDateTime64({x}, 9))", 1, 10 ** (9 - precision)
+        return "toUnixTimestamp64Nano(toDateTime64({x}, 9))", 1, 10 ** (9 - _precision(ch_type))
     if ch_type.startswith("DateTime"):
         return "toInt64({x})", SECOND, SECOND
     return "toInt64({x})", 86400 * SECOND, 86400 * SECOND  # Date, Date32: days since 1970-01-01
@@ -358,8 +357,6 @@ def bucket_domain(key: exp.Expr, chain: BucketChain, column_node: exp.Expr, colu
     ends = (f"SELECT {count_sql.format(x=a.sql('clickhouse'))}, {count_sql.format(x=b.sql('clickhouse'))}")
     try:
         first, last = (int(v) for v in run(ends)[0])
-    except QueryRejected:
-        raise
     except Exception:  # constants only: the failure depends on the text, never on the data
         raise QueryRejected(f"GROUP BY {label}: the time range in WHERE cannot be read as {ch_type}",
                             hint="limit the column with constants of its type, e.g. toDateTime('2026-01-31 00:00:00')"
@@ -371,12 +368,13 @@ def bucket_domain(key: exp.Expr, chain: BucketChain, column_node: exp.Expr, colu
         raise QueryRejected(f"GROUP BY {label} would release more than {max_groups} time buckets",
                             hint="use a coarser interval, or limit the time range in WHERE with constants, "
                                  "e.g. t >= now() - INTERVAL 1 DAY")
-    start = _from_units(ch_type, first)
-    grid = _step(ch_type, start, step)
-    end = _from_units(ch_type, last)
+    start = _shifted(ch_type, _origin(ch_type), exp.Literal.number(first))
+    grid = _shifted(ch_type, start, exp.Mul(this=exp.column("number"), expression=exp.Literal.number(step)))
+    end = _shifted(ch_type, _origin(ch_type), exp.Literal.number(last))
+    grid_sql, end_sql = grid.sql("clickhouse"), end.sql("clickhouse")
     k = _replace_column(key, column, exp.column("x")).sql("clickhouse")
     sql = (f"SELECT DISTINCT {k} AS k, toTypeName({k}) AS t FROM "
-           f"(SELECT {grid} AS x FROM numbers({points}) UNION ALL SELECT {end} AS x) ORDER BY k")
+           f"(SELECT {grid_sql} AS x FROM numbers({points}) UNION ALL SELECT {end_sql} AS x) ORDER BY k")
     try:
         rows = run(sql)
     except Exception:  # the grid holds constants only: the failure depends on the text, never on the data
@@ -396,27 +394,17 @@ def _first_value(limit: Limit, lower: bool, ch_type: str) -> exp.Expr:
     11 s (an inexact limit would only add an empty bucket at the edge)."""
     value = limit.value
     floor = _cast(value, ch_type)
-    step = _next_value(floor, ch_type, 1 if lower else -1)
+    _, unit, resolution = _units(ch_type)
+    step = _shifted(ch_type, floor, exp.Literal.number((1 if lower else -1) * (resolution // unit)))
     below = exp.LT(this=floor.copy(), expression=value.copy())  # the cast rounded a value between two
     if lower:
         return step if limit.strict else call("if", below, step.copy(), floor.copy())
     return call("if", below, floor.copy(), step) if limit.strict else floor
 
 
-def _next_value(node: exp.Expr, ch_type: str, direction: int) -> exp.Expr:
-    """The value of ``ch_type`` one step of its resolution after (1) or before (-1) ``node``."""
-    if ch_type.startswith("DateTime64"):
-        precision = int(ch_type[len("DateTime64("):].split(",")[0].rstrip(")") or 3)
-        moved = call("addNanoseconds", node, exp.Literal.number(direction * 10 ** (9 - precision)))
-        return _cast(moved, ch_type)
-    if ch_type.startswith("DateTime"):
-        return call("addSeconds", node, exp.Literal.number(direction))
-    return call("addDays", node, exp.Literal.number(direction))
-
-
 def _replace_column(key: exp.Expr, column: exp.Column, by: exp.Expr) -> exp.Expr:
-    """A copy of the chain ``key`` with its one column replaced by ``by`` (a chain is never the bare
-    column: :func:`bucket_column` returns None for it)."""
+    """A copy of the chain ``key`` with its one column replaced by ``by`` (the bare column, a chain of
+    no functions, is replaced whole)."""
     tree = key.copy()
     if isinstance(tree, exp.Column):
         return by.copy()
@@ -424,22 +412,29 @@ def _replace_column(key: exp.Expr, column: exp.Column, by: exp.Expr) -> exp.Expr
     return tree
 
 
-def _from_units(ch_type: str, value: int) -> str:
-    cast = exp.DataType.build(ch_type, dialect="clickhouse").sql("clickhouse")
-    if ch_type.startswith("DateTime64"):
-        return f"CAST(fromUnixTimestamp64Nano({value}) AS {cast})"
-    if ch_type.startswith("DateTime"):
-        return f"CAST(toDateTime({value}) AS {cast})"
-    return f"addDays(CAST('1970-01-01' AS {cast}), {value})"
+def _precision(ch_type: str) -> int:
+    """The digits after the second of a ``DateTime64(p[, tz])`` type."""
+    return int(ch_type[len("DateTime64("):].split(",")[0].rstrip(")") or 3)
 
 
-def _step(ch_type: str, start: str, step: int) -> str:
-    cast = exp.DataType.build(ch_type, dialect="clickhouse").sql("clickhouse")
+def _origin(ch_type: str) -> exp.Expr:
+    """1970-01-01 00:00:00 UTC (a date type: 1970-01-01) as a value of ``ch_type``, where the grid's
+    count of units (:func:`_units`) is 0."""
     if ch_type.startswith("DateTime64"):
-        return f"CAST(addNanoseconds({start}, number * {step}) AS {cast})"
+        return _cast(call("fromUnixTimestamp64Nano", exp.Literal.number(0)), ch_type)
     if ch_type.startswith("DateTime"):
-        return f"addSeconds({start}, number * {step})"
-    return f"addDays({start}, number * {step})"
+        return _cast(call("toDateTime", exp.Literal.number(0)), ch_type)
+    return _cast(exp.Literal.string("1970-01-01"), ch_type)
+
+
+def _shifted(ch_type: str, start: exp.Expr, units: exp.Expr) -> exp.Expr:
+    """``start`` moved by ``units`` of the grid's count (:func:`_units`: nanoseconds for a DateTime64,
+    seconds for a DateTime, days for a date), as a value of ``ch_type``."""
+    if ch_type.startswith("DateTime64"):
+        return _cast(call("addNanoseconds", start, units), ch_type)
+    if ch_type.startswith("DateTime"):
+        return call("addSeconds", start, units)
+    return call("addDays", start, units)
 
 
 __all__ = ["BUCKET_RULES", "BucketChain", "BucketDomain", "BucketRule", "GRID_LIMIT", "Limit", "TimeRange", "Width",
