@@ -35,6 +35,7 @@ from dpch.server.metadata_statements import (
     show_ledger_views,
     translate_statement,
 )
+from dpch.sql.nodes import is_within
 from dpch.sql.parse import DIALECT
 
 #: rows a metadata query may read and return; the synthetic system tables hold one row per table
@@ -175,19 +176,11 @@ def _cte_refs(tree: exp.Expression) -> list[exp.Table]:
         if table.text("db") or table.text("catalog") or not isinstance(table.this, exp.Identifier) \
                 or table.name not in names:
             continue
-        inside = next((i for i, cte in enumerate(ctes) if _within(table, cte)), None)
+        inside = next((i for i, cte in enumerate(ctes) if is_within(table, cte)), None)
         if inside is None or inside > names.index(table.name):
             refs.append(table)
     return refs
 
-
-def _within(node: exp.Expression, ancestor: exp.Expression) -> bool:
-    parent = node.parent
-    while parent is not None:
-        if parent is ancestor:
-            return True
-        parent = parent.parent
-    return False
 
 
 def _rename_ctes(tree: exp.Expression) -> None:

@@ -23,6 +23,7 @@ from sqlglot import exp
 
 from dpch.errors import QueryRejected
 from dpch.sql.aggregates import is_aggregate
+from dpch.sql.nodes import is_within
 from dpch.sql.parse import DIALECT
 
 #: clauses of a SELECT whose column references belong to that SELECT (not to a subquery in FROM)
@@ -65,7 +66,7 @@ def check_shadowing(select: exp.Select, columns: Iterable[str]) -> None:
         alias = shadows.get(col.name.lower())
         if col.table or alias is None or (id(col) in as_alias and col.name == alias.alias):
             continue
-        if _within(col, alias):
+        if is_within(col, alias):
             continue  # its own definition reads the column, in ClickHouse too
         raise QueryRejected(
             f"{col.name} is both a column and the alias of {alias.this.sql(DIALECT)} in this query: ClickHouse "
@@ -94,14 +95,6 @@ def _inside_aggregate(node: exp.Expr, top: exp.Expr) -> bool:
         parent = parent.parent
     return False
 
-
-def _within(node: exp.Expr, ancestor: exp.Expr) -> bool:
-    parent = node.parent
-    while parent is not None:
-        if parent is ancestor:
-            return True
-        parent = parent.parent
-    return False
 
 
 __all__ = ["check_shadowing", "shadowing_aliases"]

@@ -136,5 +136,15 @@ def literal_node(value: object) -> exp.Expr:
     return exp.convert(value)
 
 
-__all__ = ["alias", "call", "cast_to", "column", "conjunction", "float_number", "ident", "limit_by",
+def is_within(node: exp.Expr, ancestor: exp.Expr) -> bool:
+    """Whether ``ancestor`` is one of ``node``'s ancestors (by identity: an equal subtree elsewhere is not)."""
+    parent = node.parent
+    while parent is not None:
+        if parent is ancestor:
+            return True
+        parent = parent.parent
+    return False
+
+
+__all__ = ["alias", "call", "cast_to", "column", "conjunction", "float_number", "ident", "is_within", "limit_by",
            "literal_node", "num", "number", "ordered", "paren", "render", "setting", "show", "subquery", "table"]
