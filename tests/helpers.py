@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 import dpch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,6 +22,15 @@ def child_env() -> dict[str, str]:
 def ledger_rows(session: dpch.Session) -> int:
     """Rows in the session's ledger (a refused query must leave it unchanged)."""
     return session.engine.query_rows(f"SELECT count() FROM {session.engine.table('dpch_ledger')}")[0][0]
+
+
+def refused_uncharged(session: dpch.Session, sql: str, **options: object) -> dpch.QueryRejected:
+    """The refusal of ``sql``, checked to leave the ledger as it was (refused before any charge)."""
+    before = ledger_rows(session)
+    with pytest.raises(dpch.QueryRejected) as info:
+        session.query(sql, **options)
+    assert ledger_rows(session) == before, "refused before anything is charged"
+    return info.value
 
 
 def make_table(session: dpch.Session, ddl_body: str, rows: list[tuple], columns: list[str],
