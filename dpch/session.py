@@ -9,18 +9,22 @@ plan → calibrate → check → admit → execute → release → postprocess �
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from dpch.accounting.accountant import Accountant, BudgetStatus
 from dpch.accounting.budget import Budget
-from dpch.pipeline import accuracy_first, admit, execute
+from dpch.mechanisms.sampling import NoiseSource
+from dpch.pipeline import accuracy_first, admit, execute, top_k
 from dpch.pipeline.calibrate import calibrate
 from dpch.pipeline.check import Probe
 from dpch.pipeline.context import QueryContext
+from dpch.pipeline.execute import GroupData
 from dpch.pipeline.plan import PlanCache, PublicDomains, plan_query
-from dpch.pipeline.release import Noise, check_key_release, domain_rows, release_rows
+from dpch.pipeline.release import Noise, Rows, check_key_release, domain_rows, release_rows
 from dpch.pipeline.report import (
     Explanation,
+    MeasureReport,
     Release,
     explanation_release,
     free_explanation,
@@ -30,6 +34,7 @@ from dpch.pipeline.report import (
 )
 from dpch.policy.model import TablePolicy
 from dpch.policy.resolve import Policy
+from dpch.privacy.cost import PrivacyCost
 from dpch.sql.analyze import QueryPlan
 from dpch.sql.rewrite import emit_sql
 from dpch.sql.settings import QueryOptions
@@ -98,6 +103,12 @@ class Session:
 
     def explain_plan(self, plan: QueryPlan, opts: QueryOptions) -> Explanation:
         """:meth:`explain` of an already planned query."""
+        if opts.select == "top":  # the k keys with the largest score, by report noisy max
+            top = top_k.calibrate_top_k(plan, opts)
+            admissible, reason = admit.admissible(self.accountant, top.cost, self.datasets(plan))
+            return Explanation(sql=emit_sql(plan, self.engine.database), plan=plan, options=opts,
+                               measures=top_k.top_k_reports(plan, opts, top), cost=top.cost, admissible=admissible,
+                               reason=reason, notes=top_k.top_k_notes(plan, opts, top), selector=top.mechanism)
         if plan.free:  # keys with a declared domain: no mechanism, no cost
             return free_explanation(plan, opts)
         check_key_release(plan, opts)
@@ -116,6 +127,11 @@ class Session:
         plan, opts = self.plan(sql, **options)
         if plan.query.explain:
             return explanation_release(self.explain_plan(plan, opts), self.budget(), _ms_since(started))
+        if opts.select == "top":  # the k keys with the largest score, by report noisy max
+            top = top_k.calibrate_top_k(plan, opts)
+            return self._charged(plan, opts, top.cost, top.mechanism, started,
+                                 lambda data, source: top_k.release_top_k(plan, opts, top, data, source),
+                                 top_k.top_k_reports(plan, opts, top), top_k.top_k_notes(plan, opts, top))
         if plan.free:  # the declared domain: nothing private read, no noise, no ledger row
             self.context.probe.check(plan, self.plans.emitted(plan, lambda p: emit_sql(p, self.engine.database)))
             columns, rows, intervals = domain_rows(plan)
@@ -124,21 +140,29 @@ class Session:
         if opts.accuracy_first:  # dp_accuracy / dp_relative_error: noise reduction
             return accuracy_first.answer(self.context, self.accuracy_runs, plan, opts, started)
         noise = calibrate(plan, opts)
+        mechanism = "partition selection" if plan.key_release else opts.resolved_mechanism
+        return self._charged(plan, opts, noise.cost, mechanism, started,
+                             lambda data, source: release_rows(plan, opts, noise, data, source),
+                             measure_reports(plan, opts, noise), notes(plan, noise, opts))
+
+    def _charged(self, plan: QueryPlan, opts: QueryOptions, cost: PrivacyCost, mechanism: str, started: float,
+                 draw: Callable[[GroupData, NoiseSource], Rows], reports: list[MeasureReport],
+                 release_notes: list[str]) -> Release:
+        """Stages 3–7 of a fixed-cost release: probe, admit and charge, execute, then ``draw`` the
+        noise on the exact data once the charge is durable."""
         emitted = self.plans.emitted(plan, lambda p: emit_sql(p, self.engine.database))
         self.context.probe.check(plan, emitted)
         # admitted and counted now; the ledger row is written while the aggregate runs
-        mechanism = "partition selection" if plan.key_release else opts.resolved_mechanism
-        pending = admit.begin_charge(self.accountant, noise.cost, self.datasets(plan), plan, mechanism)
+        pending = admit.begin_charge(self.accountant, cost, self.datasets(plan), plan, mechanism)
         with self.accountant.tripwire(pending):  # any failure from here on may depend on the data (rule 5);
             data = execute.exact(self.engine, plan, emitted)  # acted on only once the charge is durable
             entry = pending.wait()  # durable before any noise is drawn (docs/design.md rule 2)
             with self.context.noise.drawing() as source:
-                columns, rows, intervals = release_rows(plan, opts, noise, data, source)
+                columns, rows, intervals = draw(data, source)
         return Release(
-            columns=columns, rows=rows, intervals=intervals, cost=noise.cost, confidence=opts.confidence,
-            mechanism=mechanism, measures=measure_reports(plan, opts, noise),
-            budget=self.budget(), release_id=entry.release_id, elapsed_ms=_ms_since(started),
-            notes=notes(plan, noise, opts),
+            columns=columns, rows=rows, intervals=intervals, cost=cost, confidence=opts.confidence,
+            mechanism=mechanism, measures=reports, budget=self.budget(), release_id=entry.release_id,
+            elapsed_ms=_ms_since(started), notes=release_notes,
         )
 
     def refine(self, release_id: str | None = None, *, accuracy: float | None = None,

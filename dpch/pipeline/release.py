@@ -12,7 +12,7 @@ selected keys, no counts; the whole ε and δ on the selection)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -70,15 +70,24 @@ def release_rows(plan: QueryPlan, opts: QueryOptions, noise: NoisePlan, data: Gr
         for stat in plan.stats.values() if stat.kind == "quantile"
     }
     values = {name: stat_values(stat, noisy, quantiles) for name, stat in plan.stats.items()}
-
-    def intervals_for(out):  # type: ignore[no-untyped-def]
-        level = 1.0 - (1.0 - opts.confidence) / max(1, len(set(out.stats)))
-        ivs = {name: stat_intervals(plan.stats[name], noisy, noise.half_width, level) for name in set(out.stats)}
-        return None if any(v is None for v in ivs.values()) else ivs
-
-    rows, intervals = build_rows(plan.outputs, keys, values, intervals_for)
+    rows, intervals = build_rows(plan.outputs, keys, values, output_intervals(plan, opts, noise, noisy))
     rows, intervals = having_order_limit(plan, keys, values, rows, intervals)
     return plan.columns, rows, intervals
+
+
+def output_intervals(plan: QueryPlan, opts: QueryOptions, noise: NoisePlan,
+                     noisy: dict[str, Any]) -> Callable[[Any], dict[str, list[Interval]] | None]:
+    """For :func:`~dpch.pipeline.postprocess.build_rows`: an output column's statistics' intervals
+    from the ``noisy`` measures, each at its share of ``1 − confidence`` (a union bound over the
+    statistics the column combines), or None when one has no interval (a quantile)."""
+
+    def intervals_for(out: Any) -> dict[str, list[Interval]] | None:
+        level = 1.0 - (1.0 - opts.confidence) / max(1, len(set(out.stats)))
+        ivs = {name: stat_intervals(plan.stats[name], noisy, noise.half_width, level) for name in set(out.stats)}
+        found = {name: iv for name, iv in ivs.items() if iv is not None}
+        return found if len(found) == len(ivs) else None
+
+    return intervals_for
 
 
 def domain_rows(plan: QueryPlan) -> Rows:

@@ -219,11 +219,15 @@ class Explanation:
     admissible: bool
     reason: str
     notes: list[str]
+    #: the mechanism that selects the released keys, where one does (top-k: ``dpch.pipeline.top_k``)
+    selector: str | None = None
 
     @property
     def mechanism(self) -> str:
         """What releases the answer: the query's noise mechanism; for a key release, partition
-        selection, or none for a free one."""
+        selection, or none for a free one; for top-k, its selection."""
+        if self.selector is not None:
+            return self.selector
         if self.plan.key_release:
             return "none" if self.plan.free else "partition selection"
         return self.options.resolved_mechanism

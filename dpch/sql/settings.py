@@ -19,6 +19,10 @@ MECHANISMS = ("laplace", "gaussian")
 #: ``none`` — the columns as written (intervals only in dpch's own clients and headers);
 #: ``columns`` — ``<c>_lo`` and ``<c>_hi`` after each noisy column ``c`` (docs/serving.md)
 INTERVAL_MODES = ("none", "columns")
+#: what a GROUP BY releases (``dp_select``): ``all`` — every key's noisy values; ``top`` — the k keys
+#: with the largest (ORDER BY … DESC) or smallest score, chosen by report noisy max
+#: (:mod:`dpch.pipeline.top_k`, docs/sql-reference.md "Top-k")
+SELECT_MODES = ("all", "top")
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,11 @@ class QueryOptions:
     #: presentation only (post-processing of the release; never changes what is released or
     #: charged): see :data:`INTERVAL_MODES`
     intervals: str = "none"
+    #: top-k selection (:data:`SELECT_MODES`) and, for its Gaussian selector, the public range every
+    #: key's score is clamped to (Lebensold et al. 2024, Thm 8 needs bounded scores)
+    select: str = "all"
+    score_min: float = 0.0
+    score_max: float | None = None
 
     @property
     def accuracy_first(self) -> bool:
@@ -71,6 +80,15 @@ class QueryOptions:
                 f"dp_intervals must be one of {', '.join(repr(m) for m in INTERVAL_MODES)}, got {self.intervals!r}",
                 hint="e.g. SETTINGS dp_intervals = 'columns' adds <column>_lo and <column>_hi",
             )
+        if self.select not in SELECT_MODES:
+            raise QueryRejected(
+                f"dp_select must be one of {', '.join(repr(m) for m in SELECT_MODES)}, got {self.select!r}",
+                hint="e.g. ... ORDER BY count() DESC LIMIT 5 SETTINGS dp_select = 'top'")
+        for name, value in (("dp_score_min", self.score_min), ("dp_score_max", self.score_max)):
+            if value is not None and not (isinstance(value, int | float) and math.isfinite(value)):
+                raise QueryRejected(f"{name} must be a number, got {value!r}", hint="e.g. dp_score_max = 10000")
+        if self.score_max is not None and self.score_max <= self.score_min:
+            raise QueryRejected(f"dp_score_max ({self.score_max:g}) must be above dp_score_min ({self.score_min:g})")
         from dpch.sql.accuracy_target import validate_options
 
         validate_options(self)
