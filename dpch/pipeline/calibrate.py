@@ -24,7 +24,7 @@ from dpch.mechanisms.gaussian import GaussianMechanism
 from dpch.mechanisms.laplace import LaplaceMechanism
 from dpch.mechanisms.partition_selection import LaplacePartitionSelection
 from dpch.privacy.cost import PrivacyCost, compose
-from dpch.sql.aggregates import Stat
+from dpch.sql.aggregates import Measure, Stat
 from dpch.sql.analyze import MAX_GROUPS, UNIT_COLUMN, QueryPlan
 from dpch.sql.settings import QueryOptions
 
@@ -132,15 +132,22 @@ def shared_count(plan: QueryPlan, mechanism: str) -> str | None:
     if mechanism != "laplace" or quantile_stats(plan) or len(measures) != 1 or len(plan.measures) != 1:
         return None
     m = measures[0]
-    args = list(m.node.expressions) if isinstance(m.node, exp.Anonymous) else []
-    distinct_units = (m.kind == "distinct" and _call_name(m.node) == "uniqexact" and len(args) == 1
-                      and isinstance(args[0], exp.Column) and args[0].name == UNIT_COLUMN)
+    distinct_units = counts_distinct_units(m)
     one_row_each = (m.kind == "count" and _call_name(m.node) == "count" and not m.node.expressions
                     and m.node.this is None and plan.relation.cap == 1 and not plan.relation.joins
                     and len(plan.relation.tables) == 1 and not plan.table.nullable_unit)
     if not (distinct_units or one_row_each) or m.sensitivity > plan.groups_per_unit:
         return None
     return m.name
+
+
+def counts_distinct_units(measure: Measure) -> bool:
+    """Whether ``measure`` is ``count(DISTINCT unit)``: per key, the number of distinct privacy units
+    (one unit moves it by at most 1 in each key it touches)."""
+    node = measure.node
+    args = list(node.expressions) if isinstance(node, exp.Anonymous) else []
+    return (measure.kind == "distinct" and _call_name(node) == "uniqexact" and len(args) == 1
+            and isinstance(args[0], exp.Column) and args[0].name == UNIT_COLUMN)
 
 
 def _call_name(node: exp.Expr) -> str:

@@ -32,7 +32,7 @@ from dpch.errors import CostCheckFailed, QueryRejected
 from dpch.mechanisms.sampling import NoiseSource
 from dpch.mechanisms.selection import GaussianReportNoisyMax
 from dpch.mechanisms.top_k import PeelingTopK, gaussian_top_k, gumbel_top_k
-from dpch.pipeline.calibrate import NoisePlan, calibrate, quantile_stats
+from dpch.pipeline.calibrate import NoisePlan, calibrate, counts_distinct_units, quantile_stats
 from dpch.pipeline.execute import GroupData
 from dpch.pipeline.postprocess import build_rows, pick_quantiles
 from dpch.pipeline.release import Rows, output_intervals
@@ -88,8 +88,7 @@ def calibrate_top_k(plan: QueryPlan, opts: QueryOptions) -> TopKNoise:
     d = len(plan.group_domain or ())
     released = values_plan(plan)
     eps_select = opts.epsilon * (SELECTION_SHARE if released is not None else 1.0)
-    # a unit changes every key's score by at most the measure's ℓ1 sensitivity over all keys (≥ its ℓ∞)
-    sensitivity = measure.sensitivity
+    sensitivity = per_key_sensitivity(plan, measure)
     if opts.resolved_mechanism == "gaussian":
         if opts.score_max is None:
             raise QueryRejected(
@@ -118,6 +117,15 @@ def calibrate_top_k(plan: QueryPlan, opts: QueryOptions) -> TopKNoise:
     noise = TopKNoise(top, score, measure, descending, released, values)
     check_top_k_cost(plan, opts, noise)
     return noise
+
+
+def per_key_sensitivity(plan: QueryPlan, measure: Measure) -> float:
+    """How much one unit can move any one key's score (ℓ∞), all keys at once: what report noisy max
+    needs (Lebensold et al. 2024, Thm 8; Dwork & Roth 2014, Claim 3.9). A count of distinct units
+    moves by at most 1 in each key a unit touches, however many keys that is — where releasing every
+    count pays the ℓ1 sensitivity, one per key touched; every other score moves by at most its ℓ1
+    sensitivity over all keys."""
+    return min(1.0, measure.sensitivity) if counts_distinct_units(measure) else measure.sensitivity
 
 
 def values_plan(plan: QueryPlan) -> QueryPlan | None:
@@ -230,10 +238,13 @@ def top_k_reports(plan: QueryPlan, opts: QueryOptions, noise: TopKNoise) -> list
         scale = first.sigma
     else:  # the Gumbel's scale in score units: (2 or 1)·Δ/ε of one round
         scale = (1.0 if first.monotonic else 2.0) * first.sensitivity / first.epsilon
+    sensitivity = per_key_sensitivity(plan, m)
+    derivation = m.derivation if sensitivity == m.sensitivity else \
+        "one unit moves each key's count of distinct units by at most 1 (ℓ∞), however many keys it touches"
     report = MeasureReport(
         name="top-k", expression=f"{noise.score.label} per key, {'largest' if noise.descending else 'smallest'} "
                                  f"{top.k} of {top.d}",
-        sensitivity=m.sensitivity, derivation=m.derivation, mechanism=top.name, epsilon=top.epsilon, delta=0.0,
+        sensitivity=sensitivity, derivation=derivation, mechanism=top.name, epsilon=top.epsilon, delta=0.0,
         noise_scale=float(scale), half_width=top.score_gap(opts.confidence))
     values = measure_reports(noise.values_plan, opts, noise.values) if noise.values is not None \
         and noise.values_plan is not None else []
