@@ -221,3 +221,29 @@ def test_cost_self_check_fails_closed(session):
             check_top_k_cost(plan, opts, bad)
         assert words in info.value.detail
     assert math.isclose(noise.cost.epsilon, 1.0)
+
+
+def test_scores_use_their_per_key_sensitivity(connect):
+    """A count of distinct units moves each key by at most 1 when a unit is removed (ℓ∞ = 1) even
+    though it moves several keys (ℓ1 = keys touched): checked on the data by removing the unit that
+    touches most keys, with ClickHouse computing both sides. Report noisy max takes Δ = 1 for it and
+    the ℓ1 sensitivity (the cap) for count()."""
+    s = connect(analyst="topk-linf", default_budget=Budget(100, 1e-3))
+    rows = [(u, PAGES[(u + j) % len(PAGES)], 1.0, "c") for u in range(30) for j in range(u % 4)]
+    make_table(s, COLUMNS, rows, ["uid", "page", "spend", "city"], name="visits",
+               comment="dp: privacy_unit=uid, max_rows_per_unit=3")
+    table = s.engine.table("visits")
+    busiest = 3  # uid 3 visits 3 pages (u % 4 = 3)
+
+    def per_page(where: str) -> dict[str, int]:
+        return dict(s.engine.query_rows(f"SELECT page, count(DISTINCT uid) FROM {table} {where} GROUP BY page"))
+
+    full, without = per_page(""), per_page(f"WHERE uid != {busiest}")
+    changes = [full.get(p, 0) - without.get(p, 0) for p in PAGES]
+    assert max(changes) == 1 and sum(changes) == 3
+    distinct = s.explain("SELECT page FROM visits GROUP BY page ORDER BY count(DISTINCT uid) DESC LIMIT 2 "
+                         "SETTINGS dp_select = 'top'")
+    rows_count = s.explain("SELECT page FROM visits GROUP BY page ORDER BY count() DESC LIMIT 2 "
+                           "SETTINGS dp_select = 'top'")
+    assert distinct.measures[0].sensitivity == 1.0
+    assert rows_count.measures[0].sensitivity == 3.0
