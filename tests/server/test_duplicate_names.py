@@ -42,3 +42,20 @@ def test_key_release_over_http(serve):
     assert response.getheader("X-Dpch-Mechanism") == "partition selection"
     rows = json.loads(data)["data"]
     assert rows and all(len(r) == 2 for r in rows)
+
+
+def test_top_k_over_http(serve):
+    """dp_select = 'top' through the gateway: k rows, the mechanism and cost headers, and an EXPLAIN
+    that states the alternative of releasing every count."""
+    srv = serve()
+    sql = ("SELECT region, count() AS n FROM visits GROUP BY region ORDER BY n DESC LIMIT 2 "
+           "SETTINGS dp_select = 'top', dp_epsilon = 0.8")
+    response, data = request(srv, sql + " FORMAT JSONCompact")
+    assert response.status == 200, data
+    rows = json.loads(data)["data"]
+    assert len(rows) == 2 and len({r[0] for r in rows}) == 2
+    assert response.getheader("X-Dpch-Mechanism") == "top-k (exponential (gumbel))"
+    assert json.loads(response.getheader("X-Dpch-Cost")) == {"epsilon": 0.8, "delta": 0.0}
+    response, data = request(srv, "EXPLAIN DP " + sql + " FORMAT TabSeparated")
+    assert response.status == 200, data
+    assert b"alternative: without dp_select" in data and b"top 2 of 4 keys" in data
