@@ -84,20 +84,17 @@ def calibrate(plan: QueryPlan, opts: QueryOptions) -> NoisePlan:
     if mechanism == "laplace" and opts.delta > 0 and not selection:
         raise QueryRejected("the Laplace mechanism is pure ε-DP and takes no dp_delta",
                             hint="drop dp_delta, or use dp_mechanism = 'gaussian'")
-    additive = [m for m in plan.measures if m.kind != "histogram"]
-    quantiles = quantile_stats(plan)
+    # the measure whose noisy value is the selection's own noisy count of units: one mechanism for both,
+    # so one share of ε fewer (the whole ε and δ when it is the only measure)
     shared = shared_count(plan, mechanism) if selection else None
-    if shared is not None:  # one mechanism, the whole ε and δ: its noisy counts select and are released
-        noise = NoisePlan(mechanism=mechanism, shared=shared,
-                          selection=LaplacePartitionSelection(opts.epsilon, opts.delta, plan.groups_per_unit))
-        check_cost(plan, opts, noise)
-        return noise
+    additive = [m for m in plan.measures if m.kind != "histogram" and m.name != shared]
+    quantiles = quantile_stats(plan)
     parts = len(additive) + len(quantiles) + (1 if selection else 0)
     eps = opts.epsilon / parts
     delta_parts = (len(additive) if mechanism == "gaussian" else 0) + (1 if selection else 0)
     delta = opts.delta / delta_parts if delta_parts else 0.0
     dimension = len(plan.group_domain) if plan.group_domain is not None else 2
-    noise = NoisePlan(mechanism=mechanism)
+    noise = NoisePlan(mechanism=mechanism, shared=shared)
     for m in additive:
         if mechanism == "gaussian":
             # a unit moves at most groups_per_unit coordinates: at 1 the scalar calibration is exact
@@ -122,23 +119,21 @@ def calibrate(plan: QueryPlan, opts: QueryOptions) -> NoisePlan:
 
 
 def shared_count(plan: QueryPlan, mechanism: str) -> str | None:
-    """The one measure whose per-key value *is* the count of distinct units partition selection
-    thresholds, so the selection's noisy count can be released as the answer (Laplace queries with
-    that measure alone; :mod:`dpch.mechanisms.partition_selection`): ``count(DISTINCT unit)``, or
-    ``count(*)`` over one table (no join) that holds at most one row per unit, whose unit is never
-    NULL. Decided from the plan alone, never from the data. None otherwise: the selection and the
-    measures then split ε."""
-    measures = [m for m in plan.measures if m.kind != "histogram"]
-    if mechanism != "laplace" or quantile_stats(plan) or len(measures) != 1 or len(plan.measures) != 1:
+    """The measure whose per-key value *is* the count of distinct units partition selection
+    thresholds, so the selection's noisy count can be released as its value (Laplace queries;
+    :mod:`dpch.mechanisms.partition_selection`): ``count(DISTINCT unit)``, or ``count(*)`` over one
+    table (no join) that holds at most one row per unit, whose unit is never NULL. Other measures of
+    the query (a sum beside the count, an avg's count) keep their own mechanisms. Decided from the
+    plan alone, never from the data. None otherwise: the selection is a mechanism of its own."""
+    if mechanism != "laplace":
         return None
-    m = measures[0]
-    distinct_units = counts_distinct_units(m)
-    one_row_each = (m.kind == "count" and _call_name(m.node) == "count" and not m.node.expressions
-                    and m.node.this is None and plan.relation.cap == 1 and not plan.relation.joins
-                    and len(plan.relation.tables) == 1 and not plan.table.nullable_unit)
-    if not (distinct_units or one_row_each) or m.sensitivity > plan.groups_per_unit:
-        return None
-    return m.name
+    for m in plan.measures:
+        one_row_each = (m.kind == "count" and _call_name(m.node) == "count" and not m.node.expressions
+                        and m.node.this is None and plan.relation.cap == 1 and not plan.relation.joins
+                        and len(plan.relation.tables) == 1 and not plan.table.nullable_unit)
+        if (counts_distinct_units(m) or one_row_each) and m.sensitivity <= plan.groups_per_unit:
+            return m.name
+    return None
 
 
 def counts_distinct_units(measure: Measure) -> bool:

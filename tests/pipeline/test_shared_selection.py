@@ -50,7 +50,6 @@ def test_a_count_of_units_is_one_mechanism_with_the_whole_budget(session, sql):
 @pytest.mark.parametrize("sql", [
     "SELECT city, count(*) FROM trips GROUP BY city SETTINGS dp_delta = 1e-6",  # 5 rows a unit: rows ≠ units
     "SELECT city, countIf(pid > 10) FROM residents GROUP BY city SETTINGS dp_delta = 1e-6",
-    "SELECT city, count(*), count(DISTINCT pid) FROM residents GROUP BY city SETTINGS dp_delta = 1e-6",
     ONE_ROW + ", dp_mechanism = 'gaussian'",  # asked for: kept
 ])
 def test_other_counts_split_the_budget_as_before(session, sql):
@@ -58,6 +57,32 @@ def test_other_counts_split_the_budget_as_before(session, sql):
     assert shared_count(plan, opts.resolved_mechanism) is None
     noise = calibrate(plan, opts)
     assert noise.shared is None and noise.additive and noise.selection is not None
+
+
+@pytest.mark.parametrize(("sql", "others"), [
+    ("SELECT city, count(*), count(DISTINCT pid) FROM residents GROUP BY city SETTINGS dp_delta = 1e-6", 1),
+    ("SELECT city, count(*) AS n, sum(pid) AS s, avg(pid) FROM residents GROUP BY city "
+     "SETTINGS dp_delta = 1e-6", 2),
+    ("SELECT city, count(DISTINCT uid), count(*) FROM trips GROUP BY city "
+     "SETTINGS dp_epsilon = 2.5, dp_delta = 1e-6", 1),
+])
+def test_beside_other_measures_the_count_of_units_shares_the_selection(session, sql, others):
+    """The count of units still is the selection's noisy count; the other measures keep their own
+    mechanisms, and ε is split over them and the one selection — one share fewer than before."""
+    make_table(session, "pid UInt32 COMMENT 'dp: bounds=[0, 3000]', city String",
+               [(i, f"c{i % 7}") for i in range(1, 2001)], ["pid", "city"], name="residents_b",
+               comment="dp: privacy_unit=pid, unique_units")
+    plan, opts = session.plan(sql.replace("FROM residents", "FROM residents_b"))
+    noise = calibrate(plan, opts)
+    assert noise.shared is not None and len(noise.additive) == others and noise.shared not in noise.additive
+    assert opts.resolved_mechanism == "laplace"
+    share = opts.epsilon / (others + 1)
+    assert noise.selection is not None and noise.selection.epsilon == pytest.approx(share)
+    assert all(m.cost.epsilon == pytest.approx(share) for m in noise.additive.values())
+    assert (noise.cost.epsilon, noise.cost.delta) == pytest.approx((opts.epsilon, opts.delta))
+    assert noise.half_width(noise.shared, 0.95) == noise.selection.half_width(0.95)
+    release_ = session.query(sql.replace("FROM residents", "FROM residents_b"))
+    assert release_.cost == noise.cost
 
 
 def _draws(plan, opts, noise: NoisePlan, data: GroupData, trials: int):
