@@ -32,6 +32,7 @@ import json
 import math
 import os
 import re
+import sys
 import warnings
 from collections import Counter
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ from hypothesis import strategies as st
 from sqlglot import exp
 
 from dpch.errors import DpchError
+from dpch.pipeline.top_k import per_key_sensitivity
 from dpch.sql.parse import DIALECT
 from dpch.sql.rewrite import emit_probe_sqls, emit_sql
 from tests.helpers import make_table
@@ -254,6 +256,11 @@ def _sensitivity(plan, a: dict, b: dict) -> list[str]:
             found.append(f"{m.sql}: ℓ1 change {l1!r} > {m.sensitivity!r} (+tol {tol:.3g})")
         if l2 > m.l2_sensitivity + tol:
             found.append(f"{m.sql}: ℓ2 change {l2!r} > {m.l2_sensitivity!r} (+tol {tol:.3g})")
+        # report noisy max (top-k) takes the per-key bound: 1 for a count of distinct units
+        linf, per_key = max((abs(x - y) for x, y in zip(va, vb, strict=True)), default=0.0), \
+            per_key_sensitivity(plan, m)
+        if linf > per_key + tol:
+            found.append(f"{m.sql}: one key moved by {linf!r} > its per-key sensitivity {per_key!r}")
     return found
 
 
@@ -507,6 +514,21 @@ def test_negative_control_understated_sensitivity_is_caught(env, monkeypatch):
     wrong = Query(query.sql, (_agg("sum(i8)", "sum", E("i8+1", lambda r: r["i8"] + 1)),), None, "", False)
     monkeypatch.undo()
     assert {v.check for v in check_query(env, wrong, data)} == {"value"}
+
+
+def test_negative_control_overstated_per_key_bound_is_caught(env, monkeypatch):
+    """The per-key (ℓ∞) check flags a count of distinct units when its per-key bound is claimed
+    below 1, the bound top-k relies on; the true bound passes on the same neighbours."""
+    base = [row(1, g="a"), row(1, g="b"), row(2, g="a")]
+    added = [row(10**6, g=k) for k in ("a", "b", "c")]  # one unit in three groups
+    data = {"d": base, "add": base + added, "rem": base, "n0": base, "n1": base}
+    _load(env, data)
+    query = Query("SELECT g, count(DISTINCT uid) AS a0 FROM {t} GROUP BY g SETTINGS dp_delta = 1e-6",
+                  (_agg("count(DISTINCT uid)", "distinct_unit"),), None, "g", False)
+    assert not check_query(env, query, data)
+    monkeypatch.setattr(sys.modules[__name__], "per_key_sensitivity", lambda plan, m: 0.5)
+    found = check_query(env, query, data)
+    assert found and all("per-key sensitivity" in v.detail for v in found), found
 
 
 def test_grammar_covers_every_registry_function():
