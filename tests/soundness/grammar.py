@@ -492,7 +492,7 @@ class Query:
     @property
     def reference_ok(self) -> bool:
         """Whether the test can compute every exact aggregate independently."""
-        return (self.group in ("", "g", "s") and all(a.ev_ok for a in self.aggs)
+        return (bool(self.aggs) and self.group in ("", "g", "s") and all(a.ev_ok for a in self.aggs)
                 and (self.where is None or self.where.ev is not None))
 
 
@@ -502,21 +502,24 @@ AGGREGATES = {False: aggregates(False), True: aggregates(True)}
 @st.composite
 def queries(draw) -> Query:
     join = draw(st.booleans()) and draw(st.booleans())  # a quarter of the queries join
-    aggs = tuple(draw(st.lists(AGGREGATES[join], min_size=1, max_size=3)))
     group = draw(st.sampled_from(["", "", "g", "g", "s", "intDiv(n, 25)", "toStartOfMonth(dt)",
                                   "toStartOfInterval(dt, INTERVAL 30 day)", "toMonday(toDateTime(dt))"]))
+    # one grouped query in six lists keys only (a key release: GROUP BY or DISTINCT without aggregate)
+    keys_only = bool(group) and draw(st.integers(0, 5)) == 0
+    aggs = () if keys_only else tuple(draw(st.lists(AGGREGATES[join], min_size=1, max_size=3)))
     where = draw(st.none() | CONDITIONS)
     form = draw(st.sampled_from(["plain", "plain", "subquery", "cte"]))
-    having = draw(st.sampled_from(["", "", " HAVING a0 > 0", " HAVING count(*) > 2"]))
+    having = draw(st.sampled_from(["", "", " HAVING count(*) > 2"] + ([] if keys_only else [" HAVING a0 > 0"])))
     source = "{t} JOIN {p} ON g = pg" if join else "{t}"
     if form == "subquery":
         source = f"(SELECT * FROM {source})"
     select = ", ".join(([group] if group else []) + [f"{a.sql} AS a{i}" for i, a in enumerate(aggs)])
-    sql = f"SELECT {select} FROM {source}"
+    distinct = keys_only and draw(st.booleans())
+    sql = f"SELECT {'DISTINCT ' if distinct else ''}{select} FROM {source}"
     if form == "cte":
         sql = f"WITH src AS (SELECT * FROM {source}) SELECT {select} FROM src"
     if where is not None:
         sql += f" WHERE {where}"
-    if group:
+    if group and not distinct:
         sql += f" GROUP BY {group}" + having
     return Query(sql + " SETTINGS dp_delta = 1e-6", aggs, where, group, join)

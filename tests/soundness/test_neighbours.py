@@ -216,14 +216,38 @@ def _run_all(session, emitted: str) -> dict[str, list[tuple] | str]:
     return results
 
 
+#: the pseudo-measure of partition selection: each key's count of distinct units (the emitted SQL's
+#: last column)
+UNITS = "__units"
+
+
 def _measures(plan, rows: list[tuple]) -> dict[str, dict[tuple, object]]:
     nkeys = len(plan.keys)
     out: dict[str, dict[tuple, object]] = {m.name: {} for m in plan.measures}
+    if plan.partition_selection:
+        out[UNITS] = {}
     for row in rows:
         key = tuple(str(v) for v in row[:nkeys])
         for j, m in enumerate(plan.measures):
             out[m.name][key] = row[nkeys + j]
+        if plan.partition_selection:
+            out[UNITS][key] = row[-1]
     return out
+
+
+def _units(plan, a: dict, b: dict) -> list[str]:
+    """Partition selection's counts of units: one unit moves each key by at most 1 and at most
+    ``groups_per_unit`` keys in all (the threshold's calibration, docs/algorithms.md C6)."""
+    if not plan.partition_selection:
+        return []
+    keys = set(a[UNITS]) | set(b[UNITS])
+    changes = [abs(_number(a[UNITS].get(k)) - _number(b[UNITS].get(k))) for k in keys]
+    found = []
+    if changes and max(changes) > 1:
+        found.append(f"units per key: one key moved by {max(changes)} > 1")
+    if sum(changes) > plan.groups_per_unit:
+        found.append(f"units per key: ℓ1 change {sum(changes)} > {plan.groups_per_unit} keys a unit may touch")
+    return found
 
 
 def _number(v) -> float:
@@ -329,6 +353,8 @@ def check_query(session, query: Query, data: dict[str, list[tuple]]) -> list[Vio
         STATS["rejected"] += 1
         return []
     STATS["accepted"] += 1
+    if plan.key_release:
+        STATS["key releases"] += 1
     emitted = emit_sql(plan, db)
     results = _run_all(session, emitted)
     found: list[Violation] = []
@@ -339,7 +365,8 @@ def check_query(session, query: Query, data: dict[str, list[tuple]]) -> list[Vio
         return found
     measures = {v: _measures(plan, rows) for v, rows in results.items()}
     for pair in PAIRS:
-        for detail in _sensitivity(plan, measures[pair[0]], measures[pair[1]]):
+        for detail in _sensitivity(plan, measures[pair[0]], measures[pair[1]]) + \
+                _units(plan, measures[pair[0]], measures[pair[1]]):
             found.append(Violation("sensitivity", _classify("sensitivity", query, detail, pair), sql,
                                    f"{pair[0]}→{pair[1]}: {detail}"))
     if query.reference_ok:
@@ -529,6 +556,19 @@ def test_negative_control_overstated_per_key_bound_is_caught(env, monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "per_key_sensitivity", lambda plan, m: 0.5)
     found = check_query(env, query, data)
     assert found and all("per-key sensitivity" in v.detail for v in found), found
+
+
+def test_negative_control_units_check():
+    """The partition-selection check flags a unit that moves one key by 2, or more keys than the plan
+    says a unit may touch; the same changes pass under the bound they respect."""
+    from types import SimpleNamespace
+
+    before = {UNITS: {("a",): 3, ("b",): 1}}
+    two_keys = {UNITS: {("a",): 4, ("b",): 2}}
+    one_key_twice = {UNITS: {("a",): 5, ("b",): 1}}
+    assert _units(SimpleNamespace(partition_selection=True, groups_per_unit=1), before, two_keys)
+    assert not _units(SimpleNamespace(partition_selection=True, groups_per_unit=2), before, two_keys)
+    assert _units(SimpleNamespace(partition_selection=True, groups_per_unit=3), before, one_key_twice)
 
 
 def test_grammar_covers_every_registry_function():
