@@ -312,11 +312,13 @@ VARIANCE_ALIASES: dict[str, str] = {
     "stddev_pop": "stddevPop", "stddev_samp": "stddevSamp",
 }
 #: the parser reads some aliases into typed nodes (it also reads VARIANCE and VARIANCE_POP, which
-#: ClickHouse lacks, into the same nodes as VAR_SAMP and VAR_POP, so dpch accepts them as those)
+#: ClickHouse lacks, into the same nodes as VAR_SAMP and VAR_POP: :data:`_NOT_CLICKHOUSE` refuses them)
 _VARIANCE_NODES: dict[type[exp.Expr], str] = {
     exp.VariancePop: "varPop", exp.Variance: "varSamp", exp.StddevPop: "stddevPop",
     exp.StddevSamp: "stddevSamp", exp.Stddev: "stddevSamp",
 }
+#: names the parser accepts for the variance family that ClickHouse does not (code 46), with what to write
+_NOT_CLICKHOUSE: dict[str, str] = {"variance": "varSamp", "variance_pop": "varPop"}
 _NAMED_CALLS = (exp.Anonymous, exp.AnonymousAggFunc, exp.CombinedAggFunc)
 _BY_NAME = (*_NAMED_CALLS, exp.ParameterizedAgg)
 
@@ -359,6 +361,10 @@ def variance_variant(node: exp.Expr) -> str | None:
     ClickHouse name; None if it is not of the variance family. A variance name in another case
     than ClickHouse's (``VARPOP``) is refused, as ClickHouse refuses it."""
     by_node = _VARIANCE_NODES.get(type(node))
+    written_as = str(node.meta.get("clickhouse_name", "")) if by_node is not None else ""
+    if written_as.lower() in _NOT_CLICKHOUSE:
+        raise QueryRejected(f"aggregate {written_as}() does not exist in ClickHouse",
+                            hint=f"write {_NOT_CLICKHOUSE[written_as.lower()]}(...)")
     if by_node is not None or not isinstance(node, _NAMED_CALLS):
         return by_node
     written = str(node.this)

@@ -7,13 +7,18 @@ from typing import Any
 
 from sqlglot import exp
 
-from dpch.sql import outputs
+from dpch.sql import outputs, post_functions
 from dpch.sql.analyze import QueryPlan
+
+#: ClickHouse's integer types a result column can have (a count, an integer sum, an integer cast)
+INTEGER_TYPES = frozenset({"Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32", "UInt64"})
 
 
 def release_types(plan: QueryPlan) -> list[str]:
     """ClickHouse types of a release's columns: a key keeps its type; a column that is exactly a
-    noisy count or integer sum is Int64 (its noise is integer-valued); anything else is Float64."""
+    noisy count or integer sum is Int64 (its noise is integer-valued); a conversion
+    (``CAST(avg(x) AS Int32)``, ``toFloat32(…)``) has the type it converts to, as in ClickHouse;
+    anything else is Float64."""
     measures = {m.name: m for m in plan.measures}
     types = []
     for out in plan.outputs:
@@ -26,12 +31,13 @@ def release_types(plan: QueryPlan) -> list[str]:
         if stat is not None and stat.kind in ("count", "sum") and measures[stat.measures[0]].integer:
             types.append("Int64")
         else:
-            types.append("Float64")
+            types.append(post_functions.result_type(out.expr) or "Float64")
     return types
 
 
 def typed_rows(rows: list[tuple[Any, ...]], types: list[str]) -> list[tuple[Any, ...]]:
-    """Rows with Int64 columns as Python ints (noise on integer measures is integer-valued)."""
-    ints = [t == "Int64" for t in types]
+    """Rows with integer columns as Python ints (noise on integer measures is integer-valued, and an
+    integer cast's value is whole already)."""
+    ints = [t in INTEGER_TYPES for t in types]
     return [tuple(int(round(v)) if i and isinstance(v, float) and math.isfinite(v) else v
                   for v, i in zip(row, ints, strict=True)) for row in rows]

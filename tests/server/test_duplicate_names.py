@@ -59,3 +59,17 @@ def test_top_k_over_http(serve):
     response, data = request(srv, "EXPLAIN DP " + sql + " FORMAT TabSeparated")
     assert response.status == 200, data
     assert b"alternative: without dp_select" in data and b"top 2 of 4 keys" in data
+
+
+def test_conversions_have_clickhouses_types(serve, keeper):
+    """A result column that converts a statistic has the type ClickHouse gives the same SQL (asked
+    directly, on a one-row table), not Float64; its value is whole for an integer type."""
+    srv = serve()
+    select = "SELECT CAST(avg(spend) AS Int32) AS a, toFloat32(sum(spend)) AS s, toUInt16(count()) AS n"
+    response, data = request(srv, f"{select} FROM visits SETTINGS dp_epsilon = 1 FORMAT JSONCompact")
+    assert response.status == 200, data
+    body = json.loads(data)
+    expected = json.loads(keeper.raw_query(f"{select} FROM (SELECT 1.5 AS spend)", "JSONCompact"))
+    assert body["meta"] == expected["meta"]
+    a, _, n = body["data"][0]
+    assert isinstance(a, int) and isinstance(n, int)
