@@ -184,8 +184,17 @@ def check_cost(plan: QueryPlan, opts: QueryOptions, noise: NoisePlan) -> None:
         problems.append(f"exponential mechanisms {sorted(noise.selectors)} ≠ quantiles {sorted(expected_selectors)}")
     if (noise.selection is not None) != plan.partition_selection:
         problems.append("partition selection does not match the plan's keys")
-    charged = noise.cost
-    parts = [cost for _, cost in noise.parts]
+    problems += composition_problems(noise.cost, [cost for _, cost in noise.parts], opts)
+    if problems:
+        raise CostCheckFailed("; ".join(problems))
+
+
+def composition_problems(charged: PrivacyCost, parts: list[PrivacyCost], opts: QueryOptions) -> list[str]:
+    """The half of the cost self-check every release shares: ``charged`` must be the composition of
+    the typed costs of the mechanisms that will draw noise (``parts``), in each view a filter may
+    read — (ε, δ) by basic composition (Dwork & Roth 2014, Thm 3.16), ρ by zCDP composition (Bun &
+    Steinke 2016, Lemma 1.7) — and must not exceed the ε and δ asked for."""
+    problems = []
     if parts:
         dp, zcdp = compose([c.approx_dp() for c in parts]), compose([c.zcdp() for c in parts])
         if not (_close(charged.epsilon, dp.epsilon) and _close(charged.delta, dp.delta)
@@ -195,8 +204,7 @@ def check_cost(plan: QueryPlan, opts: QueryOptions, noise: NoisePlan) -> None:
                             f"({dp}, {zcdp})")
     if charged.epsilon > opts.epsilon * (1 + _ROUNDING) or charged.delta > opts.delta * (1 + _ROUNDING):
         problems.append(f"cost {charged} exceeds the request ε {opts.epsilon}, δ {opts.delta}")
-    if problems:
-        raise CostCheckFailed("; ".join(problems))
+    return problems
 
 
 def _close(a: float, b: float) -> bool:

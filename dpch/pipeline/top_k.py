@@ -32,13 +32,19 @@ from dpch.errors import CostCheckFailed, QueryRejected
 from dpch.mechanisms.sampling import NoiseSource
 from dpch.mechanisms.selection import GaussianReportNoisyMax
 from dpch.mechanisms.top_k import PeelingTopK, gaussian_top_k, gumbel_top_k
-from dpch.pipeline.calibrate import NoisePlan, calibrate, counts_distinct_units, quantile_stats
+from dpch.pipeline.calibrate import (
+    NoisePlan,
+    calibrate,
+    composition_problems,
+    counts_distinct_units,
+    quantile_stats,
+)
 from dpch.pipeline.execute import GroupData
 from dpch.pipeline.postprocess import build_rows, pick_quantiles
 from dpch.pipeline.release import Rows, output_intervals
 from dpch.pipeline.report import MeasureReport, measure_reports
 from dpch.pipeline.report import notes as value_notes
-from dpch.privacy.cost import PrivacyCost, compose
+from dpch.privacy.cost import PrivacyCost
 from dpch.sql import outputs
 from dpch.sql.aggregates import Measure, Stat
 from dpch.sql.analyze import QueryPlan
@@ -48,8 +54,6 @@ from dpch.sql.statistics import stat_values
 #: the share of ε that selects the keys when the query also asks for values (the rest is split over
 #: the values' mechanisms as in an ordinary query)
 SELECTION_SHARE = 0.5
-#: relative slack for float rounding in the cost self-check
-_ROUNDING = 1e-9
 
 
 @dataclass(frozen=True)
@@ -194,20 +198,9 @@ def check_top_k_cost(plan: QueryPlan, opts: QueryOptions, noise: TopKNoise) -> N
     released = set(noise.values_plan.stats) if noise.values_plan is not None else set()
     if released != shown or (noise.values is None) != (not shown):
         problems.append(f"released statistics {sorted(released)} ≠ shown {sorted(shown)}")
-    parts = [cost for _, cost in noise.parts]
-    charged = noise.cost
-    dp, zcdp = compose([c.approx_dp() for c in parts]), compose([c.zcdp() for c in parts])
-    if not (_close(charged.epsilon, dp.epsilon) and _close(charged.delta, dp.delta)
-            and charged.rho is not None and _close(charged.rho, zcdp.rho)):
-        problems.append(f"the charge {charged} is not the composition of its mechanisms' costs ({dp}, {zcdp})")
-    if charged.epsilon > opts.epsilon * (1 + _ROUNDING) or charged.delta > opts.delta * (1 + _ROUNDING):
-        problems.append(f"cost {charged} exceeds the request ε {opts.epsilon}, δ {opts.delta}")
+    problems += composition_problems(noise.cost, [cost for _, cost in noise.parts], opts)
     if problems:
         raise CostCheckFailed("; ".join(problems))
-
-
-def _close(a: float, b: float) -> bool:
-    return abs(a - b) <= _ROUNDING * max(abs(a), abs(b)) + 1e-300
 
 
 def release_top_k(plan: QueryPlan, opts: QueryOptions, noise: TopKNoise, data: GroupData,
