@@ -146,6 +146,15 @@ class ProfileBound:
         return int(np.argmax(self.delta_lower - self.claimed))
 
     @property
+    def closest(self) -> int | None:
+        """Index of the ε where δ_lb is the largest fraction of the claim (None if δ_lb is 0 everywhere)."""
+        seen = (self.delta_lower > 0) & (self.claimed > 0)
+        if not seen.any():
+            return None
+        ratio = np.where(seen, self.delta_lower / np.where(seen, self.claimed, 1.0), -np.inf)
+        return int(np.argmax(ratio))
+
+    @property
     def excess(self) -> float:
         """max_ε δ_lb(ε) − claimed δ(ε): > 0 is a violation."""
         return float(np.max(self.delta_lower - self.claimed))

@@ -48,16 +48,20 @@ def _profile_lines(result: AuditResult) -> list[str]:
     if p is None:
         note = result.samples.profile_note
         return [f"profile:    not estimated ({note})"] if note else []
-    w = p.worst
-    verb = "exceeds" if p.violation else "closest"
-    return [
+    lines = [
         f"profile:    δ(ε) lower bound at {p.confidence:.1%} confidence on {p.statistic} "
         f"(claimed: {p.claim.description}; DKW slack ±{p.slack_d:.4f} / ±{p.slack_dprime:.4f})",
         f"  at ε 0:    δ_lb {p.delta_lower[0]:.4f} vs claimed {p.claimed[0]:.4f} ({p.tightness:.0%} of the claim; "
         f"point estimate {p.delta_point[0]:.4f})",
-        f"  {verb:<10} at ε {p.epsilons[w]:.3f}: δ_lb {p.delta_lower[w]:.4g} vs claimed {p.claimed[w]:.4g}"
-        + (f" (excess {p.excess:.4g})" if p.violation else ""),
     ]
+    if p.violation:
+        w = p.worst
+        lines.append(f"  exceeds at ε {p.epsilons[w]:.3f}: δ_lb {p.delta_lower[w]:.4g} vs claimed {p.claimed[w]:.4g} "
+                     f"(excess {p.excess:.4g})")
+    elif (c := p.closest) is not None and c != 0:
+        lines.append(f"  closest at ε {p.epsilons[c]:.3f}: δ_lb {p.delta_lower[c]:.4g} vs claimed {p.claimed[c]:.4g} "
+                     f"({p.delta_lower[c] / p.claimed[c]:.0%})")
+    return lines
 
 
 def _statistic(result: AuditResult) -> tuple[str, np.ndarray, np.ndarray]:
