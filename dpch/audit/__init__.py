@@ -4,6 +4,7 @@
 - :mod:`.runner` — sample a query on both (fast: noise redrawn over exact aggregates; full:
   every trial through :meth:`Session.query`, charged to a scratch audit analyst).
 - :mod:`.estimators` — ε lower bounds with confidence (threshold tests, a classifier).
+- :mod:`.ex_post` — the loss of one outcome against an outcome-dependent (ex-post) claim.
 - :mod:`.profile` — a Gaussian release's privacy profile δ(ε), bounded from below (DKW) and
   compared with the curve its calibration claims.
 - :mod:`.experiment` — :func:`audit_query`: neighbours → samples → bounds → verdict.

@@ -185,6 +185,18 @@ def test_b7_worst_case_ratio_of_the_selection_pmf_is_the_b10_epsilon():
     assert rnm_epsilon(c, delta, sigma, d) == pytest.approx(0.9801642773, abs=1e-7)
 
 
+@pytest.mark.parametrize("t", [1, 2, 3])
+def test_b8_worst_case_ratio_of_the_halting_pmf_is_thm17_epsilon_post(t: int):
+    """Thm 17's worst case (queries in [a, b] = [0, 1]): D asks b − Δ before and a + Δ at t, D′ asks
+    b and a; log P_D(halt at t)/P_D′(halt at t) from the halting pmf above equals ε_post(t) (log form,
+    −σ_X x; B8) to 1e-6 — the ex-post claim is attained, so an audit can be tight."""
+    sigma_x, rho, delta = 0.3, 0.9, 0.2
+    mech = GaussianAboveThreshold(sigma_x=sigma_x, sigma_z=SQ3 * sigma_x, threshold=rho, sensitivity=delta)
+    on_d = gaussian_at_pmf([1 - delta] * (t - 1) + [delta], rho, sigma_x, SQ3 * sigma_x)[t - 1]
+    on_dprime = gaussian_at_pmf([1.0] * (t - 1) + [0.0], rho, sigma_x, SQ3 * sigma_x)[t - 1]
+    assert math.log(on_d / on_dprime) == pytest.approx(mech.epsilon_post(t), abs=1e-6)
+
+
 @pytest.mark.parametrize("monotonic", [False, True])
 def test_laplace_report_noisy_max_index(source: NoiseSource, monotonic: bool):
     mech = LaplaceReportNoisyMax(epsilon=1.0, sensitivity=1.0, monotonic=monotonic)
