@@ -41,7 +41,7 @@ tails of non-Gaussian noise.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -71,6 +71,8 @@ class ClaimedProfile:
     mu: float = 0.0
     sigma: float = 0.0
     shift: int = 0
+    #: which neighbours the curve is claimed for
+    scope: str = "every neighbour"
 
     def delta(self, epsilons: Sequence[float] | np.ndarray) -> np.ndarray:
         """Claimed δ at each ε."""
@@ -88,37 +90,52 @@ class ClaimedProfile:
 
     @property
     def description(self) -> str:
+        scope = "" if self.scope == "every neighbour" else f" ({self.scope})"
         if self.kind == "gaussian":
-            return f"Gaussian, μ = Δ/σ {self.mu:.4g}"
-        return f"discrete Gaussian, σ {self.sigma:.4g}, shift {self.shift}"
+            return f"Gaussian, μ = Δ/σ {self.mu:.4g}{scope}"
+        return f"discrete Gaussian, σ {self.sigma:.4g}, shift {self.shift}{scope}"
 
 
-def claimed_profile(mechanisms: Sequence[object], *, other_mechanisms: bool = False
-                    ) -> tuple[ClaimedProfile | None, str]:
-    """The claimed profile of a release made of ``mechanisms`` (the noise plan's additive ones),
-    or None and why not. ``other_mechanisms``: quantiles or partition selection are released too.
+def claimed_profile(mechanisms: Mapping[str, object], *, other_mechanisms: bool = False,
+                    moved: Mapping[str, int] | None = None) -> tuple[ClaimedProfile | None, str]:
+    """The claimed profile of a release made of ``mechanisms`` (the noise plan's additive ones, by
+    measure), or None and why not. ``other_mechanisms``: quantiles or partition selection are
+    released too. ``moved``: how many coordinates of each measure differ between the audited D and
+    D′ (fast mode, from their exact aggregates), when known.
 
     Covered exactly: any number of continuous (grid) Gaussian measures (one μ: the Gaussian is
-    rotation invariant and independent Gaussians compose into one), or one integer measure whose
-    worst neighbour moves one coordinate (the scalar discrete Gaussian). Integer noise on several
-    coordinates or measures has no closed-form profile here, and Laplace or exponential noise is
-    audited by the pure-ε bound alone.
+    rotation invariant and independent Gaussians compose into one); one integer measure whose worst
+    neighbour moves one coordinate (the scalar discrete Gaussian, CKS Thm 7, at the shift ⌈Δ⌉); and
+    an integer release of several coordinates or measures *for a pair that moves one coordinate
+    only*: the other coordinates are identically distributed on both sides, so the pair's profile is
+    the scalar discrete Gaussian's at that coordinate's σ and a shift of at most ⌈Δ2⌉ (the claim uses
+    ⌈Δ2⌉, so a shift beyond the sensitivity is still caught). Other integer releases have no
+    closed-form profile here, and Laplace or exponential noise is audited by the pure-ε bound alone.
     """
     if other_mechanisms:
         return None, "the release includes quantiles or partition selection, which are not Gaussian"
     if not mechanisms:
         return None, "nothing noisy to profile"
-    if not all(isinstance(m, GaussianMechanism) for m in mechanisms):
+    if not all(isinstance(m, GaussianMechanism) for m in mechanisms.values()):
         return None, "not a Gaussian release: its pure-ε bound is the test"
-    gaussians = [m for m in mechanisms if isinstance(m, GaussianMechanism) and m.sensitivity > 0]
+    gaussians = {k: m for k, m in mechanisms.items() if isinstance(m, GaussianMechanism) and m.sensitivity > 0}
     if not gaussians:
         return None, "no measure moves between neighbours"
-    if not any(m.integer for m in gaussians):
-        return ClaimedProfile("gaussian", mu=math.sqrt(sum((m.sensitivity / m.sigma) ** 2 for m in gaussians))), ""
-    only = gaussians[0]
-    if len(gaussians) == 1 and (only.dimension == 1 or only.unit_coordinates == 1):
-        return ClaimedProfile("discrete gaussian", sigma=only.sigma, shift=math.ceil(only.sensitivity)), ""
-    return None, "integer Gaussian noise on several coordinates or measures, whose exact profile is not computed"
+    if not any(m.integer for m in gaussians.values()):
+        mu = math.sqrt(sum((m.sensitivity / m.sigma) ** 2 for m in gaussians.values()))
+        return ClaimedProfile("gaussian", mu=mu), ""
+    if len(gaussians) == 1:
+        only = next(iter(gaussians.values()))
+        if only.dimension == 1 or only.unit_coordinates == 1:
+            return ClaimedProfile("discrete gaussian", sigma=only.sigma, shift=math.ceil(only.sensitivity)), ""
+    if moved is not None:
+        moving = [k for k, n in moved.items() if n > 0]
+        if len(moving) == 1 and moved[moving[0]] == 1 and moving[0] in gaussians:
+            m = gaussians[moving[0]]
+            return ClaimedProfile("discrete gaussian", sigma=m.sigma, shift=math.ceil(m.sensitivity),
+                                  scope="this pair: one coordinate moves"), ""
+    return None, ("integer Gaussian noise on several coordinates or measures, and the audited pair moves more than "
+                  "one: its exact profile is not computed")
 
 
 @dataclass(frozen=True)

@@ -118,15 +118,16 @@ class AuditRunner:
         noise = calibrate(plan, opts)
         return noise.cost, opts.resolved_mechanism
 
-    def claimed_profile(self) -> tuple[ClaimedProfile | None, str]:
+    def claimed_profile(self, moved: dict[str, int] | None = None) -> tuple[ClaimedProfile | None, str]:
         """The privacy profile the production calibration claims (Gaussian releases; never from the
-        seams above, so an injected mis-calibration is measured against the real claim)."""
+        seams above, so an injected mis-calibration is measured against the real claim). ``moved``:
+        coordinates of each measure that differ between D and D′ (fast mode)."""
         plan, opts = self.sessions[0].plan(self.sql, **self.options)
         if opts.accuracy_first:
             return None, "accuracy-first release: its pure-ε bound is the test"
         noise = calibrate(plan, opts)
-        return claimed_profile(list(noise.additive.values()),
-                               other_mechanisms=bool(noise.selectors) or noise.selection is not None)
+        return claimed_profile(noise.additive, other_mechanisms=bool(noise.selectors) or noise.selection is not None,
+                               moved=moved)
 
     def run_fast(self, trials: int) -> AuditSamples:
         """``trials`` releases per side, exact aggregates computed once, noise redrawn.
@@ -158,7 +159,8 @@ class AuditRunner:
             exact_sides.append(exact)
             sensitivities = {m.name: m.sensitivity for m in plan.measures if m.kind != "histogram"}
         discrete = bool(prepared[0][1].selectors) or prepared[0][1].selection is not None
-        profile, note = self.claimed_profile()
+        moved = {k: int(np.count_nonzero(exact_sides[1][k] != exact_sides[0][k])) for k in exact_sides[0]}
+        profile, note = self.claimed_profile(moved)
         return AuditSamples(sides[0], sides[1], labels, claimed, mechanism, "fast",
                             exact_sides[0], exact_sides[1], sensitivities, discrete=discrete,
                             profile=profile, profile_note=note)

@@ -56,20 +56,27 @@ def test_which_releases_have_a_claimed_profile():
     cont = GaussianMechanism(1.0, 1e-6, 5.0)
     other = GaussianMechanism(0.5, 1e-6, 3.0)
     count = GaussianMechanism(1.0, 1e-6, 10.0, integer=True)
-    profile, _ = claimed_profile([cont, other])
+    profile, _ = claimed_profile({"m0": cont, "m1": other})
     assert profile is not None and profile.kind == "gaussian"
     assert profile.mu == pytest.approx(math.hypot(5.0 / cont.sigma, 3.0 / other.sigma)), "one μ for the composition"
-    profile, _ = claimed_profile([count])
+    profile, _ = claimed_profile({"m0": count})
     assert profile is not None and profile.kind == "discrete gaussian" and profile.shift == 10
     assert profile.sigma == count.sigma
-    for mechanisms, other_mechanisms, reason in [
-        ([LaplaceMechanism(1.0, 1.0)], False, "not a Gaussian release"),
-        ([cont], True, "quantiles or partition selection"),
-        ([count, cont], False, "integer Gaussian noise on several"),
-        ([GaussianMechanism(1.0, 1e-6, 10.0, integer=True, dimension=3)], False, "integer Gaussian noise on several"),
+    vector = GaussianMechanism(1.0, 1e-6, 10.0, integer=True, dimension=3)
+    for mechanisms, other_mechanisms, moved, reason in [
+        ({"m0": LaplaceMechanism(1.0, 1.0)}, False, None, "not a Gaussian release"),
+        ({"m0": cont}, True, None, "quantiles or partition selection"),
+        ({"m0": count, "m1": cont}, False, None, "integer Gaussian noise on several"),
+        ({"m0": count, "m1": cont}, False, {"m0": 1, "m1": 1}, "integer Gaussian noise on several"),
+        ({"m0": vector}, False, None, "integer Gaussian noise on several"),
+        ({"m0": vector}, False, {"m0": 2}, "integer Gaussian noise on several"),
     ]:
-        profile, note = claimed_profile(mechanisms, other_mechanisms=other_mechanisms)
+        profile, note = claimed_profile(mechanisms, other_mechanisms=other_mechanisms, moved=moved)
         assert profile is None and reason in note
+    # an integer vector whose audited pair moves one coordinate: the scalar discrete Gaussian at ⌈Δ2⌉
+    profile, _ = claimed_profile({"m0": vector}, moved={"m0": 1})
+    assert profile is not None and profile.kind == "discrete gaussian"
+    assert profile.sigma == vector.sigma and profile.shift == 10 and "one coordinate moves" in profile.description
 
 
 def test_dkw_slack_meets_massarts_bound():
@@ -139,7 +146,7 @@ def test_discrete_gaussian_count(factor: float, caught: bool, monkeypatch: pytes
     the calibrated σ."""
     monkeypatch.setenv("DPCH_ALLOW_FIXED_SEED", "1")
     mech = GaussianMechanism(1.0, 1e-6, SENSITIVITY, integer=True)
-    claim, _ = claimed_profile([mech])
+    claim, _ = claimed_profile({"m0": mech})
     assert claim is not None
     source = NoiseSource(seed=11)
     sigma = factor * mech.sigma
