@@ -36,6 +36,12 @@ about 0.01 at 100 000 trials per side, against 0.04 between a count's claimed pr
 whose (ε₀, δ₀) holds but whose profile crosses the Gaussian's at small ε would be flagged, which is
 why only Gaussian releases get this test. It cannot see δ itself (1e-6 needs ~10⁸ trials) nor the
 tails of non-Gaussian noise.
+
+Real-valued releases are sampled on a power-of-two grid (:mod:`dpch.mechanisms.grid`): exact
+discrete Gaussian noise at least 2^20 times finer than σ, calibrated for the rounded query's
+sensitivity (inflated by at most 2^-7). Their curve is the continuous one at the mechanism's σ up to
+that inflation — less than 0.001 in δ at ε 0 — far below the sampling slack; the claim uses the
+continuous curve.
 """
 
 from __future__ import annotations
