@@ -2,9 +2,12 @@
 
 :func:`audit_query` builds D and D′ for a query (:mod:`.neighbours`), samples the query on
 both (:mod:`.runner`), and bounds ε from below (:mod:`.estimators`) with a threshold test and a
-classifier, each at confidence 1 − α/2 so that their maximum holds at 1 − α (union bound).
-The verdict is VIOLATION when ε_lb exceeds the claimed ε: if the mechanism really were
-(ε, δ)-DP, that happens with probability at most α.
+classifier (and a likelihood-ratio test for discrete outputs); a Gaussian release also gets a
+lower confidence curve on its privacy profile δ(ε) (:mod:`.profile`), compared with the curve
+its calibration claims. Each of the m tests runs at confidence 1 − α/m, so together they hold at
+1 − α (union bound). The verdict is VIOLATION when ε_lb exceeds the claimed ε or δ_lb(ε) exceeds
+the claimed δ(ε) at some ε: if the mechanism really were as claimed, that happens with
+probability at most α.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from dpch.audit.estimators import (
     threshold_bound,
 )
 from dpch.audit.neighbours import Direction, NeighbourPair, build_neighbours
+from dpch.audit.profile import ProfileBound, profile_bound
 from dpch.audit.runner import AuditRunner, AuditSamples
 from dpch.errors import ConfigError
 from dpch.policy.resolve import Policy
@@ -46,6 +50,10 @@ class AuditResult:
     threshold: EpsilonBound
     classifier: EpsilonBound
     bound: EpsilonBound
+    #: the privacy-profile test of a Gaussian release (None: not applicable, see ``samples.profile_note``)
+    profile: ProfileBound | None = None
+    #: the confidence of the verdict (all tests together)
+    confidence: float = 0.95
 
     @property
     def claimed_epsilon(self) -> float:
@@ -56,8 +64,16 @@ class AuditResult:
         return self.samples.claimed.delta
 
     @property
-    def violation(self) -> bool:
+    def epsilon_violation(self) -> bool:
         return self.bound.epsilon_lb > self.claimed_epsilon
+
+    @property
+    def profile_violation(self) -> bool:
+        return self.profile is not None and self.profile.violation
+
+    @property
+    def violation(self) -> bool:
+        return self.epsilon_violation or self.profile_violation
 
     @property
     def verdict(self) -> str:
@@ -69,13 +85,18 @@ class AuditResult:
         return self.bound.epsilon_lb / self.claimed_epsilon if self.claimed_epsilon > 0 else float("inf")
 
 
+def tests_per_audit(samples: AuditSamples) -> int:
+    """How many tests share the audit's α: threshold and classifier, a likelihood-ratio test for
+    discrete outputs, the privacy profile for a Gaussian release."""
+    return 2 + int(samples.discrete) + int(samples.profile is not None)
+
+
 def estimate(samples: AuditSamples, confidence: float = 0.95) -> tuple[EpsilonBound, EpsilonBound, EpsilonBound]:
-    """(threshold bound, classifier bound, their maximum at ``confidence``)."""
+    """(threshold bound, classifier bound, their maximum), each test at 1 − α/m
+    (:func:`tests_per_audit`), so that with :func:`estimate_profile` all hold at ``confidence``."""
     if not 0.5 <= confidence < 1:
         raise ConfigError(f"audit confidence must be in [0.5, 1), got {confidence!r}")
-    # discrete outputs add a third test (likelihood ratio over binned outcomes): union bound over m tests
-    m = 3 if samples.discrete else 2
-    each = 1.0 - (1.0 - confidence) / m
+    each = 1.0 - (1.0 - confidence) / tests_per_audit(samples)
     delta = samples.claimed.delta
     t = threshold_bound(samples.d, samples.dprime, delta=delta, confidence=each, labels=samples.labels)
     c = classifier_bound(samples.d, samples.dprime, delta=delta, confidence=each)
@@ -83,6 +104,14 @@ def estimate(samples: AuditSamples, confidence: float = 0.95) -> tuple[EpsilonBo
     if samples.discrete:
         tests.append(likelihood_ratio_bound(samples.d, samples.dprime, delta=delta, confidence=each))
     return t, c, combine(tests)
+
+
+def estimate_profile(samples: AuditSamples, confidence: float = 0.95) -> ProfileBound | None:
+    """The privacy-profile test at 1 − α/m, or None when the release is not a profiled Gaussian."""
+    if samples.profile is None:
+        return None
+    each = 1.0 - (1.0 - confidence) / tests_per_audit(samples)
+    return profile_bound(samples.d, samples.dprime, samples.profile, confidence=each, labels=samples.labels)
 
 
 def audit_query(
@@ -124,7 +153,8 @@ def audit_query(
         if not keep:
             pair.drop(session.engine)
     t, c, best = estimate(samples, confidence)
-    return AuditResult(sql, plan.table.table, _describe(pair), samples, t, c, best)
+    return AuditResult(sql, plan.table.table, _describe(pair), samples, t, c, best,
+                       estimate_profile(samples, confidence), confidence)
 
 
 def _audit_session(session: Any, database: str, seed: int | None) -> Any:

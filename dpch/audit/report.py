@@ -1,6 +1,7 @@
 """The audit's outputs: a text summary, and an HTML (inline SVG, no dependencies) or PNG
-(matplotlib, the optional ``report`` extra) report with the two output histograms and the
-threshold curve of the statistic that gave the bound."""
+(matplotlib, the optional ``report`` extra) report with the two output histograms, the
+threshold curve of the statistic that gave the bound, and for a Gaussian release the estimated
+privacy profile δ_lb(ε) against the claimed δ(ε)."""
 
 from __future__ import annotations
 
@@ -35,8 +36,32 @@ def summary(result: AuditResult) -> str:
             f"{k} {v:g} (sensitivity {s.sensitivities[k]:g})" for k, v in s.shifts().items()
         )
         lines.append(f"exact shift D→D′: {shifts}")
-    lines.append(f"verdict:    {result.verdict}")
+    lines += _profile_lines(result)
+    lines.append(f"verdict:    {result.verdict} (all tests together at {result.confidence:.0%} confidence)")
     return "\n".join(lines)
+
+
+def _profile_lines(result: AuditResult) -> list[str]:
+    """The privacy-profile test: δ_lb against the claim at ε 0 (the total variation distance) and at
+    the ε where it comes closest, or why the release has none."""
+    p = result.profile
+    if p is None:
+        note = result.samples.profile_note
+        return [f"profile:    not estimated ({note})"] if note else []
+    lines = [
+        f"profile:    δ(ε) lower bound at {p.confidence:.1%} confidence on {p.statistic} "
+        f"(claimed: {p.claim.description}; DKW slack ±{p.slack_d:.4f} / ±{p.slack_dprime:.4f})",
+        f"  at ε 0:    δ_lb {p.delta_lower[0]:.4f} vs claimed {p.claimed[0]:.4f} ({p.tightness:.0%} of the claim; "
+        f"point estimate {p.delta_point[0]:.4f})",
+    ]
+    if p.violation:
+        w = p.worst
+        lines.append(f"  exceeds at ε {p.epsilons[w]:.3f}: δ_lb {p.delta_lower[w]:.4g} vs claimed {p.claimed[w]:.4g} "
+                     f"(excess {p.excess:.4g})")
+    elif (c := p.closest) is not None and c != 0:
+        lines.append(f"  closest at ε {p.epsilons[c]:.3f}: δ_lb {p.delta_lower[c]:.4g} vs claimed {p.claimed[c]:.4g} "
+                     f"({p.delta_lower[c] / p.claimed[c]:.0%})")
+    return lines
 
 
 def _statistic(result: AuditResult) -> tuple[str, np.ndarray, np.ndarray]:
@@ -122,6 +147,15 @@ def _html(result: AuditResult) -> str:
         "ε implied by each threshold", f"threshold on {name}",
     )
     colour = "#b00020" if result.violation else "#1b5e20"
+    profile_svg = ""
+    if result.profile is not None:
+        p = result.profile
+        profile_svg = _svg_lines(
+            p.epsilons,
+            [(p.delta_point, "#7f7f7f", "δ(ε) estimate"), (p.delta_lower, "#2ca02c", "δ(ε) lower bound (DKW)"),
+             (p.claimed, "#d62728", "claimed δ(ε)")],
+            f"privacy profile on {p.statistic}", "ε",
+        )
     return f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>dpch audit: {html.escape(result.verdict)}</title>
 <style>body{{font-family:sans-serif;max-width:760px;margin:2em auto}}pre{{background:#f4f4f4;padding:1em;
@@ -130,6 +164,7 @@ white-space:pre-wrap}}</style></head><body>
 <pre>{html.escape(summary(result))}</pre>
 {hist}
 {curve_svg}
+{profile_svg}
 <p>The curve is over all samples and is not corrected for choosing the threshold; the bound
 above was chosen on one half of the samples and measured on the other.</p>
 </body></html>
@@ -148,7 +183,9 @@ def _write_png(result: AuditResult, path: Path) -> Path:
     name, a0, a1 = _statistic(result)
     edges, h0, h1 = _histograms(a0, a1)
     curve = threshold_curve(a0, a1, delta=result.claimed_delta, confidence=result.bound.confidence)
-    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(7, 7))
+    profile = result.profile
+    fig, axes = plt.subplots(3 if profile is not None else 2, 1, figsize=(7, 10 if profile is not None else 7))
+    ax1, ax2 = axes[0], axes[1]
     ax1.stairs(h0, edges, label="D")
     ax1.stairs(h1, edges, label="D′")
     ax1.set_title(f"{result.verdict}: ε_lb {result.bound.epsilon_lb:.3f} vs claimed {result.claimed_epsilon:g}")
@@ -159,6 +196,13 @@ def _write_png(result: AuditResult, path: Path) -> Path:
     ax2.axhline(result.claimed_epsilon, color="red", linestyle="--", label="claimed ε")
     ax2.set_xlabel(f"threshold on {name}")
     ax2.legend()
+    if profile is not None:
+        ax3 = axes[2]
+        ax3.plot(profile.epsilons, profile.delta_point, label="δ(ε) estimate")
+        ax3.plot(profile.epsilons, profile.delta_lower, label="δ(ε) lower bound (DKW)")
+        ax3.plot(profile.epsilons, profile.claimed, color="red", linestyle="--", label="claimed δ(ε)")
+        ax3.set_xlabel("ε")
+        ax3.legend()
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

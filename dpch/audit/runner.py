@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from dpch.audit.profile import ClaimedProfile, claimed_profile
 from dpch.errors import QueryRejected
 from dpch.mechanisms.gaussian import GaussianMechanism
 from dpch.mechanisms.laplace import LaplaceMechanism
@@ -60,6 +61,9 @@ class AuditSamples:
     #: some coordinates are discrete (quantile indices, released-or-not): estimators add a
     #: likelihood-ratio test over binned outcomes
     discrete: bool = False
+    #: the δ(ε) curve a Gaussian release claims (production calibration), else None and why not
+    profile: ClaimedProfile | None = None
+    profile_note: str = ""
 
     @property
     def trials(self) -> int:
@@ -114,6 +118,17 @@ class AuditRunner:
         noise = calibrate(plan, opts)
         return noise.cost, opts.resolved_mechanism
 
+    def claimed_profile(self, moved: dict[str, int] | None = None) -> tuple[ClaimedProfile | None, str]:
+        """The privacy profile the production calibration claims (Gaussian releases; never from the
+        seams above, so an injected mis-calibration is measured against the real claim). ``moved``:
+        coordinates of each measure that differ between D and D′ (fast mode)."""
+        plan, opts = self.sessions[0].plan(self.sql, **self.options)
+        if opts.accuracy_first:
+            return None, "accuracy-first release: its pure-ε bound is the test"
+        noise = calibrate(plan, opts)
+        return claimed_profile(noise.additive, other_mechanisms=bool(noise.selectors) or noise.selection is not None,
+                               moved=moved)
+
     def run_fast(self, trials: int) -> AuditSamples:
         """``trials`` releases per side, exact aggregates computed once, noise redrawn.
 
@@ -144,8 +159,11 @@ class AuditRunner:
             exact_sides.append(exact)
             sensitivities = {m.name: m.sensitivity for m in plan.measures if m.kind != "histogram"}
         discrete = bool(prepared[0][1].selectors) or prepared[0][1].selection is not None
+        moved = {k: int(np.count_nonzero(exact_sides[1][k] != exact_sides[0][k])) for k in exact_sides[0]}
+        profile, note = self.claimed_profile(moved)
         return AuditSamples(sides[0], sides[1], labels, claimed, mechanism, "fast",
-                            exact_sides[0], exact_sides[1], sensitivities, discrete=discrete)
+                            exact_sides[0], exact_sides[1], sensitivities, discrete=discrete,
+                            profile=profile, profile_note=note)
 
     def _observe(self, plan: QueryPlan, noise: NoisePlan, data: _AlignedData,
                  trials: int) -> tuple[list[np.ndarray], list[str], dict[str, np.ndarray]]:
@@ -224,7 +242,8 @@ class AuditRunner:
             exact_sides.append({"normalized": values})
         labels = [f"coordinate {i}" for i in range(sides[0].shape[1])]
         return AuditSamples(sides[0], sides[1], labels, claimed, mechanism, "fast", exact_sides[0], exact_sides[1],
-                            {"normalized": 1.0})
+                            {"normalized": 1.0},
+                            profile_note="accuracy-first release: its pure-ε bound is the test")
 
     def run_full(self, trials: int) -> AuditSamples:
         """``trials`` full :meth:`Session.query` calls per side; observations are released cells."""
@@ -238,7 +257,10 @@ class AuditRunner:
                 cells, labels = _numeric_cells(release)
                 rows.append(cells)
             sides.append(np.array(rows, dtype=float))
-        return AuditSamples(sides[0], sides[1], labels, claimed, mechanism, "full")
+        # released cells are post-processing of the noisy measures: the claimed profile still bounds them
+        profile, note = self.claimed_profile()
+        return AuditSamples(sides[0], sides[1], labels, claimed, mechanism, "full", profile=profile,
+                            profile_note=note)
 
 
 @dataclass

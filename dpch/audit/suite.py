@@ -2,8 +2,9 @@
 
 ``dpch audit --suite`` loads the fixture tables ``visits``, ``people`` and ``regions``
 (:mod:`sql_fixtures.tables`) into a scratch database, audits every entry in fast mode, and
-fails if any entry's ε lower bound exceeds its claimed ε. Gaussian entries get 10× the trials:
-(ε, δ) Gaussian noise is only distinguishable far in its tails. Covered: counts, sums, avg
+fails if any entry's ε lower bound exceeds its claimed ε, or a Gaussian entry's privacy-profile
+lower bound δ_lb(ε) exceeds its claimed δ(ε) (:mod:`.profile`). Gaussian entries get 10× the
+trials: (ε, δ) Gaussian noise is only distinguishable far in its tails. Covered: counts, sums, avg
 (Laplace and Gaussian), one, three and nine quantiles of one column, partition selection, a public
 lookup join and a private⋈private join on units, and an accuracy-first count. At the default
 20 000 trials the suite takes 19–26 s on a loaded 2-core machine.
@@ -115,8 +116,11 @@ def run_suite(
                                  seed=None if seed is None else seed + 100 * i,
                                  runner_class=runner_class, **entry.options)
             outcomes.append(SuiteOutcome(entry, result))
+            profile = "" if result.profile is None else (
+                f" δ_lb(0) {result.profile.delta_lower[0]:.4f} of {result.profile.claimed[0]:.4f}"
+                f" ({result.profile.tightness:4.0%})")
             echo(f"{entry.name:<26} claimed ε {result.claimed_epsilon:<5g} ε_lb {result.bound.epsilon_lb:.3f} "
-                 f"({result.tightness:4.0%})  {result.verdict}")
+                 f"({result.tightness:4.0%}){profile}  {result.verdict}")
         if entries is None and not accuracy_first_available():
             outcomes.append(SuiteOutcome(ACCURACY_FIRST, None, "skipped: accuracy-first queries are not "
                                          "available in this version"))

@@ -94,7 +94,8 @@ def test_calibrated_mechanism_is_consistent(session, entry):
     trials = TRIALS * entry.trials_factor
     result = audit_query(session, entry.sql, trials=trials, seed=17, **entry.options)
     assert not result.violation, summary(result)
-    assert result.bound.confidence == pytest.approx(0.95)
+    # the verdict holds at 95%; with a profile test (Gaussian) the ε bound alone holds at 1 − 2α/3
+    assert result.confidence == pytest.approx(0.95) and result.bound.confidence >= 0.95 - 1e-12
     for name, shift in result.samples.shifts().items():  # the neighbour is the worst case
         assert shift == pytest.approx(result.samples.sensitivities[name]), summary(result)
     assert session.budget().releases == 0, "an audit must not touch a real analyst's ledger"
