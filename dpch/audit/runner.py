@@ -36,6 +36,7 @@ from dpch.pipeline import execute
 from dpch.pipeline.calibrate import NoisePlan, calibrate
 from dpch.pipeline.execute import GroupData
 from dpch.pipeline.postprocess import grid_utilities
+from dpch.pipeline.top_k import TopKNoise, calibrate_top_k, release_top_k
 from dpch.privacy.cost import PrivacyCost
 from dpch.sql.analyze import QueryPlan
 from dpch.sql.rewrite import emit_sql
@@ -115,6 +116,9 @@ class AuditRunner:
         if opts.accuracy_first:
             afplan, step = self._accuracy_plan(session, plan, opts)
             return afplan.cost_at(step), afplan.mechanism
+        if opts.select == "top":
+            top = calibrate_top_k(plan, opts)
+            return top.cost, top.mechanism
         noise = calibrate(plan, opts)
         return noise.cost, opts.resolved_mechanism
 
@@ -125,6 +129,8 @@ class AuditRunner:
         plan, opts = self.sessions[0].plan(self.sql, **self.options)
         if opts.accuracy_first:
             return None, "accuracy-first release: its pure-ε bound is the test"
+        if opts.select == "top":
+            return None, "top-k selection: a discrete output; its likelihood-ratio and pure-ε bounds are the test"
         noise = calibrate(plan, opts)
         return claimed_profile(noise.additive, other_mechanisms=bool(noise.selectors) or noise.selection is not None,
                                moved=moved)
@@ -139,8 +145,11 @@ class AuditRunner:
         one coordinate each, so that the estimators can combine them.
         """
         claimed, mechanism = self.claimed()
-        if self.sessions[0].plan(self.sql, **self.options)[1].accuracy_first:
+        first_opts = self.sessions[0].plan(self.sql, **self.options)[1]
+        if first_opts.accuracy_first:
             return self._run_accuracy_first(trials, claimed, mechanism)
+        if first_opts.select == "top":
+            return self._run_top_k(trials, claimed, mechanism)
         prepared = []
         for session in self.sessions:
             plan, opts = session.plan(self.sql, **self.options)
@@ -196,6 +205,48 @@ class AuditRunner:
         exact = {name: data.measures[name] for name in [*noise.additive, *filter(None, [noise.shared])]}
         return columns, labels, exact
 
+    # -- top-k selection ----------------------------------------------------------------------
+
+    def top_k_plan(self, plan: QueryPlan, opts: QueryOptions) -> TopKNoise:
+        """The top-k mechanisms the fast path samples: the session's own calibration (a seam)."""
+        return calibrate_top_k(plan, opts)
+
+    def _run_top_k(self, trials: int, claimed: PrivacyCost, mechanism: str) -> AuditSamples:
+        """``trials`` top-k releases per side through the production release stage on exact scores
+        computed once. Observations: the key picked in each round (discrete), the whole ordered pick
+        as one outcome (the mechanism's output: any event of it is bounded by the claim), and each
+        shown value of each key (0 where the key is not picked)."""
+        sides, exact_sides = [], []
+        labels: list[str] = []
+        outcomes: dict[tuple[Any, ...], int] = {}
+        for session in self.sessions:
+            plan, opts = session.plan(self.sql, **self.options)
+            top = self.top_k_plan(plan, opts)
+            data = execute.exact(session.engine, plan, self.emit(plan, session.engine.database))
+            index = {k: i for i, k in enumerate(data.keys)}
+            rows = []
+            for _ in range(trials):
+                columns, released, _ = release_top_k(plan, opts, top, data, self._noise)
+                keys = [tuple(r[j] for j, out in enumerate(plan.outputs) if out.is_key) for r in released]
+                picks = [float(index[k]) for k in keys]
+                joint = float(outcomes.setdefault(tuple(keys), len(outcomes)))
+                values = [0.0] * (len(data.keys) * (len(columns) - len(plan.keys)))
+                shown = [j for j, out in enumerate(plan.outputs) if not out.is_key]
+                for k, r in zip(keys, released, strict=True):
+                    for c, j in enumerate(shown):
+                        value = r[j]
+                        values[c * len(data.keys) + index[k]] = float(value) if value is not None else 0.0
+                rows.append([*picks, joint, *values])
+            sides.append(np.array(rows, dtype=float))
+            exact_sides.append({top.measure.name: data.measures[top.measure.name]})
+            shown_names = [plan.outputs[j].name for j, out in enumerate(plan.outputs) if not out.is_key]
+            labels = ([f"pick {r + 1}" for r in range(top.top.k)] + ["ordered picks"]
+                      + [f"{name} {_group_label(k)}" for name in shown_names for k in data.keys])
+        return AuditSamples(sides[0], sides[1], labels, claimed, mechanism, "fast", exact_sides[0], exact_sides[1],
+                            {}, discrete=True,
+                            profile_note="top-k selection: a discrete output; its likelihood-ratio and pure-ε "
+                                         "bounds are the test")
+
     # -- accuracy-first (noise reduction) ------------------------------------------------------
 
     def _accuracy_plan(self, session: Any, plan: QueryPlan, opts: QueryOptions) -> tuple[Any, int]:
@@ -248,6 +299,10 @@ class AuditRunner:
     def run_full(self, trials: int) -> AuditSamples:
         """``trials`` full :meth:`Session.query` calls per side; observations are released cells."""
         claimed, mechanism = self.claimed()
+        if self.sessions[0].plan(self.sql, **self.options)[1].select == "top":
+            raise QueryRejected("the full-stack audit observes released values; a top-k query's output is its "
+                                "picked keys, which the fast path observes",
+                                hint="audit it without --full-stack")
         sides = []
         labels: list[str] = []
         for session in self.sessions:
