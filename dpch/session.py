@@ -13,6 +13,7 @@ from typing import Any
 
 from dpch.accounting.accountant import Accountant, BudgetStatus
 from dpch.accounting.budget import Budget
+from dpch.accounting.watches import WatchState
 from dpch.pipeline import accuracy_first, admit, execute
 from dpch.pipeline.calibrate import calibrate
 from dpch.pipeline.check import Probe
@@ -28,6 +29,7 @@ from dpch.pipeline.report import (
     measure_reports,
     notes,
 )
+from dpch.pipeline.watch import Watches
 from dpch.policy.model import TablePolicy
 from dpch.policy.resolve import Policy
 from dpch.sql.analyze import QueryPlan
@@ -71,6 +73,7 @@ class Session:
         self.public_domains = PublicDomains(engine, self.table_policy)
         self.plans = PlanCache()
         self.accuracy_runs = accuracy_first.AccuracyRuns()
+        self.watch_service = Watches(self.context)  # threshold watches (dpch.pipeline.watch)
 
     # -- queries ---------------------------------------------------------------------------------
 
@@ -98,6 +101,8 @@ class Session:
 
     def explain_plan(self, plan: QueryPlan, opts: QueryOptions) -> Explanation:
         """:meth:`explain` of an already planned query."""
+        if opts.watch is not None or opts.threshold is not None:  # a threshold watch's question
+            return self.watch_service.explain(plan, opts)
         if plan.free:  # keys with a declared domain: no mechanism, no cost
             return free_explanation(plan, opts)
         check_key_release(plan, opts)
@@ -116,6 +121,8 @@ class Session:
         plan, opts = self.plan(sql, **options)
         if plan.query.explain:
             return explanation_release(self.explain_plan(plan, opts), self.budget(), _ms_since(started))
+        if opts.watch is not None or opts.threshold is not None:  # a threshold watch: 'above' or 'below'
+            return self.watch_service.answer(plan, opts, started)
         if plan.free:  # the declared domain: nothing private read, no noise, no ledger row
             self.context.probe.check(plan, self.plans.emitted(plan, lambda p: emit_sql(p, self.engine.database)))
             columns, rows, intervals = domain_rows(plan)
@@ -152,6 +159,29 @@ class Session:
     def datasets(self, plan: QueryPlan) -> tuple[str, ...]:
         """The dataset scopes (``db.table``) ``plan`` is admitted by and charged to (docs/design.md rule 8)."""
         return admit.datasets(self.engine.database, plan)
+
+    # -- threshold watches (dpch.pipeline.watch, docs/watches.md) ------------------------------------
+
+    def watch_create(self, name: str, *, epsilon: float, delta: float, threshold: float, upper: float,
+                     tables: tuple[str, ...] | list[str] | str, sensitivity: float | None = None,
+                     sigma: float | None = None, instances: int | None = None) -> WatchState:
+        """Registers a threshold watch and reserves its (ε, δ) now (:meth:`Watches.create`)."""
+        return self.watch_service.create(name, epsilon=epsilon, delta=delta, threshold=threshold, upper=upper,
+                                         tables=(tables,) if isinstance(tables, str) else tuple(tables),
+                                         table_policy=self.table_policy, sensitivity=sensitivity, sigma=sigma,
+                                         instances=instances)
+
+    def watch_close(self, name: str) -> WatchState:
+        """Closes a watch and settles its reservation (:meth:`Watches.close`)."""
+        return self.watch_service.close(name)
+
+    def watch_state(self, name: str) -> WatchState:
+        """A watch's current state."""
+        return self.watch_service.state(name)
+
+    def watches(self) -> list[WatchState]:
+        """The analyst's watches (``dpch budget`` lists them)."""
+        return self.watch_service.list()
 
     # -- budget and schema -----------------------------------------------------------------------
 

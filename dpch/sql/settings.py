@@ -42,6 +42,10 @@ class QueryOptions:
     #: presentation only (post-processing of the release; never changes what is released or
     #: charged): see :data:`INTERVAL_MODES`
     intervals: str = "none"
+    #: threshold watches (dpch.pipeline.watch, docs/watches.md): the watch this query asks, and its
+    #: threshold (optional; must equal the watch's)
+    watch: str | None = None
+    threshold: float | None = None
 
     @property
     def accuracy_first(self) -> bool:
