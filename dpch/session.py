@@ -164,12 +164,13 @@ class Session:
 
     def watch_create(self, name: str, *, epsilon: float, delta: float, threshold: float, upper: float,
                      tables: tuple[str, ...] | list[str] | str, sensitivity: float | None = None,
-                     sigma: float | None = None, instances: int | None = None) -> WatchState:
+                     sigma: float | None = None, instances: int | None = None,
+                     lower: float = 0.0) -> WatchState:
         """Registers a threshold watch and reserves its (ε, δ) now (:meth:`Watches.create`)."""
         return self.watch_service.create(name, epsilon=epsilon, delta=delta, threshold=threshold, upper=upper,
                                          tables=(tables,) if isinstance(tables, str) else tuple(tables),
                                          table_policy=self.table_policy, sensitivity=sensitivity, sigma=sigma,
-                                         instances=instances)
+                                         instances=instances, lower=lower)
 
     def watch_close(self, name: str) -> WatchState:
         """Closes a watch and settles its reservation (:meth:`Watches.close`)."""

@@ -3,10 +3,13 @@
 A watch is one fully adaptive Gaussian sparse vector (Lebensold et al. 2024, Alg 2/4, Thm 19;
 docs/algorithms.md B8, B9) that an analyst asks ⊤/⊥ threshold questions of, one at a time and
 across sessions. Its parameters are fixed at registration: the threshold ρ ≥ 0, the public range
-[0, upper] every answer is clamped to (Thm 7 needs non-negative queries), the sensitivity Δ a
+[lower, upper] every answer is clamped to (default lower 0), the sensitivity Δ a
 question may have, the threshold noise σ_X (σ_Z = √3·σ_X, as in the paper's experiments), the
 watch's (ε, δ) and the number n of instances its δ is split over (δ_j = δ/n each). Queries are
-normalised to [0, 1]: q/upper, Δ/upper, ρ/upper, σ_X/upper.
+normalised to [0, 1] with w = upper − lower: (q − lower)/w, Δ/w, (ρ − lower)/w, σ_X/w — non-negative, as
+Thm 7 needs. The clamp is public and data-independent; a tight range pays: ε_max grows with (ρ − lower)/σ_X
+(Thm 7's log term) and ε_post(t) with (upper − ρ)/σ_X (Thm 17), so a value far from ρ only needs to be clamped
+to a point still clearly on its side.
 
 The filter of B9, per instance j (a fresh noisy threshold ρ̂_j = ρ + N(0, σ_X²) each):
 
@@ -76,9 +79,9 @@ from dpch.store.quoting import insert_values
 WATCHES_TABLE = "dpch_watches"
 #: σ_Z / σ_X: Thm 7 needs σ_Z ≥ √3·σ_X; the paper's experiments use equality
 SIGMA_RATIO = math.sqrt(3.0)
-#: instances a watch's δ is split over when neither ``sigma`` nor ``instances`` is given
+#: without ``sigma``, σ_X is the smallest with which this many instances each fit ε/n at their ε_max
 DEFAULT_INSTANCES = 10
-#: the most instances a derived split may use (δ_j = δ/n; ε_max grows only like √log n)
+#: the most instances a derived δ split may use (δ_j = δ/n; ε_max grows only like √log n)
 MAX_INSTANCES = 1_000_000
 STATES = ("active", "exhausted", "closed")
 
@@ -89,6 +92,7 @@ _COLUMNS: tuple[tuple[str, str], ...] = (
     ("epsilon", "Float64"), ("delta", "Float64"), ("instances_max", "UInt64"), ("datasets", "Array(String)"),
     ("release_id", "String"), ("instances", "UInt64"), ("position", "UInt64"),
     ("noisy_threshold", "Nullable(Float64)"), ("spent", "Float64"), ("base", "Float64"), ("charged", "Float64"),
+    ("lower", "Float64"),
 )
 _NAMES = ", ".join(name for name, _ in _COLUMNS)
 
@@ -97,7 +101,7 @@ _NAMES = ", ".join(name for name, _ in _COLUMNS)
 class WatchParams:
     """What a watch fixes at registration (public: shown by ``dpch watch list`` and ``dpch budget``).
 
-    ``threshold``, ``upper``, ``sensitivity`` and ``sigma`` (σ_X) are in the query's own units;
+    ``threshold``, ``lower``, ``upper``, ``sensitivity`` and ``sigma`` (σ_X) are in the query's own units;
     ``instances`` is n, the δ split (δ_j = δ/n); ``datasets`` the private tables (``db.table``) the
     watch's questions may read, each charged the reservation (docs/design.md rule 8)."""
 
@@ -110,6 +114,12 @@ class WatchParams:
     delta: float
     instances: int
     datasets: tuple[str, ...]
+    lower: float = 0.0
+
+    @property
+    def width(self) -> float:
+        """upper − lower: the scale queries are normalised by."""
+        return self.upper - self.lower
 
     @property
     def instance_delta(self) -> float:
@@ -119,7 +129,7 @@ class WatchParams:
     @property
     def mechanism(self) -> GaussianAboveThreshold:
         """One instance, normalised to [0, 1] (Lebensold et al. 2024, Alg 1/3; B8)."""
-        return at_instance(self.threshold, self.upper, self.sensitivity, self.sigma, self.instance_delta)
+        return at_instance(self.threshold, self.upper, self.sensitivity, self.sigma, self.instance_delta, self.lower)
 
     @property
     def epsilon_max(self) -> float:
@@ -131,12 +141,13 @@ class WatchParams:
         return self.mechanism.epsilon_post(t)
 
 
-def at_instance(threshold: float, upper: float, sensitivity: float, sigma: float,
-                delta: float) -> GaussianAboveThreshold:
+def at_instance(threshold: float, upper: float, sensitivity: float, sigma: float, delta: float,
+                lower: float = 0.0) -> GaussianAboveThreshold:
     """A Gaussian Above Threshold instance on the watch's normalised scale [0, 1]."""
-    sx = sigma / upper
-    return GaussianAboveThreshold(sigma_x=sx, sigma_z=SIGMA_RATIO * sx, threshold=threshold / upper,
-                                  sensitivity=sensitivity / upper, lower=0.0, upper=1.0, delta=delta)
+    w = upper - lower
+    sx = sigma / w
+    return GaussianAboveThreshold(sigma_x=sx, sigma_z=SIGMA_RATIO * sx, threshold=(threshold - lower) / w,
+                                  sensitivity=sensitivity / w, lower=0.0, upper=1.0, delta=delta)
 
 
 @dataclass(frozen=True)
@@ -196,7 +207,7 @@ class WatchState:
         """Plain data for views (``--json``): everything but the noisy threshold."""
         p = self.params
         return {
-            "name": p.name, "state": self.state, "threshold": p.threshold, "upper": p.upper,
+            "name": p.name, "state": self.state, "threshold": p.threshold, "lower": p.lower, "upper": p.upper,
             "sensitivity": p.sensitivity, "sigma": p.sigma, "epsilon": p.epsilon, "delta": p.delta,
             "instances_max": p.instances, "datasets": list(p.datasets), "epsilon_max": p.epsilon_max,
             "spent": self.charged_epsilon, "delta_used": self.delta_used, "instances": self.instances,
@@ -217,22 +228,24 @@ class WatchEvent:
 # -- choosing σ and n ------------------------------------------------------------------------------
 
 
-def epsilon_max_at(threshold: float, upper: float, sensitivity: float, sigma: float, delta: float) -> float:
+def epsilon_max_at(threshold: float, upper: float, sensitivity: float, sigma: float, delta: float,
+                   lower: float = 0.0) -> float:
     """ε_max of one instance with these parameters (query units)."""
-    sx = sigma / upper
-    return at_epsilon_max(sensitivity / upper, sx, SIGMA_RATIO * sx, threshold / upper, delta)
+    w = upper - lower
+    sx = sigma / w
+    return at_epsilon_max(sensitivity / w, sx, SIGMA_RATIO * sx, (threshold - lower) / w, delta)
 
 
 def sigma_for(epsilon: float, delta: float, instances: int, threshold: float, upper: float,
-              sensitivity: float) -> float:
+              sensitivity: float, lower: float = 0.0) -> float:
     """The smallest σ_X (to 1e-6 relative) with ``instances`` · ε_max(δ/instances) ≤ ε: each of n
     instances fits, at its ex-ante bound, in an even share of ε (ε_max falls as σ grows)."""
     share, dj = epsilon / instances, delta / instances
 
     def fits(sigma: float) -> bool:
-        return epsilon_max_at(threshold, upper, sensitivity, sigma, dj) <= share
+        return epsilon_max_at(threshold, upper, sensitivity, sigma, dj, lower) <= share
 
-    lo, hi = sensitivity * 1e-3, upper
+    lo, hi = sensitivity * 1e-3, upper - lower
     while not fits(hi):
         hi *= 2.0
     while fits(lo):
@@ -244,22 +257,18 @@ def sigma_for(epsilon: float, delta: float, instances: int, threshold: float, up
 
 
 def instances_for(epsilon: float, delta: float, threshold: float, upper: float, sensitivity: float,
-                  sigma: float) -> int:
-    """The most instances n (≤ :data:`MAX_INSTANCES`) with n · ε_max(δ/n) ≤ ε; 0 if not even one fits."""
+                  sigma: float, lower: float = 0.0) -> int:
+    """The most instances B9's ε check can ever open (≤ :data:`MAX_INSTANCES`; 0 if not even one fits):
+    splitting δ over that many, δ never halts the watch before ε does.
 
-    def fits(n: int) -> bool:
-        return n * epsilon_max_at(threshold, upper, sensitivity, sigma, delta / n) <= epsilon
-
-    if not fits(1):
+    Every halted instance costs at least ε_post(1) (ε_post grows with t, B8), and instance k + 1 opens
+    only if spent_k + ε_max(δ_j) < ε with spent_k ≥ k·ε_post(1); δ_j ≤ δ gives ε_max(δ_j) ≥ ε_max(δ), so
+    k < (ε − ε_max(δ)) / ε_post(1) and at most n = ⌈(ε − ε_max(δ)) / ε_post(1)⌉ instances ever open."""
+    first = epsilon_max_at(threshold, upper, sensitivity, sigma, delta, lower)
+    if first >= epsilon:
         return 0
-    lo, hi = 1, 2
-    while hi <= MAX_INSTANCES and fits(hi):
-        lo, hi = hi, hi * 2
-    hi = min(hi, MAX_INSTANCES + 1)
-    while hi - lo > 1:  # fits(lo), not fits(hi)
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-    return lo
+    cheapest = at_instance(threshold, upper, sensitivity, sigma, delta, lower).epsilon_post(1)
+    return max(1, min(MAX_INSTANCES, math.ceil((epsilon - first) / cheapest)))
 
 
 # -- the table ------------------------------------------------------------------------------------------
@@ -295,7 +304,7 @@ class WatchStore:
             " threshold Float64, upper Float64, sensitivity Float64, sigma Float64,"
             " epsilon Float64, delta Float64, instances_max UInt64, datasets Array(String),"
             " release_id String, instances UInt64, position UInt64, noisy_threshold Nullable(Float64),"
-            " spent Float64, base Float64, charged Float64"
+            " spent Float64, base Float64, charged Float64, lower Float64"
             ") ENGINE = MergeTree ORDER BY (analyst, name, seq)"
             " COMMENT 'dpch: threshold watches (append-only; the latest row is the state; holds secret noise)'"
         )
@@ -341,7 +350,7 @@ class WatchStore:
         p = new.params
         row = (analyst, p.name, new.seq, now, event, new.state, answer, p.threshold, p.upper, p.sensitivity,
                p.sigma, p.epsilon, p.delta, p.instances, list(p.datasets), new.release_id, new.instances,
-               new.position, new.noisy_threshold, new.spent, new.base, charged)
+               new.position, new.noisy_threshold, new.spent, new.base, charged, p.lower)
         self.engine.command(insert_values(self.table, _COLUMNS, [row]))
         return new
 
@@ -349,7 +358,7 @@ class WatchStore:
 def _state(r: tuple[Any, ...]) -> WatchState:
     params = WatchParams(name=r[1], threshold=float(r[7]), upper=float(r[8]), sensitivity=float(r[9]),
                          sigma=float(r[10]), epsilon=float(r[11]), delta=float(r[12]), instances=int(r[13]),
-                         datasets=tuple(r[14]))
+                         datasets=tuple(r[14]), lower=float(r[22]))
     time = r[3] if r[3].tzinfo is not None else r[3].replace(tzinfo=UTC)
     return WatchState(params=params, seq=int(r[2]), state=r[5], release_id=r[15], instances=int(r[16]),
                       position=int(r[17]), spent=float(r[19]), base=float(r[20]), time=time,
@@ -372,20 +381,23 @@ def validate_params(params: WatchParams) -> None:
     if not p.name or not (p.name.replace("_", "").isalnum() and p.name.isascii()):
         raise QueryRejected(f"watch name {p.name!r} must be letters, digits and _",
                             hint="e.g. dpch watch create daily_signups ...")
-    for label, value in (("epsilon", p.epsilon), ("upper", p.upper), ("sensitivity", p.sensitivity),
+    if not (isinstance(p.lower, int | float) and isinstance(p.upper, int | float) and math.isfinite(p.lower)
+            and p.lower < p.upper):
+        raise bad(f"the range [lower, upper] = [{p.lower!r}, {p.upper!r}] is empty", "give --lower < --upper")
+    for label, value in (("epsilon", p.epsilon), ("upper", p.width), ("sensitivity", p.sensitivity),
                          ("sigma", p.sigma)):
         if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
             raise bad(f"{label} must be a positive number, got {value!r}", f"give a positive --{label}")
     if not (isinstance(p.delta, int | float) and 0 < p.delta < 1):
         raise bad(f"delta must be in (0, 1), got {p.delta!r}",
                   "Thm 7's ex-ante bound needs δ > 0; e.g. --delta 1e-7")
-    if not (isinstance(p.threshold, int | float) and 0 <= p.threshold <= p.upper):
-        raise bad(f"the threshold must be in [0, upper] = [0, {p.upper:g}], got {p.threshold!r}",
-                  "Thm 7 needs a non-negative threshold; raise --upper to cover it")
+    if not (isinstance(p.threshold, int | float) and p.lower <= p.threshold <= p.upper):
+        raise bad(f"the threshold must be in [lower, upper] = [{p.lower:g}, {p.upper:g}], got {p.threshold!r}",
+                  "Thm 7 needs a threshold at or above the range's lower end; widen --lower/--upper to cover it")
     if p.instances < 1:
         raise bad("σ is too small for this ε: not even one instance fits",
                   f"raise --sigma or --epsilon (ε_max of one instance at δ is "
-                  f"{epsilon_max_at(p.threshold, p.upper, p.sensitivity, p.sigma, p.delta):.4g})")
+                  f"{epsilon_max_at(p.threshold, p.upper, p.sensitivity, p.sigma, p.delta, p.lower):.4g})")
     if not p.datasets:
         raise bad("name the private tables its questions read", "e.g. --table signups")
 

@@ -30,8 +30,9 @@ def watches_text(watches: Sequence[WatchState]) -> str:
     for w in watches:
         p = w.params
         where = f"instance {w.instances} at question {w.position}" if w.open else f"{w.instances} instances, none open"
-        lines.append(f"  {p.name:<16} threshold {p.threshold:g} on [0, {p.upper:g}]  ε {w.charged_epsilon:.4g} of "
-                     f"{p.epsilon:g}  δ {w.delta_used:.3g} of {p.delta:.3g}  {where}  {w.state}")
+        lines.append(f"  {p.name:<16} threshold {p.threshold:g} on [{p.lower:g}, {p.upper:g}]  "
+                     f"ε {w.charged_epsilon:.4g} of {p.epsilon:g}  δ {w.delta_used:.3g} of {p.delta:.3g}  "
+                     f"{where}  {w.state}")
     return "\n".join(lines)
 
 

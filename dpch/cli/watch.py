@@ -31,7 +31,7 @@ def watches_of(obj: Context, analyst: str) -> list[WatchState]:
 
 def _line(state: WatchState) -> str:
     p = state.params
-    return (f"watch {p.name}: threshold {p.threshold:g} on [0, {p.upper:g}], sensitivity {p.sensitivity:g}, "
+    return (f"watch {p.name}: threshold {p.threshold:g} on [{p.lower:g}, {p.upper:g}], sensitivity {p.sensitivity:g}, "
             f"σ {p.sigma:.4g}; ε {state.charged_epsilon:.4g} of {p.epsilon:g}, δ {state.delta_used:.3g} of "
             f"{p.delta:.3g} ({p.instances} instances at most, ε_max {p.epsilon_max:.4g} each); {state.state}")
 
@@ -53,21 +53,26 @@ def watch() -> None:
 @click.option("--delta", type=float, default=1e-7, show_default=True, help="δ reserved now (split over instances).")
 @click.option("--threshold", type=float, required=True, help="The threshold the answers compare with (≥ 0).")
 @click.option("--upper", type=float, required=True,
-              help="Public upper end of the values: each answer's value is clamped to [0, upper].")
+              help="Public upper end of the values: each answer's value is clamped to [lower, upper].")
+@click.option("--lower", type=float, default=0.0, show_default=True,
+              help="Public lower end of the values (≤ threshold; closer to it costs less, docs/watches.md).")
 @click.option("--table", "tables", multiple=True, required=True, help="A private table its questions read.")
 @click.option("--sensitivity", type=float, default=None,
               help="Largest sensitivity of a question (default: the tables' rows per unit, a count's).")
-@click.option("--sigma", type=float, default=None, help="Threshold noise σ (default: derived from --instances).")
+@click.option("--sigma", type=float, default=None,
+              help="Threshold noise σ (default: the smallest with which 10 instances fit ε at their worst).")
 @click.option("--instances", type=int, default=None,
-              help="How many 'above' answers the ε must cover at their worst (default 10, or derived from --sigma).")
+              help="Split δ over this many instances (default: the most the ε can ever open).")
 @click.pass_obj
 @friendly_errors
 def create(obj: Context, name: str, epsilon: float, delta: float, threshold: float, upper: float,
-           tables: tuple[str, ...], sensitivity: float | None, sigma: float | None, instances: int | None) -> None:
+           lower: float, tables: tuple[str, ...], sensitivity: float | None, sigma: float | None,
+           instances: int | None) -> None:
     """Register a watch; its (ε, δ) is reserved from your budget at once."""
     session = obj.store("dpch watch create")
     state = session.watch_create(name, epsilon=epsilon, delta=delta, threshold=threshold, upper=upper,
-                                 tables=tables, sensitivity=sensitivity, sigma=sigma, instances=instances)
+                                 tables=tables, sensitivity=sensitivity, sigma=sigma, instances=instances,
+                                 lower=lower)
     click.echo(_line(state))
 
 

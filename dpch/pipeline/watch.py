@@ -148,13 +148,14 @@ class Watches:
 
     def create(self, name: str, *, epsilon: float, delta: float, threshold: float, upper: float,
                tables: tuple[str, ...] | list[str], table_policy: Any, sensitivity: float | None = None,
-               sigma: float | None = None, instances: int | None = None) -> WatchState:
+               sigma: float | None = None, instances: int | None = None, lower: float = 0.0) -> WatchState:
         """Registers a watch and reserves its whole (ε, δ) in the analyst's filter (and each table's
         dataset budget), durably, before any noise is drawn; raises BudgetExceeded if the filter refuses.
 
         ``sensitivity`` defaults to the largest contribution cap of ``tables`` (a count's); ``sigma``
-        (σ_X, query units) to the smallest with ``instances`` (default 10) instances each fitting ε/n
-        at its ex-ante bound; given ``sigma``, ``instances`` defaults to the most that fit."""
+        (σ_X, query units) to the smallest with which 10 instances each fit ε/10 at their ex-ante bound
+        (at δ/10); ``instances``, the number δ is split over (δ_j = δ/n), to the most instances B9's ε
+        check can ever open (:func:`~dpch.accounting.watches.instances_for`), so δ never halts it first."""
         if isinstance(tables, str):
             tables = (tables,)
         policies: list[TablePolicy] = [table_policy(t) for t in tables]
@@ -165,14 +166,13 @@ class Watches:
             sensitivity = float(max((p.contribution_cap for p in policies), default=1))
         datasets = qualified_datasets(self.ctx.database, [p.table for p in policies])
         probe = WatchParams(name, float(threshold), float(upper), float(sensitivity), float(sigma or 1.0),
-                            float(epsilon), float(delta), int(instances or DEFAULT_INSTANCES), datasets)
+                            float(epsilon), float(delta), int(instances or DEFAULT_INSTANCES), datasets, float(lower))
         validate_params(probe)
         if sigma is None:
-            sigma = sigma_for(epsilon, delta, probe.instances, threshold, upper, sensitivity)
-        elif instances is None:
-            instances = instances_for(epsilon, delta, threshold, upper, sensitivity, sigma)
-        params = replace(probe, sigma=float(sigma), instances=int(instances if instances is not None
-                                                                  else probe.instances))
+            sigma = sigma_for(epsilon, delta, DEFAULT_INSTANCES, threshold, upper, sensitivity, lower)
+        if instances is None:
+            instances = instances_for(epsilon, delta, threshold, upper, sensitivity, sigma, lower)
+        params = replace(probe, sigma=float(sigma), instances=int(instances))
         validate_params(params)
         with self.store.locked(self.analyst, name):
             old = self.store.latest(self.analyst, name)
@@ -247,7 +247,7 @@ class Watches:
         t = state.position + 1 if state.open else 1
         admissible, reason = self._answerable(state)
         notes = [f"watch {p.name}: Gaussian sparse vector (Lebensold et al. 2024, Alg 2/4), threshold {p.threshold:g}, "
-                 f"values clamped to [0, {p.upper:g}], σ_X {p.sigma:.4g}, σ_Z {p.sigma * math.sqrt(3):.4g}",
+                 f"values clamped to [{p.lower:g}, {p.upper:g}], σ_X {p.sigma:.4g}, σ_Z {p.sigma * math.sqrt(3):.4g}",
                  f"answers only 'above' or 'below'; an 'above' now (question {t} of its instance) costs the "
                  f"watch ε {p.epsilon_post(t):.4g}, a 'below' nothing; the watch's (ε {p.epsilon:g}, δ {p.delta:g}) "
                  "was reserved from your budget when it was created",
@@ -313,7 +313,7 @@ class Watches:
         with self.ctx.noise.drawing() as source:
             run = AboveThresholdRun(p.mechanism, state.noisy_threshold, source)
             run.count = state.position
-            top = run.test(value / p.upper)  # clamped to [0, 1] by the instance
+            top = run.test((value - p.lower) / p.width)  # clamped to [0, 1] by the instance
         if not top:
             return self.store.append(self.analyst, replace(state, position=run.count), BELOW, answer=BELOW), False, 0.0
         charged = p.epsilon_post(run.count)

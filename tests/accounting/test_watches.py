@@ -46,12 +46,18 @@ def test_sigma_for_is_the_smallest_that_fits() -> None:
         assert n * epsilon_max_at(thr, 5000.0, 2.0, sigma * 0.999, 1e-7 / n) > eps
 
 
-def test_instances_for_is_the_most_that_fit() -> None:
-    sigma = 200.0
-    n = instances_for(1.0, 1e-7, 1000.0, 5000.0, 1.0, sigma)
-    assert n >= 1
-    assert n * epsilon_max_at(1000.0, 5000.0, 1.0, sigma, 1e-7 / n) <= 1.0
-    assert (n + 1) * epsilon_max_at(1000.0, 5000.0, 1.0, sigma, 1e-7 / (n + 1)) > 1.0
+def test_instances_for_bounds_what_the_epsilon_check_opens() -> None:
+    """With δ split over instances_for(...) instances, ⊤ after ⊤ at position 1 (the cheapest) opens at
+    most that many before the ε check halts: δ never halts the watch first; and not many fewer (≥ 95 %)."""
+    for sigma, lower in ((200.0, 0.0), (120.0, 500.0), (400.0, 0.0)):
+        n = instances_for(1.0, 1e-7, 1000.0, 5000.0, 1.0, sigma, lower)
+        params = WatchParams("w", 1000.0, 5000.0, 1.0, sigma, 1.0, 1e-7, n, ("db.t",), lower)
+        state = new_watch(params, "r")
+        opened = 0
+        while state.spent + params.epsilon_max < params.epsilon:  # the ε part of can_open only
+            state = _halt(state, 1)
+            opened += 1
+        assert 0.95 * n <= opened <= n
     assert instances_for(1.0, 1e-7, 1000.0, 5000.0, 1.0, 1.0) == 0  # σ far too small: not one instance
 
 

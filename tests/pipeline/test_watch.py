@@ -116,6 +116,21 @@ def test_every_charge_is_explained(session) -> None:
     assert session.budget().spent.epsilon + session.budget().reserved.epsilon <= 3.0
 
 
+def test_a_narrow_public_range(session) -> None:
+    """Values clamped to [lower, upper] = [500, 1500] and normalised by its width: the answers are the
+    same, a ⊤ is charged ε_post of the shifted instance (ρ − lower)/w, and it costs less than on [0, 5000]."""
+    narrow = session.watch_create("n", epsilon=1.0, delta=1e-7, threshold=THRESHOLD, lower=500.0, upper=1500.0,
+                                  tables="signups", sigma=SIGMA, instances=4)
+    wide = create(session, instances=4)
+    assert (ask(session, LOW, "n"), ask(session, HIGH, "n")) == ("below", "above")
+    sx = SIGMA / 1000.0
+    want = at_epsilon_post(2, 1 / 1000.0, sx, 3**0.5 * sx, 0.5, 0.0, 1.0)
+    assert [e.charged for e in history(session, "n") if e.event == "above"] == pytest.approx([want], rel=1e-12)
+    assert narrow.params.epsilon_post(2) < wide.params.epsilon_post(2)
+    assert narrow.params.epsilon_max < wide.params.epsilon_max
+    assert watch_violations(history(session, "n")) == []
+
+
 @pytest.mark.parametrize("flt, refunded", [("basic", False), ("ex_post", True)])
 def test_close_settles_within_the_reservation(open_session, flt: str, refunded: bool) -> None:
     """Closing settles the reservation to E < ε under a filter that charges realized ex-post costs,
