@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # types only: the accounting stack loads when a command runs 
 
 def watches_of(obj: Context, analyst: str) -> list[WatchState]:
     """``analyst``'s watches on the store (the ``dpch budget`` view)."""
+    # start-up: dpch.accounting loads the whole privacy stack (NumPy, SciPy); only this view needs it
     from dpch.accounting.watches import WatchStore
 
     session = obj.store("the watches of a budget")

@@ -9,6 +9,7 @@ Seeds are fixed. The value tests put the exact count ≥ 4.5 standard deviations
 from __future__ import annotations
 
 import datetime as dt
+import json
 import threading
 from dataclasses import replace
 
@@ -391,3 +392,43 @@ def test_a_failure_after_the_data_is_read_trips(session, monkeypatch) -> None:
     with pytest.raises(AnalystLocked):
         ask(session, LOW)
     assert session.budget().spent.epsilon + session.budget().reserved.epsilon == pytest.approx(1.0)
+
+
+# -- views: the CLI, `dpch budget`, and the noisy threshold never shown ----------------------------------------
+
+
+def _cli(store_dsn: str, database: str, *args: str) -> str:
+    from click.testing import CliRunner
+
+    from dpch.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["--dsn", store_dsn, "--database", database, "--analyst", "watcher", *args])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_cli_create_list_budget_close(session, store_dsn: str, database: str) -> None:
+    """`dpch watch create|list|close` and `dpch budget` (text and JSON) on the store: the watch's
+    threshold, spent of ε, δ used, open instance and state — and nowhere its noisy threshold."""
+    _cli(store_dsn, database, "budget", "set", "--analyst", "watcher", "--epsilon", "3", "--delta", "1e-6")
+    out = _cli(store_dsn, database, "watch", "create", "cli", "--epsilon", "1", "--threshold", "1000",
+               "--lower", "500", "--upper", "1500", "--table", "signups", "--sigma", "100")
+    assert "watch cli: threshold 1000 on [500, 1500]" in out and "active" in out
+    assert ask(session, LOW, "cli") == "below"
+    state = session.watch_state("cli")
+    rho = state.noisy_threshold
+    assert rho is not None
+    listed = _cli(store_dsn, database, "watch", "list")
+    budget = _cli(store_dsn, database, "budget")
+    data = json.loads(_cli(store_dsn, database, "budget", "--json"))
+    assert "cli" in listed and "instance 1 at question 1" in budget and "active" in budget
+    assert data["watches"][0]["position"] == 1 and data["watches"][0]["spent"] == pytest.approx(state.charged_epsilon)
+    explained = session.explain(question(LOW, "cli")).describe()
+    shown = [listed, budget, str(data), explained, repr(state), *session.query(question(LOW, "cli")).notes]
+    secret = {f"{rho:.3g}", f"{rho:.4g}", repr(rho), f"{rho * 1000 + 500:.4g}", f"{rho * 1000 + 500:.0f}"}
+    for text in shown:
+        assert not any(s in text for s in secret), text
+    with pytest.raises(QueryRejected, match="no privacy policy"):
+        session.query("SELECT sum(noisy_threshold) FROM dpch_watches")
+    closed = _cli(store_dsn, database, "watch", "close", "cli")
+    assert "closed" in closed
