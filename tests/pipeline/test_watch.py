@@ -223,6 +223,36 @@ def test_many_watches_never_overspend_the_filter(session) -> None:
         assert watch_violations(history(session, f"w{i}")) == []
 
 
+def test_concurrent_registrations(open_session) -> None:
+    """Six threads register the same name (one wins; the others are refused before anything is reserved)
+    and six register different names at ε 0.7 on a budget of 3 (four fit): the filter is never overspent
+    and every reservation belongs to a watch."""
+    sessions = [open_session(seed=s) for s in range(3)]
+    outcomes: list[str] = []
+
+    def register(k: int, name: str) -> None:
+        try:
+            create(sessions[k % 3], name, epsilon=0.7)
+            outcomes.append("ok")
+        except QueryRejected as exc:
+            outcomes.append("exists" if "already exists" in exc.message else exc.message)
+        except BudgetExceeded:
+            outcomes.append("budget")
+
+    for names in (["same"] * 6, [f"n{k}" for k in range(6)]):
+        threads = [threading.Thread(target=register, args=(k, n)) for k, n in enumerate(names)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert sorted(outcomes[:6]) == ["exists"] * 5 + ["ok"]
+    assert sorted(outcomes[6:]) == ["budget"] * 3 + ["ok"] * 3
+    status = sessions[0].budget()
+    assert status.reserved.epsilon == pytest.approx(0.7 * 4) and status.reserved.epsilon <= 3.0
+    watches = sessions[1].watches()
+    assert len(watches) == 4 == len({w.release_id for w in watches}) == status.releases
+
+
 def _hammer(sessions: list[dpch.Session], names: list[str], per_thread: int) -> tuple[list[Exception], int]:
     """Six threads asking ``per_thread`` questions each; the errors other than "exhausted", and the
     number of answers returned."""
@@ -432,3 +462,52 @@ def test_cli_create_list_budget_close(session, store_dsn: str, database: str) ->
         session.query("SELECT sum(noisy_threshold) FROM dpch_watches")
     closed = _cli(store_dsn, database, "watch", "close", "cli")
     assert "closed" in closed
+
+
+# -- a real restart: the process is killed mid-instance --------------------------------------------------------
+
+_CHILD = """
+import datetime as dt, sys, time
+import dpch
+s = dpch.connect("chdb://" + sys.argv[1], database="w", analyst="watcher", default_budget=dpch.Budget(3.0, 1e-6),
+                 seed=int(sys.argv[2]))
+if sys.argv[3] == "first":
+    s.engine.command("CREATE TABLE w.signups (uid UInt32, day Date) ENGINE = MergeTree ORDER BY uid "
+                     "COMMENT 'dp: privacy_unit=uid, max_rows_per_unit=1'")
+    s.engine.insert("signups", [(i, dt.date(2026, 1, 2)) for i in range(100)], ["uid", "day"])
+    s.policy.reload()
+    s.watch_create("w", epsilon=1.0, delta=1e-7, threshold=1000, upper=5000, tables="signups", sigma=100.0,
+                   instances=4)
+sql = "SELECT count() FROM signups WHERE day = '2026-01-02' SETTINGS dp_watch = 'w'"
+answer = s.query(sql).rows[0][0]
+state = s.watch_state("w")
+print(answer, state.instances, state.position, repr(state.noisy_threshold), flush=True)
+if sys.argv[3] == "first":
+    time.sleep(120)  # killed here, mid-instance
+"""
+
+
+def test_killed_mid_instance_the_next_process_continues(tmp_path) -> None:
+    """SIGKILL after a 'below' (an instance open at question 1): a new process on the store continues that
+    instance with the same noisy threshold (question 2), and the rows replay cleanly."""
+    import signal
+    import subprocess
+    import sys
+
+    from tests.helpers import child_env
+
+    store = str(tmp_path / "store")
+    env = child_env() | {"DPCH_ALLOW_FIXED_SEED": "1"}
+    first = subprocess.Popen([sys.executable, "-c", _CHILD, store, "1", "first"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = first.stdout.readline().split()
+        assert line[:3] == ["below", "1", "1"], (line, first.stderr.read() if first.poll() is not None else "")
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=30)
+    second = subprocess.run([sys.executable, "-c", _CHILD, store, "2", "second"], capture_output=True, text=True,
+                            env=env, timeout=120)
+    assert second.returncode == 0, second.stderr
+    again = second.stdout.split()
+    assert again == ["below", "1", "2", line[3]], (line, again)  # same instance, same ρ̂, next question
