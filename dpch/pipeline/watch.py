@@ -70,7 +70,7 @@ class Question:
     sensitivity: float
 
 
-def question_measure(plan: QueryPlan, opts: QueryOptions, database: str) -> Question:
+def question_measure(plan: QueryPlan, opts: QueryOptions) -> Question:
     """The single additive statistic ``plan`` releases, or a refusal in words (from the plan alone)."""
     name = opts.watch
     if name is None:
@@ -240,7 +240,7 @@ class Watches:
 
     def explain(self, plan: QueryPlan, opts: QueryOptions) -> Explanation:
         """What a watched question would do, without running it or changing the watch."""
-        question = question_measure(plan, opts, self.ctx.database)
+        question = question_measure(plan, opts)
         state = self._existing(question.watch)
         check_question(question, state.params, opts, admit.datasets(self.ctx.database, plan))
         p = state.params
@@ -265,7 +265,7 @@ class Watches:
 
     def answer(self, plan: QueryPlan, opts: QueryOptions, started: float, emitted: str | None = None) -> Release:
         """Answers a watched query 'above' or 'below' (module docstring for the steps)."""
-        question = question_measure(plan, opts, self.ctx.database)
+        question = question_measure(plan, opts)
         datasets = admit.datasets(self.ctx.database, plan)
         emitted = emitted if emitted is not None else emit_sql(plan, self.ctx.database)
         self.ctx.probe.check(plan, emitted)  # type errors cost nothing
@@ -274,8 +274,8 @@ class Watches:
             check_question(question, state.params, opts, datasets)
             if self.accountant.lock_info() is not None:
                 raise AnalystLocked.of(self.analyst)
-            state = self._ready(state)
             entry = self._reservation_entry(state)
+            state = self._ready(state)
             with self.accountant.tripwire(entry):  # from here on a failure may depend on the data (rule 5)
                 data = execute.exact(self.ctx.engine, plan, emitted)
                 value = float(data.measures[question.measure][0])
