@@ -38,9 +38,10 @@ is random, so only the δ fixed in advance is a valid ex-post δ). Argument:
    opening T gives Σ_{j<T} ε_post(t_j) + ε_max(δ_T) < ε. So E < ε *in every outcome*: the watch is an
    (E, δ)-ex-post private release whose E never exceeds the worst case it was admitted on — exactly
    the condition of the ex-post filter (Rogers et al. 2023, Lemma 5.2), and of the mixed filter's
-   ex-post side (Thm 3). The accountant charges that realized E only under filters that charge
-   realized costs (``charges_realized``); every other filter counts the release at its worst case
-   (ε, δ), which the watch never exceeds (an (E ≤ ε, δ)-ex-post release is (ε, δ)-DP). Either way the
+   ex-post side (Thm 3). The accountant charges that realized E only under the filters that read
+   realized ex-post ε (``ex_post``, ``pure_ex_post``, ``mixed``: ``PrivacyCost.realized_ex_post``); every
+   other filter (``basic``, ``advanced``, the zCDP ones: a release without a ρ of its own) counts it at its
+   worst case (ε, δ), which the watch never exceeds (an (E ≤ ε, δ)-ex-post release is (ε, δ)-DP). Either way the
    analyst's filter is never overspent: the reservation counted (ε, δ) from before the first noise
    draw until the settle, and the settle never raises it.
 
