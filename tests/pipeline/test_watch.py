@@ -132,7 +132,7 @@ def test_a_narrow_public_range(session) -> None:
     assert watch_violations(history(session, "n")) == []
 
 
-@pytest.mark.parametrize("flt, refunded", [("basic", False), ("ex_post", True)])
+@pytest.mark.parametrize("flt, refunded", [("basic", False), ("ex_post", True), ("mixed", True)])
 def test_close_settles_within_the_reservation(open_session, flt: str, refunded: bool) -> None:
     """Closing settles the reservation to E < ε under a filter that charges realized ex-post costs,
     and to the worst case (ε, δ) under one that does not; never above the reservation."""
