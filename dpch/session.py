@@ -14,6 +14,7 @@ from typing import Any
 
 from dpch.accounting.accountant import Accountant, BudgetStatus
 from dpch.accounting.budget import Budget
+from dpch.accounting.watches import WatchState
 from dpch.mechanisms.sampling import NoiseSource
 from dpch.pipeline import accuracy_first, admit, execute, top_k
 from dpch.pipeline.calibrate import calibrate
@@ -32,6 +33,7 @@ from dpch.pipeline.report import (
     measure_reports,
     notes,
 )
+from dpch.pipeline.watch import Watches
 from dpch.policy.model import TablePolicy
 from dpch.policy.resolve import Policy
 from dpch.privacy.cost import PrivacyCost
@@ -76,6 +78,7 @@ class Session:
         self.public_domains = PublicDomains(engine, self.table_policy)
         self.plans = PlanCache()
         self.accuracy_runs = accuracy_first.AccuracyRuns()
+        self.watch_service = Watches(self.context)  # threshold watches (dpch.pipeline.watch)
 
     # -- queries ---------------------------------------------------------------------------------
 
@@ -103,6 +106,8 @@ class Session:
 
     def explain_plan(self, plan: QueryPlan, opts: QueryOptions) -> Explanation:
         """:meth:`explain` of an already planned query."""
+        if opts.watch is not None or opts.threshold is not None:  # a threshold watch's question
+            return self.watch_service.explain(plan, opts)
         if opts.select == "top":  # the k keys with the largest score, by report noisy max
             top = top_k.calibrate_top_k(plan, opts)
             admissible, reason = admit.admissible(self.accountant, top.cost, self.datasets(plan))
@@ -127,6 +132,8 @@ class Session:
         plan, opts = self.plan(sql, **options)
         if plan.query.explain:
             return explanation_release(self.explain_plan(plan, opts), self.budget(), _ms_since(started))
+        if opts.watch is not None or opts.threshold is not None:  # a threshold watch: 'above' or 'below'
+            return self.watch_service.answer(plan, opts, started)
         if opts.select == "top":  # the k keys with the largest score, by report noisy max
             top = top_k.calibrate_top_k(plan, opts)
             return self._charged(plan, opts, top.cost, top.mechanism, started,
@@ -176,6 +183,30 @@ class Session:
     def datasets(self, plan: QueryPlan) -> tuple[str, ...]:
         """The dataset scopes (``db.table``) ``plan`` is admitted by and charged to (docs/design.md rule 8)."""
         return admit.datasets(self.engine.database, plan)
+
+    # -- threshold watches (dpch.pipeline.watch, docs/watches.md) ------------------------------------
+
+    def watch_create(self, name: str, *, epsilon: float, delta: float, threshold: float, upper: float,
+                     tables: tuple[str, ...] | list[str] | str, sensitivity: float | None = None,
+                     sigma: float | None = None, instances: int | None = None,
+                     lower: float = 0.0) -> WatchState:
+        """Registers a threshold watch and reserves its (ε, δ) now (:meth:`Watches.create`)."""
+        return self.watch_service.create(name, epsilon=epsilon, delta=delta, threshold=threshold, upper=upper,
+                                         tables=(tables,) if isinstance(tables, str) else tuple(tables),
+                                         table_policy=self.table_policy, sensitivity=sensitivity, sigma=sigma,
+                                         instances=instances, lower=lower)
+
+    def watch_close(self, name: str) -> WatchState:
+        """Closes a watch and settles its reservation (:meth:`Watches.close`)."""
+        return self.watch_service.close(name)
+
+    def watch_state(self, name: str) -> WatchState:
+        """A watch's current state."""
+        return self.watch_service.state(name)
+
+    def watches(self) -> list[WatchState]:
+        """The analyst's watches (``dpch budget`` lists them)."""
+        return self.watch_service.list()
 
     # -- budget and schema -----------------------------------------------------------------------
 

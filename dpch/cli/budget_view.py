@@ -3,17 +3,37 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # types only: importing dpch.accounting loads the whole privacy stack (start-up speed)
     from dpch.accounting.accountant import BudgetStatus
     from dpch.accounting.ledger import LedgerEntry
     from dpch.accounting.locks import AnalystLock
+    from dpch.accounting.watches import WatchState
 
 
-def budget_json(status: BudgetStatus) -> str:
+def budget_json(status: BudgetStatus, watches: Sequence[WatchState] = ()) -> str:
     # the lock's internal reason is there only if the status came from the store (the data owner)
-    return json.dumps(status.as_dict(internal=True), indent=2, default=str)
+    data = status.as_dict(internal=True)
+    if watches:  # threshold watches (docs/watches.md); never their noisy thresholds
+        data["watches"] = [w.as_dict() for w in watches]
+    return json.dumps(data, indent=2, default=str)
+
+
+def watches_text(watches: Sequence[WatchState]) -> str:
+    """One line per threshold watch: threshold, ε spent of its ε (B9's count), δ used, the open
+    instance's question count, state. Never the noisy threshold."""
+    if not watches:
+        return ""
+    lines = ["watches (each reserved its ε, δ from the budget above when created):"]
+    for w in watches:
+        p = w.params
+        where = f"instance {w.instances} at question {w.position}" if w.open else f"{w.instances} instances, none open"
+        lines.append(f"  {p.name:<16} threshold {p.threshold:g} on [{p.lower:g}, {p.upper:g}]  "
+                     f"ε {w.charged_epsilon:.4g} of {p.epsilon:g}  δ {w.delta_used:.3g} of {p.delta:.3g}  "
+                     f"{where}  {w.state}")
+    return "\n".join(lines)
 
 
 def lock_text(lock: AnalystLock) -> str:
@@ -66,7 +86,7 @@ def _scope(status: BudgetStatus, title: str) -> list[str]:
     return lines
 
 
-def budget_text(status: BudgetStatus) -> str:
+def budget_text(status: BudgetStatus, watches: Sequence[WatchState] = ()) -> str:
     """Per budget (analyst-wide, then each dataset): budget, spent (the filter's odometer),
     reserved (releases running or never settled, at their worst case), remaining (the largest
     pure-ε release still admitted), then the last releases. A renewing budget shows the current
@@ -82,4 +102,6 @@ def budget_text(status: BudgetStatus) -> str:
     if status.recent:
         lines.append("last releases:")
         lines += [_entry(e) for e in status.recent]
+    if watches:
+        lines.append(watches_text(watches))
     return "\n".join(lines)

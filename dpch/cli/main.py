@@ -20,6 +20,7 @@ from dpch.cli.progress import progress
 from dpch.cli.serve import serve
 from dpch.cli.shell import Shell, split_statements
 from dpch.cli.statements import read_sql, run_statements
+from dpch.cli.watch import watch, watches_of
 from dpch.errors import ConfigError
 from dpch.sql.settings import given_options
 from dpch.store.engine import DSN_ENV
@@ -133,7 +134,8 @@ def budget(ctx: click.Context, target: str | None, as_json: bool) -> None:
                             filter_options=own.filter_options).status(recent=recent)
     else:
         status = session.accountant.status(recent=recent)
-    click.echo(budget_json(status) if as_json else budget_text(status))
+    watches = watches_of(obj, target or session.analyst) if session.in_process else []
+    click.echo(budget_json(status, watches) if as_json else budget_text(status, watches))
 
 
 @budget.command("set")
@@ -330,6 +332,7 @@ def engine_info(obj: Context) -> None:
 
 cli.add_command(audit)  # defined in their own modules
 cli.add_command(serve)
+cli.add_command(watch)
 
 
 def main() -> None:

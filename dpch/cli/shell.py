@@ -205,8 +205,10 @@ class Shell:
 
     def _budget(self, arg: str) -> None:
         status = self.runner.call(lambda: self.session.accountant.status(recent=0))
+        listed = getattr(self.session, "watches", None)  # threshold watches: a session on the store only
+        watches = self.runner.call(listed) if listed is not None else []
         self.echo(f"budget: {budget_bar(status)}")
-        self.echo(budget_text(status))
+        self.echo(budget_text(status, watches))
 
     def _tables(self, arg: str) -> None:
         policies = self.runner.call(self.session.tables)

@@ -51,6 +51,10 @@ class QueryOptions:
     select: str = "all"
     score_min: float = 0.0
     score_max: float | None = None
+    #: threshold watches (dpch.pipeline.watch, docs/watches.md): the watch this query asks, and its
+    #: threshold (optional; must equal the watch's)
+    watch: str | None = None
+    threshold: float | None = None
 
     @property
     def accuracy_first(self) -> bool:
