@@ -227,8 +227,8 @@ def planned_query(session: Session) -> TypedQuery:
     """A local session's queries with their column types, from the query's plan."""
 
     def run(sql: str) -> tuple[Release, list[str]]:
-        plan, _ = session.plan(sql)
-        return session.query(sql), release_types(plan)
+        plan, opts = session.plan(sql)
+        return session.query(sql), release_types(plan, opts)
 
     return run
 

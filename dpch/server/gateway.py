@@ -260,6 +260,11 @@ class Gateway:
                 explained = session.query(sql, **options)
                 cached = CachedRelease(explained, ["String"] * len(explained.columns), time.monotonic())
                 return Answer(cached, False, noisy_columns(plan), opts.intervals)
+            if opts.watch is not None or opts.threshold is not None:
+                # a watch's question advances its state: each one is a new answer, never a cached replay
+                asked = session.query(sql, **options)
+                return Answer(CachedRelease(asked, release_types(plan, opts), time.monotonic()), False,
+                              tuple(False for _ in plan.outputs), opts.intervals)
             noisy = noisy_columns(plan)
             if opts.intervals == "columns":
                 check_names(plan.columns, noisy)  # before anything is charged
@@ -267,7 +272,7 @@ class Gateway:
                             release_options(opts))
 
             def fresh() -> tuple[Release, list[str]]:
-                return session.query(sql, **options), release_types(plan)
+                return session.query(sql, **options), release_types(plan, opts)
 
             cached, hit = self.cache.get_or_release(key, fresh, ttl=self.config.cache_ttl_for(user))
             return Answer(cached, hit, noisy, opts.intervals)

@@ -73,3 +73,22 @@ def test_conversions_have_clickhouses_types(serve, keeper):
     assert body["meta"] == expected["meta"]
     a, _, n = body["data"][0]
     assert isinstance(a, int) and isinstance(n, int)
+
+
+def test_a_watch_question_over_http_is_a_string_and_never_a_cached_replay(serve):
+    """A watched count through the gateway: one String column 'above'/'below', typed as ClickHouse
+    would type a string; asking twice (cache on) asks the watch twice — its position advances —
+    rather than replaying the first answer."""
+    srv = serve(cache_ttl=300)
+    gateway = srv.gateway
+    session = gateway.session(gateway.authenticate("ana", "ana-pw"), None)
+    session.watch_create("busy", epsilon=1.0, delta=1e-6, threshold=1e6, upper=2e6, tables="visits")
+    sql = "SELECT count() AS n FROM visits SETTINGS dp_watch = 'busy'"
+    for asked in (1, 2):
+        response, data = request(srv, sql + " FORMAT JSONCompact")
+        assert response.status == 200, data
+        body = json.loads(data)
+        assert body["meta"] == [{"name": "n", "type": "String"}]
+        assert body["data"] == [["below"]]  # 1 500 people's visits are far below a million
+        assert session.watch_state("busy").position == asked
+        assert response.getheader("X-Dpch-Cache") == "miss"
