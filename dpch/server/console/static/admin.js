@@ -44,7 +44,7 @@
     return el("section", { class: "panel", "data-database": d.database }, [
       el("h2", {}, `Database ${d.database}`),
       el("div", { class: "two" }, [
-        el("div", {}, [el("h3", {}, "Spend over time"), Charts.spend({ series, title: "ε spent per analyst (cumulative)", width: 520, height: 220 })]),
+        el("div", {}, [el("h3", {}, "Spend over time"), Charts.spend({ series, title: "ε spent per analyst (cumulative)", width: 600, height: 240 })]),
         el("div", {}, [el("h3", {}, "Spend per dataset (all analysts)"),
           el("table", { class: "result" }, [el("thead", {}, el("tr", {}, ["dataset", "ε spent", "δ spent", "releases"].map((h) => el("th", {}, h)))),
             el("tbody", {}, datasets.length ? datasets.map(([name, s]) => el("tr", {}, [el("td", {}, name), el("td", { class: "num" }, num(s.epsilon)),
@@ -73,10 +73,9 @@
     const box = clear($("policies"));
     for (const d of p.databases) {
       for (const t of d.tables) {
-        box.appendChild(el("details", {}, [
+        box.appendChild(el("details", { open: true }, [
           el("summary", {}, [el("strong", {}, `${d.database}.${t.table}`), t.public ? " public" : ` private, unit ${t.privacy_unit}`]),
           el("pre", {}, t.describe),
-          el("ul", {}, Object.entries(t.columns).map(([name, c]) => el("li", {}, [el("code", {}, name), " ", c.describe]))),
         ]));
       }
     }

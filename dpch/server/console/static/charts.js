@@ -43,7 +43,7 @@ const Charts = (function () {
   /** Bars with error bars: labels[i], values[i] and its interval [lo[i], hi[i]]. */
   function errorBars(opts) {
     const n = opts.values.length;
-    const f = frame(Math.max(360, Math.min(960, 80 + n * 56)), 300, { top: 24, right: 16, bottom: 64, left: 72 });
+    const f = frame(Math.max(560, Math.min(960, 80 + n * 56)), 300, { top: 24, right: 16, bottom: 64, left: 72 });
     const low = Math.min(0, ...opts.lo.map((v, i) => (v === null ? opts.values[i] : v)));
     const high = Math.max(0, ...opts.hi.map((v, i) => (v === null ? opts.values[i] : v)));
     const pad = (high - low) * 0.05 || 1;

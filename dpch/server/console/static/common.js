@@ -91,11 +91,12 @@ const DP = (function () {
     return value.toLocaleString("en-US", { minimumFractionDigits: Math.min(decimals, 6), maximumFractionDigits: Math.min(decimals, 6) });
   }
 
-  function cost(c) {
+  /** "ε 0.5, δ 1e-6" (and ", ρ …" when `rho`: under a zCDP filter, which counts ρ). */
+  function cost(c, rho) {
     if (!c) return "—";
     let text = "ε " + num(c.epsilon);
     if (c.delta) text += ", δ " + num(c.delta, 3);
-    if (c.rho !== null && c.rho !== undefined) text += ", ρ " + num(c.rho);
+    if (rho && c.rho !== null && c.rho !== undefined) text += ", ρ " + num(c.rho);
     return text;
   }
 

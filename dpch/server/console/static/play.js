@@ -25,18 +25,21 @@
 
   // -- explain and confirmation --------------------------------------------------------------------
 
+  /** Whether the analyst's filter counts ρ (zCDP): then costs show their ρ too. */
+  function zcdp(remaining) { return !!remaining && remaining.rho !== null && remaining.rho !== undefined; }
+
   function showExplanation(data) {
     const box = clear($("explanation"));
     box.hidden = false;
     const measures = (data.measures || []).map((m) => el("li", {}, [
-      el("code", {}, m.name), ` ${m.mechanism || ""}`,
+      el("code", { title: m.expression || "" }, m.name), ` ${m.mechanism || ""}`,
       m.half_width ? ` — expected ± ${num(m.half_width, 3)}` : "",
-      m.epsilon !== undefined ? ` (ε ${num(m.epsilon)})` : "",
+      m.epsilon !== undefined ? ` (ε ${num(m.epsilon)}, sensitivity ${num(m.sensitivity)})` : "",
     ]));
     append(box, [
       el("h2", {}, "EXPLAIN DP"),
       el("p", { class: "meta" }, [
-        el("span", { class: "pill" }, "cost " + cost(data.cost)),
+        el("span", { class: "pill" }, "cost " + cost(data.cost, zcdp(data.remaining))),
         el("span", { class: "pill" }, "mechanism " + data.mechanism),
         el("span", { class: "pill" }, `${Math.round((data.confidence || 0.95) * 100)}% intervals`),
         el("span", { class: "pill" }, `${Math.round(Math.min(data.share, 9.99) * 100)}% of what is left`),
@@ -71,7 +74,7 @@
     box.hidden = false;
     const share = Math.round(Math.min(data.share, 9.99) * 100);
     append(box, [
-      el("p", {}, `This query costs ${cost(data.cost)}: ${share}% of your remaining ε ${num(data.remaining.epsilon)}, ` +
+      el("p", {}, `This query costs ${cost(data.cost, zcdp(data.remaining))}: ${share}% of your remaining ε ${num(data.remaining.epsilon)}, ` +
         `above the ${Math.round(data.confirm_share * 100)}% confirmation threshold. Run it?`),
       el("button", { id: "confirm-run", class: "primary", onclick: () => { box.hidden = true; run(body); } }, "Run and spend it"),
       " ",
@@ -101,8 +104,8 @@
     const meta = clear($("result-meta"));
     const explainRows = data.columns.length === 1 && data.columns[0] === "explain" && !data.release_id;
     append(meta, [
-      el("span", { class: "pill spent", id: "result-cost" }, (data.cached ? "cached — spent " : "spent ") + cost(data.cost)),
-      el("span", { class: "pill", id: "result-left" }, "budget left " + cost(data.remaining)),
+      el("span", { class: "pill spent", id: "result-cost" }, (data.cached ? "cached — spent " : "spent ") + cost(data.cost, zcdp(data.remaining))),
+      el("span", { class: "pill", id: "result-left" }, "budget left " + cost(data.remaining, true)),
       el("span", { class: "pill" }, "mechanism " + data.mechanism),
       el("span", { class: "pill" }, `${Math.round(data.confidence * 100)}% intervals`),
       data.release_id ? el("span", { class: "pill muted" }, "release " + data.release_id.slice(0, 8)) : null,
@@ -196,7 +199,7 @@
       list.appendChild(el("li", {}, [
         el("div", {}, [el("span", { class: "muted" }, DP.time(r.time)), " ", el("span", { class: "pill small" }, r.mechanism),
           " ", el("strong", {}, "ε " + num(r.epsilon)), r.status !== "charged" ? el("span", { class: "bad" }, " " + r.status) : null]),
-        el("div", { class: "muted" }, r.datasets.join(", ")),
+        el("div", { class: "muted clip", title: r.datasets.join(", ") }, r.datasets.join(", ")),
         r.sql ? el("code", { class: "sql", title: "put into the editor", onclick: () => { $("sql").value = r.sql; } }, r.sql) : null,
       ]));
     }
