@@ -58,9 +58,8 @@ def chrome():
 
 
 def wait(driver, condition, timeout: float = 60):
-    from selenium.webdriver.support.ui import WebDriverWait
-
     from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.support.ui import WebDriverWait
 
     # a page re-rendering (the owner view reloads after an action) can replace an element mid-check
     return WebDriverWait(driver, timeout, poll_frequency=0.05,
@@ -183,7 +182,8 @@ def test_owner_view_shows_spend_and_unlocks_a_locked_analyst(console, chrome, mo
     monkeypatch.undo()
     sign_in(chrome, console, "owner", "owner-pw", page="/admin")
     wait(chrome, css("svg.spend polyline.spend-line"))
-    analysts = [r.get_attribute("data-analyst") for r in chrome.find_elements("css selector", "table.analysts tr[data-analyst]")]
+    rows = chrome.find_elements("css selector", "table.analysts tr[data-analyst]")
+    analysts = [r.get_attribute("data-analyst") for r in rows]
     assert {"ana", "bob", "bi", "dora"} <= set(analysts)
     assert len(chrome.find_elements("css selector", "table.releases tbody tr")) == 5
     assert "bob since" in chrome.find_element("css selector", "ul.locked").text
