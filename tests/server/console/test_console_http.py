@@ -400,3 +400,17 @@ def test_owner_flag_in_the_server_config():
     assert config.users["o"].owner is True and config.users["a"].owner is False
     with pytest.raises(ConfigError, match="owner must be true or false"):
         ServerConfig.from_mapping({"users": {"o": {"password": "p", "owner": "yes"}}})
+
+
+def test_a_partition_selection_query_shows_its_mechanism_and_cost(browser):
+    """Keys from the data (a private column) are released by partition selection: the release says
+    so and what it cost, like any other, and its keys are drawn as bars."""
+    b = browser()
+    status, data = b.post("/console/api/query", {
+        "sql": "SELECT converted, count() AS n FROM visits GROUP BY converted",
+        "options": {"epsilon": 1, "delta": 1e-7}})
+    assert status == 200, data
+    assert data["cost"]["epsilon"] == pytest.approx(1) and data["cost"]["delta"] > 0
+    assert any("partition selection" in note for note in data["notes"])
+    assert data["budget"]["remaining"]["epsilon"] == pytest.approx(2)
+    assert all(h[0] is None and h[1] > 0 for h in data["half_widths"])
