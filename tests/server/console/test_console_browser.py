@@ -83,8 +83,11 @@ def sign_in(driver, srv, user: str, password: str, page: str = "/play") -> None:
     wait(driver, lambda d: d.execute_script("return !!document.body && document.body.dataset.ready === '1'"))
 
 
-def no_console_errors(driver) -> None:
-    errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+def no_console_errors(driver, *, allowed: tuple[str, ...] = ()) -> None:
+    """No error in the browser's log (a CSP violation, a script error, a failed request), except
+    the ``allowed`` ones (e.g. the 401 of a sign-in the test meant to fail)."""
+    errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"
+              and not any(a in e["message"] for a in allowed)]
     assert errors == [], errors
 
 
@@ -131,6 +134,7 @@ def test_sign_in_run_a_grouped_query_see_the_table_and_the_chart(console, chrome
                       "WHERE visit_date >= '2026-01-01' AND visit_date < '2026-07-01' GROUP BY month")
     wait(chrome, css("#chart svg.band polygon.band-area"))
     assert len(chrome.find_elements("css selector", "#chart svg.band circle.band-dot")) == 6
+    shot(chrome, "timeseries")
     run_query(chrome, "SELECT region, count() AS visits, avg(spend) AS avg_spend FROM visits GROUP BY region")
     wait(chrome, css("#chart svg.bars"))
     no_console_errors(chrome)
@@ -204,7 +208,15 @@ def test_owner_view_shows_spend_and_unlocks_a_locked_analyst(console, chrome, mo
 
 
 def test_an_analyst_cannot_open_the_owner_view(console, chrome):
+    chrome.get(f"http://127.0.0.1:{console.port}/play")
+    wait(chrome, css("#login-form"))
+    chrome.find_element("id", "user").send_keys("ana")
+    chrome.find_element("id", "password").send_keys("wrong")
+    chrome.find_element("id", "sign-in").click()
+    wait(chrome, lambda d: "Authentication failed" in d.find_element("id", "login-error").text)
+    shot(chrome, "login")
     sign_in(chrome, console, "ana", "ana-pw")
     assert not chrome.find_element("id", "nav-admin").is_displayed()
+    no_console_errors(chrome, allowed=("/console/api/login",))  # the wrong password's 401
     chrome.get(f"http://127.0.0.1:{console.port}/admin")
     assert "data owners only" in chrome.find_element("tag name", "body").text

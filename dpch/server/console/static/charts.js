@@ -76,7 +76,7 @@ const Charts = (function () {
 
   /** A line with a band: xs (Date or number), values, lo, hi — time buckets. */
   function band(opts) {
-    const f = frame(760, 300, { top: 24, right: 16, bottom: 48, left: 72 });
+    const f = frame(800, 300, { top: 24, right: 44, bottom: 48, left: 72 });
     const xs = opts.xs.map((x) => (x instanceof Date ? x.getTime() : Number(x)));
     const x0 = Math.min(...xs), x1 = Math.max(...xs);
     const lows = opts.lo.map((v, i) => (v === null ? opts.values[i] : v));

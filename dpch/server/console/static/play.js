@@ -3,6 +3,8 @@
 (function () {
   const $ = (id) => document.getElementById(id);
   const { el, clear, append, api, num, cost, valueFor } = DP;
+  const MAX_TABLE_ROWS = 1000;  // rows shown in the table
+  const MAX_CHART_ROWS = 200;   // groups drawn in a chart
   let schema = { tables: [] };
   let lastRelease = null;
 
@@ -111,8 +113,10 @@
       data.release_id ? el("span", { class: "pill muted" }, "release " + data.release_id.slice(0, 8)) : null,
     ]);
     if (data.accuracy_text) {
-      append(meta, [el("p", { class: "accuracy" }, data.accuracy_text),
-        el("button", { id: "refine", onclick: refine }, "Refine (halve the ±; charged the increment)")]);
+      // only a Gaussian (Brownian) answer continues its noise path; Laplace cannot go below its scale
+      const refinable = data.accuracy && /gauss|brown/i.test(String(data.accuracy.mechanism || ""));
+      append(meta, [el("p", { class: "accuracy", id: "accuracy" }, data.accuracy_text),
+        refinable ? el("button", { id: "refine", onclick: refine }, "Refine (halve the ±; charged the increment)") : null]);
     }
     const table = clear($("result-table"));
     if (explainRows) {
@@ -120,10 +124,12 @@
     } else {
       table.appendChild(el("thead", {}, el("tr", {}, data.columns.map((c, j) =>
         el("th", { class: isNoisy(data, j) ? "num" : null }, c)))));
-      table.appendChild(el("tbody", {}, data.rows.map((row, i) => el("tr", {}, row.map((v, j) => cell(data, i, j, v))))));
+      table.appendChild(el("tbody", {}, data.rows.slice(0, MAX_TABLE_ROWS).map((row, i) =>
+        el("tr", {}, row.map((v, j) => cell(data, i, j, v))))));
     }
     drawChart(data);
     const notes = clear($("result-notes"));
+    if (data.rows.length > MAX_TABLE_ROWS) notes.appendChild(el("li", {}, `the first ${MAX_TABLE_ROWS} of ${data.rows.length} rows are shown`));
     for (const n of data.notes || []) notes.appendChild(el("li", {}, n));
   }
 
@@ -141,6 +147,10 @@
     const box = clear($("chart"));
     const spec = data.chart;
     if (!spec) return;
+    if (data.rows.length > MAX_CHART_ROWS) {
+      box.appendChild(el("p", { class: "muted" }, `${data.rows.length} groups: too many to draw (at most ${MAX_CHART_ROWS})`));
+      return;
+    }
     const column = spec.values[0];
     const label = (row) => spec.keys.map((k) => String(row[k])).join(" · ");
     const rows = data.rows.map((row, i) => ({ row, i }));
