@@ -23,6 +23,7 @@ from dpch.server.console.security import (
     SIGN_IN_HEADER,
     ConsoleSession,
     SessionStore,
+    SignInThrottle,
     cookie_token,
     security_headers,
     set_cookie,
@@ -85,6 +86,7 @@ class Console:
     def __init__(self, gateway: Gateway) -> None:
         self.gateway = gateway
         self.sessions = SessionStore()
+        self.throttle = SignInThrottle()
 
     def respond(self, request: Request, run: Runner, record: dict[str, Any] | None = None) -> Response:
         """The response to ``request`` (``run`` bounds the work as the HTTP interface does)."""
@@ -146,14 +148,28 @@ class Console:
             raise ConsoleError(403, "only data owners may do this")
         fields: dict[str, Any] = json_body(request.body) if method == "POST" else dict(request.params)
         record["kind"] = "console:" + path.removeprefix("/console/api/")
-        return _json(endpoint.answer(Call(self.gateway, session, fields, run)))
+        if isinstance(fields.get("sql"), str):
+            record["sql"] = fields["sql"][:300]  # as the HTTP interface logs a query
+        answer = endpoint.answer(Call(self.gateway, session, fields, run))
+        if isinstance(answer.get("cost"), dict) and "release_id" in answer:
+            record["epsilon"], record["delta"] = answer["cost"].get("epsilon"), answer["cost"].get("delta")
+        return _json(answer)
 
     def _sign_in(self, request: Request, record: dict[str, Any]) -> Response:
         if request.headers.get(SIGN_IN_HEADER) != "1":
             raise ConsoleError(403, "sign in from the console page")
         data = json_body(request.body)
         name = text(data, "user", limit=200)
-        user = self.gateway.authenticate(name, text(data, "password", default="", limit=1000))
+        password = text(data, "password", default="", limit=1000)
+        if not self.throttle.allowed(name):
+            raise ConsoleError(429, "too many failed sign-ins for this user; wait a few minutes",
+                               kind="AuthenticationFailed")
+        try:
+            user = self.gateway.authenticate(name, password)
+        except GatewayError:
+            self.throttle.failed(name)
+            raise
+        self.throttle.succeeded(name)
         session = self.sessions.create(user)
         record["user"], record["analyst"], record["kind"] = user.name, user.analyst, "console:login"
         headers = security_headers("application/json; charset=UTF-8") | {

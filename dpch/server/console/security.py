@@ -35,6 +35,10 @@ IDLE_SECONDS = 8 * 3600
 MAX_SESSIONS = 10_000
 #: the SQL texts a session remembers by release id (for its history; the ledger keeps only hashes)
 MAX_REMEMBERED = 200
+#: failed sign-ins of one user name allowed per window; more are refused until the window passes
+MAX_FAILURES = 10
+#: the window of :data:`MAX_FAILURES` (seconds)
+FAILURE_WINDOW = 300.0
 
 #: only the console's own files: no inline script or style, no framing, no other origin
 CONTENT_SECURITY_POLICY = (
@@ -122,6 +126,41 @@ class SessionStore:
     def drop(self, token: str) -> None:
         with self._lock:
             self._sessions.pop(token, None)
+
+
+class SignInThrottle:
+    """Slows password guessing through the console: after :data:`MAX_FAILURES` failed sign-ins of a
+    user name within :data:`FAILURE_WINDOW` seconds, that name's sign-ins are refused until the oldest
+    failure leaves the window (the check runs before the password is looked at, so a refusal says
+    nothing about it). The ClickHouse interface is not throttled here."""
+
+    def __init__(self, clock: object = time.monotonic) -> None:
+        self._failures: dict[str, list[float]] = {}
+        self._lock = threading.Lock()
+        self._clock = clock
+
+    def _recent(self, name: str, now: float) -> list[float]:
+        times = [t for t in self._failures.get(name, []) if now - t < FAILURE_WINDOW]
+        if times:
+            self._failures[name] = times
+        else:
+            self._failures.pop(name, None)
+        return times
+
+    def allowed(self, name: str) -> bool:
+        with self._lock:
+            return len(self._recent(name, float(self._clock()))) < MAX_FAILURES  # type: ignore[operator]
+
+    def failed(self, name: str) -> None:
+        with self._lock:
+            now = float(self._clock())  # type: ignore[operator]
+            self._failures[name] = [*self._recent(name, now), now][-MAX_FAILURES:]
+            if len(self._failures) > MAX_SESSIONS:  # bounded memory under a spray of names
+                self._failures.pop(next(iter(self._failures)))
+
+    def succeeded(self, name: str) -> None:
+        with self._lock:
+            self._failures.pop(name, None)
 
 
 def cookie_token(cookie_header: str | None) -> str | None:

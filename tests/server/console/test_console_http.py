@@ -18,7 +18,8 @@ from dpch.server.console.app import ENDPOINTS
 from dpch.session import Session
 from dpch.store.engine import Engine
 from tests.helpers import inject_totality_gap
-from tests.server.console.console_client import Browser
+from tests.server.conftest import USERS
+from tests.server.console.console_client import OWNER, Browser
 from tests.server.http_post import post
 
 GROUPED = "SELECT region, count() AS n FROM visits GROUP BY region"
@@ -414,3 +415,46 @@ def test_a_partition_selection_query_shows_its_mechanism_and_cost(browser):
     assert any("partition selection" in note for note in data["notes"])
     assert data["budget"]["remaining"]["epsilon"] == pytest.approx(2)
     assert all(h[0] is None and h[1] > 0 for h in data["half_widths"])
+
+
+def test_repeated_failed_sign_ins_are_throttled_per_user_name(browser):
+    from dpch.server.console.security import MAX_FAILURES
+
+    b = browser(None)
+
+    def attempt(user: str, password: str) -> int:
+        return b.request("POST", "/console/api/login", {"user": user, "password": password},
+                         headers={"X-Dpch-Console": "1"})[0]
+
+    assert [attempt("ana", f"guess{i}") for i in range(MAX_FAILURES)] == [401] * MAX_FAILURES
+    assert attempt("ana", "ana-pw") == 429  # even the right password, until the window passes
+    assert attempt("bob", "bob-pw") == 200  # another name is not affected
+
+
+def test_sign_in_throttle_window():
+    from dpch.server.console.security import FAILURE_WINDOW, MAX_FAILURES, SignInThrottle
+
+    now = [1000.0]
+    throttle = SignInThrottle(clock=lambda: now[0])
+    for _ in range(MAX_FAILURES - 1):
+        throttle.failed("ana")
+    assert throttle.allowed("ana")
+    throttle.failed("ana")
+    assert not throttle.allowed("ana") and throttle.allowed("bob")
+    now[0] += FAILURE_WINDOW + 1
+    assert throttle.allowed("ana")
+    throttle.failed("ana")
+    throttle.succeeded("ana")
+    assert throttle.allowed("ana")
+
+
+def test_the_console_shares_the_release_cache_with_http(serve, store_dsn, database):
+    """With the cache on, a console query identical to an HTTP one a moment before is the same
+    release, served free: one ledger row (the same cache key, the same Gateway.answer)."""
+    srv = serve(users={**USERS, **OWNER}, cache_ttl=60)
+    assert post(srv, GROUPED, params={"dp_epsilon": "0.5"})[0].status == 200
+    b = Browser(srv)
+    b.sign_in()
+    status, data = b.post("/console/api/query", {"sql": GROUPED, "options": {"epsilon": 0.5}})
+    assert status == 200 and data["cached"] is True and data["cost"]["epsilon"] == 0
+    assert len(ledger(store_dsn, database, "ana")) == 1
