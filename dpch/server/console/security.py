@@ -42,7 +42,7 @@ FAILURE_WINDOW = 300.0
 
 #: only the console's own files: no inline script or style, no framing, no other origin
 CONTENT_SECURITY_POLICY = (
-    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
     "font-src 'self'; form-action 'self'; base-uri 'none'; object-src 'none'; frame-ancestors 'none'"
 )
 #: an audit report is a self-contained HTML file with inline SVG and inline styles, and no script
