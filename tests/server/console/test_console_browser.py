@@ -220,3 +220,25 @@ def test_an_analyst_cannot_open_the_owner_view(console, chrome):
     no_console_errors(chrome, allowed=("/console/api/login",))  # the wrong password's 401
     chrome.get(f"http://127.0.0.1:{console.port}/admin")
     assert "data owners only" in chrome.find_element("tag name", "body").text
+
+
+def test_accuracy_first_and_refine_with_their_cost(console, chrome, monkeypatch):
+    monkeypatch.setenv("DPCH_FILTER", "zcdp_bm")  # a filter that charges the realized cost
+    sign_in(chrome, console, "ana", "ana-pw")
+    run_query(chrome, "SELECT count() AS n FROM visits SETTINGS dp_accuracy = 400, dp_max_epsilon = 2")
+    # asked first only if its cost is above the confirmation share (under this filter, the share of ρ)
+    shown = wait(chrome, lambda d: css("#confirm-run")(d) or css("#accuracy")(d))
+    if shown.get_attribute("id") == "confirm-run":
+        shown.click()
+        wait(chrome, css("#accuracy"))
+    assert "target ±400" in chrome.find_element("id", "accuracy").text
+    first = chrome.find_element("id", "result-cost").text
+    assert first.startswith("spent ε") and "ρ" in first  # the zCDP filter counts ρ: shown too
+    half = chrome.find_element("css selector", "#result-table td.num .pm").text
+    chrome.find_element("id", "refine").click()
+    wait(chrome, lambda d: d.find_element("css selector", "#result-table td.num .pm").text != half)
+    wait(chrome, lambda d: len(d.find_elements("css selector", "#history li")) == 2)
+    assert "brownian-refine" in chrome.find_element("id", "history").text
+    assert "mechanism" in chrome.find_element("id", "result-meta").text
+    no_console_errors(chrome)
+    shot(chrome, "accuracy")

@@ -130,7 +130,10 @@
     drawChart(data);
     const notes = clear($("result-notes"));
     if (data.rows.length > MAX_TABLE_ROWS) notes.appendChild(el("li", {}, `the first ${MAX_TABLE_ROWS} of ${data.rows.length} rows are shown`));
-    for (const n of data.notes || []) notes.appendChild(el("li", {}, n));
+    const squash = (t) => String(t || "").replace(/\s+/g, " ").trim();
+    for (const n of data.notes || []) {
+      if (squash(n) !== squash(data.accuracy_text)) notes.appendChild(el("li", {}, n));  // shown above already
+    }
   }
 
   function isNoisy(data, j) { return data.intervals.some((row) => row[j] !== null); }
@@ -186,10 +189,18 @@
   }
 
   function showBudget(b) {
-    clear($("budget-gauge")).appendChild(Charts.gauge({ spent: b.spent.epsilon, total: b.budget.epsilon, label: "of ε spent" }));
+    // used = what the filter no longer admits (spent, and reservations at their worst). A zCDP
+    // filter counts ρ, so its gauge is in ρ (its remaining ε is the largest pure-ε release, not linear)
+    const rho = zcdp(b.remaining) && b.spent.rho !== undefined && b.spent.rho !== null;
+    const gauge = rho
+      ? { spent: b.spent.rho + ((b.reserved || {}).rho || 0), total: b.spent.rho + ((b.reserved || {}).rho || 0) + Math.max(0, b.remaining.rho), label: "of ρ used" }
+      : { spent: Math.max(0, b.budget.epsilon - Math.max(0, b.remaining.epsilon)), total: b.budget.epsilon, label: "of ε used" };
+    clear($("budget-gauge")).appendChild(Charts.gauge(gauge));
     const text = clear($("budget-text"));
     append(text, [
-      el("div", { id: "budget-left" }, `ε left ${num(b.remaining.epsilon)} of ${num(b.budget.epsilon)}`),
+      rho ? el("div", {}, `ρ left ${num(b.remaining.rho)} of ${num(gauge.total)}`) : null,
+      el("div", { id: "budget-left", class: rho ? "muted" : null },
+        `ε left ${num(b.remaining.epsilon)} of ${num(b.budget.epsilon)}` + (rho ? " (the largest pure-ε release still admitted)" : "")),
       el("div", { class: "muted" }, `δ left ${num(b.remaining.delta, 3)} · ${b.releases} releases · ${b.filter}`),
       b.renewal ? el("div", { class: "muted" }, `renews ${b.renewal.schedule}; period ${b.renewal.period}`) : null,
       b.locked ? el("div", { class: "bad" }, "locked: a release failed after its charge; ask the data owner to unlock you") : null,
@@ -199,7 +210,7 @@
       text.appendChild(el("div", { class: "muted" }, `${d.dataset}: ε left ${num(d.remaining.epsilon)} of ${num(d.budget.epsilon)}`));
     }
     clear($("budget-spend")).appendChild(Charts.spend({ series: [{ name: "ε", points: b.series }], budget: b.budget.epsilon,
-      title: "ε spent over time", width: 320, height: 170 }));
+      title: "ε charged over time (summed)", width: 320, height: 170 }));
   }
 
   function showHistory(h) {
