@@ -31,6 +31,7 @@ cache_ttl = 300                     # optional: this user's release-cache TTL (d
 budget_warning_share = 0.2          # optional: this user's warning share (default: [server]'s)
 dp_intervals = "columns"            # optional: default of SETTINGS dp_intervals for this user (a query's
                                     # own setting wins): <c>_lo, <c>_hi after each noisy column
+owner = true                        # optional: a data owner, who may open the web console's /admin
 ```
 """
 
@@ -53,7 +54,7 @@ _SERVER_KEYS = {
     "metadata_timeout", "ledger_fsync", "budget_warning_share",
 }
 _USER_KEYS = {"password", "password_sha256", "analyst", "epsilon", "delta", "cache_ttl", "budget_warning_share",
-              "dp_intervals", "renew", "lifetime_epsilon", "lifetime_delta"}
+              "dp_intervals", "renew", "lifetime_epsilon", "lifetime_delta", "owner"}
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,8 @@ class User:
     budget_warning_share: float | None = None
     #: this user's default for ``SETTINGS dp_intervals`` (None: ``'none'``; a query's setting wins)
     dp_intervals: str | None = None
+    #: a data owner: may open the web console's owner view (/admin: budgets, locks, policies)
+    owner: bool = False
 
     def check(self, password: str) -> bool:
         digest = hashlib.sha256(password.encode()).hexdigest()
@@ -211,7 +214,7 @@ def _renewal(spec: dict[str, Any], budget: Budget | None, where: str) -> Renewal
 
 
 def _user_options(spec: dict[str, Any], where: str) -> dict[str, Any]:
-    """A user's own cache TTL, warning share and dp_intervals default, checked."""
+    """A user's own cache TTL, warning share, dp_intervals default and owner flag, checked."""
     options: dict[str, Any] = {}
     if "cache_ttl" in spec:
         try:
@@ -228,6 +231,10 @@ def _user_options(spec: dict[str, Any], where: str) -> dict[str, Any]:
             raise ConfigError(f"{where} dp_intervals must be one of {', '.join(repr(m) for m in INTERVAL_MODES)}",
                               hint='e.g. dp_intervals = "columns"')
         options["dp_intervals"] = mode
+    if "owner" in spec:
+        if not isinstance(spec["owner"], bool):
+            raise ConfigError(f"{where} owner must be true or false")
+        options["owner"] = spec["owner"]
     return options
 
 

@@ -23,6 +23,7 @@ import concurrent.futures
 import json
 import logging
 import socket
+import ssl
 import threading
 import time
 import uuid
@@ -35,6 +36,7 @@ from sqlglot.errors import SqlglotError
 
 from dpch.errors import AuthenticationFailed, ConfigError, DpchError, GatewayBusy, GatewayTimeout, ParseError
 from dpch.server.config import ServerConfig, User
+from dpch.server.console import Console, Request, is_console_path
 from dpch.server.errors import GatewayError, from_dpch, syntax_error
 from dpch.server.formats import content_type
 from dpch.server.gateway import Gateway, Result, check_config
@@ -97,6 +99,8 @@ class GatewayServer(ThreadingHTTPServer):
         self._connections: set[socket.socket] = set()
         self._conn_lock = threading.Lock()
         self._stopped = False
+        #: the web console (/play, /admin, /console/...): dpch/server/console
+        self.console = Console(gateway)
         super().__init__(address, Handler)
 
     @property
@@ -185,6 +189,13 @@ class Handler(BaseHTTPRequestHandler):
             if parts.path in ("/ping", "/replicas_status"):
                 status, body, extra = 200, b"Ok.\n", {"Content-Type": "text/html; charset=UTF-8"}
                 log["kind"] = "ping"
+            # -- the web console: its own sign-in (cookie + CSRF), headers and errors (dpch/server/console)
+            elif is_console_path(parts.path):
+                log["kind"] = "console"
+                request = Request(self.command, parts.path, params, self.headers, self._read_body(),
+                                  secure=isinstance(self.connection, ssl.SSLSocket))
+                status, body, extra = self.server.console.respond(request, self._run, log)
+            # -- end of the web console
             else:
                 body_bytes = self._read_body()
                 user = self._authenticate(params)
