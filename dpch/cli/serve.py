@@ -56,6 +56,9 @@ def serve(obj: Context, config_path: str | None, host: str | None, port: int | N
     click.echo(f"dpch serve: http://{server.host}:{server.port}  database {config.database}  "
                f"store {server.gateway.engine(None).describe()}  users {', '.join(sorted(config.users))}",
                err=True)
+    owners = sorted(name for name, user in config.users.items() if user.owner)
+    click.echo(f"dpch serve: console http://{server.host}:{server.port}/play"
+               + (f"  (owners' view /admin: {', '.join(owners)})" if owners else ""), err=True)
     stopper: list[threading.Thread] = []
 
     def on_signal(signum: int, _frame: Any) -> None:

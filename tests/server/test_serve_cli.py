@@ -22,6 +22,8 @@ def test_serve_command_and_graceful_shutdown(tmp_path):
         banner = proc.stderr.readline()
         match = re.search(r"http://127\.0\.0\.1:(\d+)", banner)
         assert match, banner
+        console = proc.stderr.readline()  # the web console's address, on the same port
+        assert f"console http://127.0.0.1:{match.group(1)}/play" in console, console
         conn = http.client.HTTPConnection("127.0.0.1", int(match.group(1)), timeout=30)
         auth = {"Authorization": "Basic " + base64.b64encode(b"ana:pw").decode()}
         conn.request("POST", "/", body=b"SELECT version() AS v, currentUser() AS u FORMAT JSONEachRow", headers=auth)
