@@ -143,7 +143,7 @@ def audit_query(
     pair = build_neighbours(session.engine, plan, direction=direction)
     sessions = []
     try:
-        sessions = [_audit_session(session, db, None if seed is None else seed + i)
+        sessions = [audit_session(session, db, None if seed is None else seed + i)
                     for i, db in enumerate((pair.d_database, pair.dprime_database))]
         runner = runner_class(sessions[0], sessions[1], sql, seed=seed, **options)
         samples = runner.run_fast(trials) if mode == "fast" else runner.run_full(trials)
@@ -157,7 +157,9 @@ def audit_query(
                        estimate_profile(samples, confidence), confidence)
 
 
-def _audit_session(session: Any, database: str, seed: int | None) -> Any:
+def audit_session(session: Any, database: str, seed: int | None) -> Any:
+    """A session of the audit analyst on a scratch database (the neighbours), with ``session``'s policy
+    and defaults; the caller closes it."""
     engine = Engine(session.engine.dsn, database=database)
     try:
         policy = Policy(session.policy.overrides, source=session.policy.source)

@@ -101,10 +101,23 @@ def audit(obj: Context, table: str | None, sql: str | None, trials: int | None, 
                           hint='e.g. dpch audit --table visits --query "SELECT count(*) FROM visits"')
     session = obj.store("dpch audit")
     options: dict[str, Any] = {k: v for k, v in (("epsilon", epsilon), ("delta", delta)) if v is not None}
-    plan, _ = session.plan(sql, **options)
+    plan, opts = session.plan(sql, **options)
     if table is not None and plan.table.table != table:
         raise ConfigError(f"the query reads table {plan.table.table}, not {table}",
                           hint="pass the query's own table to --table")
+    if opts.watch is not None:  # a watched question: its halting positions against ε_post(t)
+        # start-up: as above, the audit's modules load only when an audit runs
+        from dpch.audit.watch import audit_watch
+
+        if full_stack:
+            raise ConfigError("a watch is audited on its halting positions, without --full-stack",
+                              hint="drop --full-stack")
+        watched = audit_watch(session, sql, trials=trials or DEFAULT_TRIALS, confidence=confidence,
+                              direction=cast(Literal["add", "remove"], direction), seed=seed, **options)
+        click.echo(watched.summary())
+        if watched.violation:
+            sys.exit(1)
+        return
     mode = "full" if full_stack else "fast"
     n = trials or (500 if full_stack else DEFAULT_TRIALS)
     # a bar for the full stack's 2 × n releases; the fast mode draws all its trials at once
