@@ -1,6 +1,7 @@
 """The web console in a real browser: headless Chromium (Debian's chromium + chromium-driver)
 driven by selenium signs in, runs queries, sees the ± table and the chart SVG, and opens the owner
-view; each test saves a screenshot to docs/img/console-*.png (docs/console.md shows them).
+view; each test saves a screenshot, console-*.png, that docs/console.md shows (to docs/img with
+DPCH_SCREENSHOTS=docs/img; else to a scratch directory).
 
 Skipped, with the reason printed, only where Chromium or its driver is absent. The browser's
 console log must hold no error: a Content-Security-Policy violation (an inline script or style)
@@ -9,8 +10,10 @@ or a script error would be one.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -18,7 +21,10 @@ import pytest
 from tests.helpers import inject_totality_gap
 from tests.server.http_post import post
 
-SHOTS = Path(__file__).resolve().parents[3] / "docs" / "img"
+#: where the screenshots go: docs/img when refreshing the docs' images
+#: (``DPCH_SCREENSHOTS=docs/img pytest tests/server/console/test_console_browser.py``), else a scratch
+#: directory, so that a test run leaves the checkout as it was
+SHOTS = Path(os.environ.get("DPCH_SCREENSHOTS") or Path(tempfile.gettempdir()) / "dpch-console-screenshots")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 DRIVER = shutil.which("chromedriver")
 
@@ -92,7 +98,7 @@ def no_console_errors(driver, *, allowed: tuple[str, ...] = ()) -> None:
 
 
 def shot(driver, name: str) -> None:
-    """The whole page (not only the window) as docs/img/console-NAME.png."""
+    """The whole page (not only the window) as console-NAME.png in :data:`SHOTS`."""
     SHOTS.mkdir(parents=True, exist_ok=True)
     height = driver.execute_script("return document.documentElement.scrollHeight")
     driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
