@@ -71,6 +71,13 @@ TESTS: dict[str, list[str]] = {
     "dpch/pipeline/calibrate.py": ["tests/mechanisms/test_calibration_guards.py", *_SQL_TESTS[:1],
                                    "tests/sql/test_corpus.py", "tests/sql/test_partition_selection.py",
                                    "tests/e2e/test_calibration.py", "tests/accounting/test_budget.py"],
+    # issue 16's selections: top-k and threshold watches
+    "dpch/mechanisms/top_k.py": ["tests/pipeline/test_top_k.py", "tests/sql/test_top_k_corpus.py",
+                                 "tests/audit/test_top_k_audit.py"],
+    "dpch/pipeline/top_k.py": ["tests/pipeline/test_top_k.py", "tests/sql/test_top_k_corpus.py",
+                               "tests/audit/test_top_k_audit.py"],
+    "dpch/accounting/watches.py": ["tests/accounting/test_watches.py", "tests/pipeline/test_watch.py"],
+    "dpch/pipeline/watch.py": ["tests/pipeline/test_watch.py", "tests/accounting/test_watches.py"],
 }
 
 #: a pytest plugin loaded into every run: Hypothesis derandomized, so verdicts do not depend on the run
