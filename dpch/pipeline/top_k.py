@@ -141,7 +141,7 @@ def values_plan(plan: QueryPlan) -> QueryPlan | None:
     stats = {name: stat for name, stat in plan.stats.items() if name in shown}
     needed = {m for stat in stats.values() for m in stat.measures}
     return dataclasses.replace(plan, stats=stats, measures=tuple(m for m in plan.measures if m.name in needed),
-                               having=None, order=(), limit=None, offset=0)
+                               having=None, order=(), limit=None)
 
 
 def _score(plan: QueryPlan, opts: QueryOptions) -> tuple[Stat, Measure, bool, int]:
@@ -269,7 +269,7 @@ def top_k_notes(plan: QueryPlan, opts: QueryOptions, noise: TopKNoise) -> list[s
 def _all_keys_half_width(plan: QueryPlan, opts: QueryOptions, noise: TopKNoise) -> float | None:
     """± of every key's noisy score if the whole ε released them all (None where that cannot run)."""
     score_plan = dataclasses.replace(plan, stats={noise.score.name: noise.score}, measures=(noise.measure,),
-                                     having=None, order=(), limit=None, offset=0)
+                                     having=None, order=(), limit=None)
     try:
         all_keys = calibrate(score_plan, dataclasses.replace(opts, select="all"))
     except QueryRejected:

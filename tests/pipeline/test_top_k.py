@@ -247,3 +247,40 @@ def test_scores_use_their_per_key_sensitivity(connect):
                            "SETTINGS dp_select = 'top'")
     assert distinct.measures[0].sensitivity == 1.0
     assert rows_count.measures[0].sensitivity == 3.0
+    # the report says where the bound comes from
+    assert "distinct units by at most 1" in distinct.measures[0].derivation
+    assert rows_count.measures[0].derivation.startswith("count()")
+
+
+@pytest.mark.parametrize("gaussian", [False, True])
+def test_score_gap_holds_at_its_confidence(gaussian):
+    """Every round's pick scores within ``score_gap()`` (default 95%) of the best score left in that
+    round, in at least 95% of fixed-seed runs (a union bound: the true rate is higher)."""
+    from dpch.mechanisms.top_k import gaussian_top_k
+
+    scores = np.array([50.0, 48.0, 45.0, 40.0, 40.0, 30.0, 20.0, 10.0, 5.0, 0.0])
+    top = (gaussian_top_k(2.0, 3, 1.0, 0.0, 60.0, scores.size) if gaussian
+           else gumbel_top_k(2.0, 3, 1.0, scores.size, monotonic=True))
+    gap = top.score_gap()
+    assert math.isfinite(gap) and 0 < gap == top.score_gap(0.95) < top.score_gap(0.99)
+    source = NoiseSource(7)
+    runs, within = 2000, 0
+    for _ in range(runs):
+        picked, left, ok = top.select(scores, source), list(range(scores.size)), True
+        for index in picked:
+            ok &= scores[left].max() - scores[index] <= gap
+            left.remove(index)
+        within += ok
+    assert within / runs >= 0.95
+
+
+def test_gumbel_top_k_needs_a_positive_epsilon():
+    with pytest.raises(ValueError, match="positive"):
+        gumbel_top_k(0.0, 2, 1.0, 5, monotonic=True)
+
+
+def test_a_gaussian_range_of_exactly_twice_the_sensitivity_is_accepted(session):
+    """Thm 8 needs 2Δ ≤ b − a: the edge itself is allowed (Δ = 1 for a count, one row per unit)."""
+    sql = ("SELECT page FROM visits GROUP BY page ORDER BY count() DESC LIMIT 2 SETTINGS dp_select = 'top', "
+           "dp_mechanism = 'gaussian', dp_score_max = 2")
+    assert session.explain(sql).cost.epsilon <= 0.5
