@@ -458,3 +458,22 @@ def test_the_console_shares_the_release_cache_with_http(serve, store_dsn, databa
     status, data = b.post("/console/api/query", {"sql": GROUPED, "options": {"epsilon": 0.5}})
     assert status == 200 and data["cached"] is True and data["cost"]["epsilon"] == 0
     assert len(ledger(store_dsn, database, "ana")) == 1
+
+
+def test_selection_queries_show_what_they_cost(browser, console):
+    """Top-k and a watch through the console: the picked keys (no interval, no chart value), the
+    mechanism and the cost; a watch's answer is 'above' or 'below' and advances the watch."""
+    b = browser()
+    status, data = b.post("/console/api/query", {
+        "sql": "SELECT region FROM visits GROUP BY region ORDER BY count() DESC LIMIT 2 SETTINGS dp_select = 'top'",
+        "options": {"epsilon": 0.5}})
+    assert status == 200, data
+    assert len(data["rows"]) == 2 and data["mechanism"] == "top-k (exponential (gumbel))"
+    assert data["cost"]["epsilon"] == pytest.approx(0.5) and data["chart"] is None
+    assert any("top 2 of 4 keys" in note for note in data["notes"])
+    gateway = console.gateway
+    session = gateway.session(gateway.authenticate("ana", "ana-pw"), None)
+    session.watch_create("busy", epsilon=1.0, delta=1e-6, threshold=1e6, upper=2e6, tables="visits")
+    status, data = b.post("/console/api/query", {"sql": "SELECT count() AS n FROM visits SETTINGS dp_watch = 'busy'"})
+    assert status == 200, data
+    assert data["rows"] == [["below"]] and session.watch_state("busy").position == 1
