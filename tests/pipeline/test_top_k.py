@@ -131,8 +131,8 @@ def test_pure_ex_post_filter_charges_the_pure_cost(connect, session):
 
 
 @pytest.mark.parametrize(("sql", "options", "words"), [
-    ("SELECT page FROM visits GROUP BY page LIMIT 3 SETTINGS dp_select = 'top'", {}, "ORDER BY"),
-    ("SELECT count() FROM visits SETTINGS dp_select = 'top'", {}, "GROUP BY"),
+    ("SELECT page FROM visits GROUP BY page LIMIT 3 SETTINGS dp_select = 'top'", {}, "by an aggregate in ORDER BY"),
+    ("SELECT count() FROM visits SETTINGS dp_select = 'top'", {}, "picks keys of a GROUP BY"),
     ("SELECT page FROM visits GROUP BY page ORDER BY count() DESC SETTINGS dp_select = 'top'", {}, "LIMIT k"),
     ("SELECT page FROM visits GROUP BY page ORDER BY count() DESC LIMIT 8 SETTINGS dp_select = 'top'", {}, "k < 8"),
     ("SELECT page FROM visits GROUP BY page ORDER BY avg(spend) DESC LIMIT 2 SETTINGS dp_select = 'top'", {},
