@@ -1,0 +1,156 @@
+"""Targeted checks of dpch.accounting.watches that the mutation run (docs/mutation.md, "Watches and
+top-k (issue 16)") showed no other test made: the parameter validation at its boundaries, the
+search for σ from far outside its usual bracket, the state a new watch starts in, and the replay
+check :func:`watch_violations` on histories each broken in one way (negative controls) beside the
+same history unbroken. Pure arithmetic, no randomness; tolerances are stated where they apply."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+
+import pytest
+
+from dpch.accounting.watches import (
+    DEFAULT_INSTANCES,
+    WatchEvent,
+    WatchParams,
+    WatchState,
+    epsilon_max_at,
+    new_watch,
+    sigma_for,
+    validate_params,
+    watch_violations,
+)
+from dpch.errors import QueryRejected
+
+# B10's normalised instance (docs/algorithms.md): Δ 1, σ 150, threshold 500 on [0, 1000]; one instance
+ONE = WatchParams("w", threshold=500.0, upper=1000.0, sensitivity=1.0, sigma=150.0, epsilon=1.0,
+                  delta=1e-5, instances=1, datasets=("db.t",))
+
+
+# -- parameters ---------------------------------------------------------------------------------------
+
+
+def _refusal(params: WatchParams) -> str:
+    with pytest.raises(QueryRejected) as info:
+        validate_params(params)
+    return info.value.message
+
+
+def test_delta_of_one_or_more_is_refused() -> None:
+    """δ ≥ 1 bounds nothing (every mechanism is (ε, 1)-DP): refused, with the reason."""
+    for delta in (1.0, 1.5):
+        assert "delta must be in (0, 1)" in _refusal(replace(ONE, delta=delta))
+    validate_params(replace(ONE, delta=0.999))
+
+
+def test_an_empty_range_is_refused_as_empty() -> None:
+    """lower = upper is reported as an empty range (not as a zero width the analyst never wrote)."""
+    message = _refusal(replace(ONE, lower=1000.0, threshold=1000.0))
+    assert "the range [lower, upper] = [1000.0, 1000.0] is empty" in message
+
+
+def test_a_threshold_at_either_end_of_the_range_is_valid() -> None:
+    """[lower, upper] is closed: ρ = lower and ρ = upper are accepted, and normalise to exactly 0 and 1;
+    just outside either end is refused."""
+    for threshold, normalised in ((500.0, 0.0), (1500.0, 1.0)):
+        params = replace(ONE, lower=500.0, upper=1500.0, threshold=threshold)
+        validate_params(params)
+        assert params.mechanism.threshold == normalised
+    for outside in (499.0, 1501.0):
+        assert "the threshold must be in [lower, upper]" in _refusal(
+            replace(ONE, lower=500.0, upper=1500.0, threshold=outside))
+
+
+# -- choosing σ ----------------------------------------------------------------------------------------
+
+
+def test_sigma_for_searches_down_when_its_first_guess_already_fits() -> None:
+    """An ε so large that the search's first lower guess (Δ/1000) already fits: the σ returned is still the
+    smallest that fits, to the bisection's 1e-6 (checked at 0.1 % below it)."""
+    n, delta = 10, 1e-7
+    assert epsilon_max_at(1000.0, 5000.0, 1.0, 1e-3, delta / n) < 1e11 / n  # the first guess fits
+    sigma = sigma_for(1e11, delta, n, 1000.0, 5000.0, 1.0)
+    assert n * epsilon_max_at(1000.0, 5000.0, 1.0, sigma, delta / n) <= 1e11
+    assert n * epsilon_max_at(1000.0, 5000.0, 1.0, sigma * 0.999, delta / n) > 1e11
+
+
+def test_default_instances_is_ten() -> None:
+    """docs/watches.md: without --sigma, σ is chosen so that 10 instances each fit ε/10."""
+    assert DEFAULT_INSTANCES == 10
+
+
+# -- a new watch -------------------------------------------------------------------------------------------
+
+
+def test_a_new_watch_has_nothing_open_and_nothing_spent() -> None:
+    """The ``create`` row's state: position 0 and no noisy threshold (no instance open), no instance, nothing spent."""
+    state = new_watch(ONE, "rid")
+    assert (state.seq, state.state, state.instances, state.position, state.noisy_threshold) == (0, "active", 0, 0, None)
+    assert (state.spent, state.base, state.release_id) == (0.0, 0.0, "rid")
+    assert state.as_dict()["position"] is None and state.charged_epsilon == 0.0
+
+
+# -- the replay check ----------------------------------------------------------------------------------------
+
+
+def _event(state: WatchState, event: str, charged: float = 0.0) -> WatchEvent:
+    return WatchEvent(event, "", charged, state)
+
+
+def _created(params: WatchParams) -> WatchState:
+    return replace(new_watch(params, "r"), seq=1, time=datetime.now(UTC))
+
+
+def _one_above(params: WatchParams) -> list[WatchEvent]:
+    """create, open, ⊤ at position 1 (charged ε_post(1)): a correct history."""
+    s1 = _created(params)
+    s2 = replace(s1, seq=2, instances=1, noisy_threshold=0.6)
+    s3 = replace(s2, seq=3, noisy_threshold=None, spent=params.epsilon_post(1))
+    return [_event(s1, "create"), _event(s2, "open"), _event(s3, "above", params.epsilon_post(1))]
+
+
+def test_replay_counts_delta_exactly() -> None:
+    """n = 1 instance: opening a second one uses Σ δ_j = 2δ > δ and is reported, though ε has room."""
+    roomy = replace(ONE, epsilon=100.0)
+    good = _one_above(roomy)
+    assert watch_violations(good) == []
+    s3 = good[-1].state
+    second = _event(replace(s3, seq=4, instances=2, noisy_threshold=0.6, base=s3.spent), "open")
+    assert watch_violations([*good, second]) == ["row 4 (open): Σ δ_j = 2e-05 > δ 1e-05"]
+
+
+def test_replay_checks_the_rows_spent_against_the_charges() -> None:
+    """A ⊤ charged ε_post(1) whose row still says spent 0 (the charge not recorded) is reported; so is a row
+    that says 0.5 more than was charged."""
+    good = _one_above(ONE)
+    for wrong in (0.0, ONE.epsilon_post(1) + 0.5):
+        bad = [*good[:2], replace(good[2], state=replace(good[2].state, spent=wrong))]
+        found = watch_violations(bad)
+        assert len(found) == 1 and found[0].startswith("row 3 (above): the row says spent"), found
+
+
+def test_replay_reports_questions_on_an_exhausted_or_closed_watch_but_not_closing_it() -> None:
+    """After the watch is exhausted, closing it is fine (no violation), a question is not; after close,
+    a question is not."""
+    good = _one_above(ONE)
+    s3 = good[-1].state
+    exhausted = _event(replace(s3, seq=4, state="exhausted"), "exhausted")
+    closed = _event(replace(s3, seq=5, state="closed"), "close")
+    assert watch_violations([*good, exhausted, closed]) == []
+    asked = _event(replace(s3, seq=5, state="exhausted", instances=2, noisy_threshold=0.6), "open")
+    assert "row 5 (open): a question on a exhausted watch" in watch_violations([*good, exhausted, asked])
+    after_close = _event(replace(s3, seq=6, state="closed", position=1), "below")
+    assert "row 6 (below): a question on a closed watch" in watch_violations([*good, exhausted, closed, after_close])
+
+
+def test_replay_wants_the_create_row_and_counts_instances_from_zero() -> None:
+    """A history cut before its ``create`` row is reported as such, and only as such: the replay's counters
+    start empty, so the first instance is counted as the first and a second as the second."""
+    good = _one_above(replace(ONE, instances=2, epsilon=100.0))
+    s3 = good[-1].state
+    second = _event(replace(s3, seq=4, instances=2, noisy_threshold=0.6, base=s3.spent), "open")
+    assert watch_violations([*good, second]) == []
+    headless = [replace(e, state=replace(e.state, seq=e.state.seq - 1)) for e in [*good[1:], second]]
+    assert watch_violations(headless) == ["row 1 (open): the history does not begin with the watch's create row"]

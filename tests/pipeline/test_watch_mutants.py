@@ -1,0 +1,124 @@
+"""Targeted checks of dpch.pipeline.watch that the mutation run (docs/mutation.md, "Watches and top-k
+(issue 16)") showed no other test made: what is refused (HAVING, an explicit instance count below 1, a
+sensitivity above the watch's), the default σ, the values each row and release carries (the answer
+recorded, the position after a ⊤, the exhausted note, the elapsed time) and that the reservation is
+read from the ledger once. Real chdb, fixed seeds; the data sit far from the threshold as in
+tests/pipeline/test_watch.py (each answer wrong with probability < 4e-6)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import dpch
+from dpch.accounting.watches import DEFAULT_INSTANCES, WatchParams, epsilon_max_at
+from dpch.errors import QueryRejected
+from dpch.pipeline.watch import Question, check_question
+from dpch.sql.settings import QueryOptions
+from tests.helpers import refused_uncharged
+from tests.pipeline import test_watch as base
+from tests.pipeline.test_watch import HIGH, LOW, SIGMA, THRESHOLD, UPPER, ask, create, history, question
+
+open_session = base.open_session  # the same table and analyst as tests/pipeline/test_watch.py
+
+
+@pytest.fixture
+def session(open_session) -> dpch.Session:
+    return open_session()
+
+
+def test_having_is_refused_and_leaves_the_watch_as_it_was(session: dpch.Session) -> None:
+    create(session, instances=4)
+    rows = len(history(session))
+    error = refused_uncharged(session, "SELECT count() FROM signups HAVING count() > 5 SETTINGS dp_watch = 'w'")
+    assert "dp_watch takes no HAVING" in error.message
+    assert len(history(session)) == rows and session.watch_state("w").instances == 0
+
+
+def test_an_explicit_instance_count_below_one_is_refused_as_such(session: dpch.Session) -> None:
+    """--instances 0 or -1 is the analyst's mistake, said as such (not blamed on σ), before anything is reserved."""
+    for bad in (0, -1):
+        with pytest.raises(QueryRejected) as info:
+            create(session, instances=bad)
+        assert f"instances must be at least 1, got {bad}" in info.value.message
+    assert session.budget().reserved.epsilon == 0.0 and session.watches() == []
+
+
+def test_default_sigma_fits_ten_instances(session: dpch.Session) -> None:
+    """Without σ: the smallest σ with which 10 instances each fit ε/10 at δ/10 (to the search's 1e-6;
+    checked 0.1 % below)."""
+    state = session.watch_create("d", epsilon=1.0, delta=1e-7, threshold=THRESHOLD, upper=UPPER, tables="signups",
+                                 instances=4)
+    sigma, n = state.params.sigma, 10
+    assert DEFAULT_INSTANCES == n
+    assert n * epsilon_max_at(THRESHOLD, UPPER, 1.0, sigma, 1e-7 / n) <= 1.0
+    assert n * epsilon_max_at(THRESHOLD, UPPER, 1.0, sigma * 0.999, 1e-7 / n) > 1.0
+
+
+def test_a_sensitivity_above_the_watchs_is_refused_within_rounding_only() -> None:
+    """check_question's tolerance is 1e-12 relative (rounding of a derived sensitivity): Δ(1 + 1e-12) is
+    accepted, Δ(1 + 1e-9) refused."""
+    params = WatchParams("w", THRESHOLD, UPPER, 2.0, SIGMA, 1.0, 1e-7, 4, ("db.signups",))
+    opts = QueryOptions()
+    check_question(Question("w", "count()", "m", 2.0 * (1 + 1e-12)), params, opts, ("db.signups",))
+    with pytest.raises(QueryRejected) as info:
+        check_question(Question("w", "count()", "m", 2.0 * (1 + 1e-9)), params, opts, ("db.signups",))
+    assert "above watch w's 2" in info.value.message
+
+
+def test_rows_record_the_answers_and_a_halted_instance_has_position_zero(session: dpch.Session) -> None:
+    """Each row's ``answer`` is what was returned; after a ⊤ no instance is open and the position is 0
+    (after a ⊥ it is the number of questions asked of the open instance)."""
+    create(session, instances=4)
+    assert ask(session, LOW) == "below"
+    assert session.watch_state("w").position == 1
+    assert ask(session, HIGH) == "above"
+    events = history(session)
+    assert [(e.event, e.answer) for e in events] == [("create", ""), ("open", ""), ("below", "below"),
+                                                     ("above", "above")]
+    assert [e.state.position for e in events] == [0, 0, 1, 0]
+    state = session.watch_state("w")
+    assert not state.open and state.position == 0
+
+
+def test_the_reservation_is_read_from_the_ledger_once(session: dpch.Session, monkeypatch) -> None:
+    """The ledger's entries are read on the first question only (O(history) each time otherwise)."""
+    create(session, instances=4)
+    ledger = session.accountant.ledger
+    reads: list[str] = []
+    entries = ledger.entries
+
+    def counting(analyst: str, *args, **kwargs):
+        reads.append(analyst)
+        return entries(analyst, *args, **kwargs)
+
+    monkeypatch.setattr(ledger, "entries", counting)
+    assert [ask(session, LOW) for _ in range(3)] == ["below"] * 3
+    assert reads == [session.analyst]
+
+
+def test_the_exhausting_answer_says_so(session: dpch.Session) -> None:
+    """A watch whose ε fits one instance: its ⊤ is released with the note that it is now exhausted; a ⊥
+    before it is not."""
+    session.watch_create("one", epsilon=0.3, delta=1e-7, threshold=THRESHOLD, upper=UPPER, tables="signups",
+                         sigma=SIGMA, instances=1)
+    below = session.query(question(LOW, "one"))
+    above = session.query(question(HIGH, "one"))
+    assert (below.rows, above.rows) == ([("below",)], [("above",)])
+    assert not below.notes[0].endswith("now exhausted")
+    assert above.notes[0].endswith("; the watch is now exhausted")
+    assert session.watch_state("one").state == "exhausted"
+
+
+def test_elapsed_time_is_in_milliseconds(session: dpch.Session) -> None:
+    """``elapsed_ms`` is the time since ``started`` in ms: started 1000 s ago gives 1 000 000 ms plus the
+    answer's own time (under a second, so a factor off by 1e-3 would add ≥ 1000 ms and be seen)."""
+    create(session, instances=4)
+    plan, opts = session.plan(question(LOW))
+    before = time.perf_counter()
+    release = session.watch_service.answer(plan, opts, before - 1000.0)
+    took_ms = (time.perf_counter() - before) * 1000.0
+    assert release.rows == [("below",)]
+    assert took_ms < 1000.0
+    assert 1_000_000.0 <= release.elapsed_ms <= 1_000_000.0 + took_ms
