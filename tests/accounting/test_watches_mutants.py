@@ -16,13 +16,16 @@ from dpch.accounting.watches import (
     WatchEvent,
     WatchParams,
     WatchState,
+    WatchStore,
     epsilon_max_at,
+    instances_for,
     new_watch,
     sigma_for,
     validate_params,
     watch_violations,
 )
 from dpch.errors import QueryRejected
+from dpch.store.engine import Engine
 
 # B10's normalised instance (docs/algorithms.md): Δ 1, σ 150, threshold 500 on [0, 1000]; one instance
 ONE = WatchParams("w", threshold=500.0, upper=1000.0, sensitivity=1.0, sigma=150.0, epsilon=1.0,
@@ -74,6 +77,25 @@ def test_sigma_for_searches_down_when_its_first_guess_already_fits() -> None:
     sigma = sigma_for(1e11, delta, n, 1000.0, 5000.0, 1.0)
     assert n * epsilon_max_at(1000.0, 5000.0, 1.0, sigma, delta / n) <= 1e11
     assert n * epsilon_max_at(1000.0, 5000.0, 1.0, sigma * 0.999, delta / n) > 1e11
+
+
+def test_sigma_for_on_a_range_below_zero() -> None:
+    """A range reaching far below zero ([−6000, 5000]): the search starts from its width, not from its ends,
+    and returns the smallest σ that fits (checked 0.1 % below)."""
+    n, delta = 10, 1e-7
+    sigma = sigma_for(1.0, delta, n, 0.0, 5000.0, 1.0, -6000.0)
+    assert n * epsilon_max_at(0.0, 5000.0, 1.0, sigma, delta / n, -6000.0) <= 1.0
+    assert n * epsilon_max_at(0.0, 5000.0, 1.0, sigma * 0.999, delta / n, -6000.0) > 1.0
+
+
+def test_instances_for_is_zero_when_one_instance_only_just_does_not_fit() -> None:
+    """ε exactly ε_max(δ): B9's check (spent + ε_max < ε, strict) never opens an instance, so the count is 0
+    (the watch is refused at registration, not created unable to answer); a hair more ε opens one."""
+    e = epsilon_max_at(1000.0, 5000.0, 1.0, 100.0, 1e-7)
+    assert instances_for(e, 1e-7, 1000.0, 5000.0, 1.0, 100.0) == 0
+    one = WatchParams("w", 1000.0, 5000.0, 1.0, 100.0, e, 1e-7, 1, ("db.t",))
+    assert not new_watch(one, "r").can_open()
+    assert instances_for(e * (1 + 1e-9), 1e-7, 1000.0, 5000.0, 1.0, 100.0) == 1
 
 
 def test_default_instances_is_ten() -> None:
@@ -154,3 +176,27 @@ def test_replay_wants_the_create_row_and_counts_instances_from_zero() -> None:
     assert watch_violations([*good, second]) == []
     headless = [replace(e, state=replace(e.state, seq=e.state.seq - 1)) for e in [*good[1:], second]]
     assert watch_violations(headless) == ["row 1 (open): the history does not begin with the watch's create row"]
+
+
+def test_replay_allows_a_new_watch_only_over_a_closed_one() -> None:
+    """A name may be reused once its watch is closed (no violation); a ``create`` over an active watch is reported."""
+    good = _one_above(ONE)
+    s3 = good[-1].state
+    closed = _event(replace(s3, seq=4, state="closed"), "close")
+    again = _event(replace(_created(ONE), seq=5), "create")
+    assert watch_violations([*good, closed, again]) == []
+    over = _event(replace(_created(ONE), seq=4), "create")
+    assert watch_violations([*good, over]) == ["row 4 (create): created over a watch that was active"]
+
+
+def test_store_reads_back_the_time_written(keeper: Engine, store_dsn: str, database: str) -> None:
+    """The row's time comes back as the UTC instant written (to the column's microsecond), time-zone aware."""
+    engine = Engine(store_dsn, database=database)
+    engine.command(f"CREATE DATABASE IF NOT EXISTS `{database}`")
+    store = WatchStore(engine)
+    written = store.append("ana", new_watch(ONE, "rid"), "create")
+    back = store.latest("ana", "w")
+    assert back is not None and back.time.tzinfo is not None
+    assert back.time == written.time
+    assert [e.state.time for e in store.history("ana", "w")] == [written.time]
+    engine.close()

@@ -8,6 +8,7 @@ tests/pipeline/test_watch.py (each answer wrong with probability < 4e-6)."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -122,3 +123,27 @@ def test_elapsed_time_is_in_milliseconds(session: dpch.Session) -> None:
     assert release.rows == [("below",)]
     assert took_ms < 1000.0
     assert 1_000_000.0 <= release.elapsed_ms <= 1_000_000.0 + took_ms
+
+
+def test_a_question_costs_its_epsilon_and_no_delta(session: dpch.Session) -> None:
+    """A release's cost: a ⊥ costs nothing, a ⊤ at position 2 ε_post(2), and δ 0 either way (the watch's δ
+    was reserved at registration)."""
+    state = create(session, instances=4)
+    below = session.query(question(LOW))
+    above = session.query(question(HIGH))
+    assert (below.rows, above.rows) == ([("below",)], [("above",)])
+    assert (below.cost.epsilon, below.cost.delta) == (0.0, 0.0)
+    assert above.cost.epsilon == pytest.approx(state.params.epsilon_post(2), rel=1e-12) and above.cost.delta == 0.0
+
+
+def test_a_watch_whose_reservation_is_missing_answers_nothing(session: dpch.Session) -> None:
+    """A watch whose latest row names a release the ledger does not hold (a damaged store) is refused
+    before any instance opens: no threshold drawn, no data read, no row written."""
+    state = create(session, instances=4)
+    store = session.watch_service.store
+    with store.locked(session.analyst, "w"):
+        store.append(session.analyst, replace(state, release_id="missing"), "create")
+    rows = len(history(session))
+    error = refused_uncharged(session, question(HIGH))
+    assert "watch w has no reservation in the ledger" in error.message
+    assert len(history(session)) == rows and session.watch_state("w").instances == 0
