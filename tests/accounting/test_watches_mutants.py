@@ -13,10 +13,12 @@ import pytest
 
 from dpch.accounting.watches import (
     DEFAULT_INSTANCES,
+    MAX_INSTANCES,
     WatchEvent,
     WatchParams,
     WatchState,
     WatchStore,
+    at_instance,
     epsilon_max_at,
     instances_for,
     new_watch,
@@ -98,6 +100,40 @@ def test_instances_for_is_zero_when_one_instance_only_just_does_not_fit() -> Non
     assert instances_for(e * (1 + 1e-9), 1e-7, 1000.0, 5000.0, 1.0, 100.0) == 1
 
 
+def test_sigma_for_searches_up_past_the_width() -> None:
+    """A small ε needs σ above the range's width (the search's first upper guess): still the smallest that fits."""
+    n, delta = 10, 1e-7
+    sigma = sigma_for(0.01, delta, n, 1000.0, 5000.0, 1.0)
+    assert sigma > 2 * 5000.0
+    assert n * epsilon_max_at(1000.0, 5000.0, 1.0, sigma, delta / n) <= 0.01
+    assert n * epsilon_max_at(1000.0, 5000.0, 1.0, sigma * 0.999, delta / n) > 0.01
+
+
+def test_epsilon_max_at_is_the_instances_epsilon_max() -> None:
+    """The function σ and n are chosen with computes the same ε_max as the instance the watch runs (σ_Z = √3 σ_X),
+    on [0, upper] and on a shifted range."""
+    for lower, threshold in ((0.0, 500.0), (200.0, 500.0)):
+        params = replace(ONE, lower=lower, threshold=threshold)
+        want = params.epsilon_max
+        assert epsilon_max_at(threshold, 1000.0, 1.0, 150.0, 1e-5, lower) == pytest.approx(want, rel=1e-12)
+    assert ONE.mechanism.sigma_z == pytest.approx(3**0.5 * 150.0 / 1000.0, rel=1e-12)
+
+
+def test_at_instance_defaults_to_a_range_from_zero() -> None:
+    default = at_instance(500.0, 1000.0, 1.0, 150.0, 1e-5)
+    explicit = at_instance(500.0, 1000.0, 1.0, 150.0, 1e-5, 0.0)
+    assert (default.threshold, default.epsilon_max) == (explicit.threshold, explicit.epsilon_max)
+    assert (default.threshold, default.epsilon_max) == (0.5, ONE.epsilon_max)
+
+
+def test_instances_for_is_capped() -> None:
+    """ε far above ε_post(1): the count stops at MAX_INSTANCES (10⁶), however many could open."""
+    uncapped = (1e3 - epsilon_max_at(1000.0, 5000.0, 1.0, 5000.0, 1e-7)) / at_instance(
+        1000.0, 5000.0, 1.0, 5000.0, 1e-7).epsilon_post(1)
+    assert uncapped > 2 * MAX_INSTANCES and MAX_INSTANCES == 1_000_000
+    assert instances_for(1e3, 1e-7, 1000.0, 5000.0, 1.0, 5000.0) == 1_000_000
+
+
 def test_default_instances_is_ten() -> None:
     """docs/watches.md: without --sigma, σ is chosen so that 10 instances each fit ε/10."""
     assert DEFAULT_INSTANCES == 10
@@ -112,6 +148,21 @@ def test_a_new_watch_has_nothing_open_and_nothing_spent() -> None:
     assert (state.seq, state.state, state.instances, state.position, state.noisy_threshold) == (0, "active", 0, 0, None)
     assert (state.spent, state.base, state.release_id) == (0.0, 0.0, "rid")
     assert state.as_dict()["position"] is None and state.charged_epsilon == 0.0
+
+
+def test_an_open_instance_counts_at_its_epsilon_max() -> None:
+    """B9's count and the realized E: an open instance adds ε_max to what halted instances spent; with nothing
+    opened, E is 0; one instance halted at t costs min(ε_post(t), ε_max) — never nothing."""
+    fresh = new_watch(replace(ONE, instances=4, epsilon=1.0), "r")
+    assert fresh.realized_epsilon() == 0.0 and fresh.charged_epsilon == 0.0
+    p = fresh.params
+    halted = replace(fresh, instances=1, spent=p.epsilon_post(3), base=0.0)
+    assert halted.charged_epsilon == pytest.approx(p.epsilon_post(3), rel=1e-12)
+    assert halted.realized_epsilon() == pytest.approx(min(p.epsilon_post(3), p.epsilon_max), rel=1e-12)
+    opened = replace(halted, instances=2, base=halted.spent, noisy_threshold=0.5, position=2)
+    assert opened.charged_epsilon == pytest.approx(p.epsilon_post(3) + p.epsilon_max, rel=1e-12)
+    assert opened.realized_epsilon() == pytest.approx(p.epsilon_post(3) + p.epsilon_max, rel=1e-12)
+    assert opened.as_dict()["spent"] == pytest.approx(p.epsilon_post(3) + p.epsilon_max, rel=1e-12)
 
 
 # -- the replay check ----------------------------------------------------------------------------------------

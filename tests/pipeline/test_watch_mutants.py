@@ -147,3 +147,14 @@ def test_a_watch_whose_reservation_is_missing_answers_nothing(session: dpch.Sess
     error = refused_uncharged(session, question(HIGH))
     assert "watch w has no reservation in the ledger" in error.message
     assert len(history(session)) == rows and session.watch_state("w").instances == 0
+
+
+def test_values_are_normalised_by_the_ranges_width(open_session) -> None:
+    """On [500, 1500] a count of 1250 is (1250 − 500)/1000 = 0.75 of the range, 0.25 above the threshold's 0.5:
+    'above' (10 standard deviations of the comparison noise 2σ/w = 0.024 away; dividing by the wrong width,
+    e.g. upper + lower = 2000, would put it 5 below)."""
+    session = open_session(default_budget=dpch.Budget(20.0, 1e-6))
+    session.watch_create("n", epsilon=10.0, delta=1e-7, threshold=THRESHOLD, lower=500.0, upper=1500.0,
+                         tables="signups", sigma=12.0, instances=1)
+    sql = f"SELECT count() FROM signups WHERE uid < 1250 SETTINGS dp_watch = 'n', dp_threshold = {THRESHOLD:g}"
+    assert session.query(sql).rows == [("above",)]
