@@ -251,3 +251,14 @@ def test_store_reads_back_the_time_written(keeper: Engine, store_dsn: str, datab
     assert back.time == written.time
     assert [e.state.time for e in store.history("ana", "w")] == [written.time]
     engine.close()
+
+
+def test_replay_reports_an_instance_opened_with_exactly_no_room() -> None:
+    """B9's check is strict (spent + ε_max < ε): with ε exactly ε_max no instance may open, and a history
+    that opens one is reported."""
+    exact = replace(ONE, epsilon=ONE.epsilon_max)
+    s1 = _created(exact)
+    assert not s1.can_open()
+    s2 = replace(s1, seq=2, instances=1, noisy_threshold=0.6)
+    found = watch_violations([_event(s1, "create"), _event(s2, "open")])
+    assert len(found) == 1 and "≥ ε" in found[0], found
