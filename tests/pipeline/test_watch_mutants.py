@@ -17,7 +17,7 @@ from dpch.accounting.watches import DEFAULT_INSTANCES, WatchParams, epsilon_max_
 from dpch.errors import QueryRejected
 from dpch.pipeline.watch import Question, check_question
 from dpch.sql.settings import QueryOptions
-from tests.helpers import refused_uncharged
+from tests.helpers import make_table, refused_uncharged
 from tests.pipeline import test_watch as base
 from tests.pipeline.test_watch import HIGH, LOW, SIGMA, THRESHOLD, UPPER, ask, create, history, question
 
@@ -158,3 +158,33 @@ def test_values_are_normalised_by_the_ranges_width(open_session) -> None:
                          tables="signups", sigma=12.0, instances=1)
     sql = f"SELECT count() FROM signups WHERE uid < 1250 SETTINGS dp_watch = 'n', dp_threshold = {THRESHOLD:g}"
     assert session.query(sql).rows == [("above",)]
+
+
+def test_settings_a_watch_cannot_take_are_refused_in_words(session: dpch.Session) -> None:
+    """An empty watch name, a threshold that is not a number, and dp_accuracy beside a watch: each refused
+    with its own reason, before anything runs."""
+    create(session, instances=4)
+    for sql, words in (
+        ("SELECT count() FROM signups SETTINGS dp_watch = ''", "dp_watch must name a watch"),
+        ("SELECT count() FROM signups SETTINGS dp_watch = 'w', dp_threshold = 'many'", "dp_threshold must be a number"),
+        ("SELECT count() FROM signups SETTINGS dp_watch = 'w', dp_accuracy = 10",
+         "a watched query cannot also set dp_accuracy"),
+    ):
+        assert words in refused_uncharged(session, sql).message, sql
+    assert session.watch_state("w").instances == 0
+
+
+def test_create_defaults_and_refusals(session: dpch.Session) -> None:
+    """Without ``lower`` the range starts at 0; without ``sensitivity`` it is the largest contribution cap of
+    the tables read (here 1 and 3); a public table is refused."""
+    make_table(session, "uid UInt32", [(1,)], ["uid"], name="capped",
+               comment="dp: privacy_unit=uid, max_rows_per_unit=3")
+    make_table(session, "k String", [("a",)], ["k"], name="open_data", comment="dp: public")
+    state = session.watch_service.create("d", epsilon=1.0, delta=1e-7, threshold=THRESHOLD, upper=UPPER,
+                                         tables=("signups", "capped"), table_policy=session.table_policy,
+                                         sigma=SIGMA, instances=4)
+    assert (state.params.lower, state.params.sensitivity) == (0.0, 3.0)
+    with pytest.raises(QueryRejected) as info:
+        session.watch_create("p", epsilon=1.0, delta=1e-7, threshold=THRESHOLD, upper=UPPER, tables="open_data",
+                             sigma=SIGMA, instances=4)
+    assert "watch p: table open_data is not private" in info.value.message
