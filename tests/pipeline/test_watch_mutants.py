@@ -188,3 +188,20 @@ def test_create_defaults_and_refusals(session: dpch.Session) -> None:
         session.watch_create("p", epsilon=1.0, delta=1e-7, threshold=THRESHOLD, upper=UPPER, tables="open_data",
                              sigma=SIGMA, instances=4)
     assert "watch p: table open_data is not private" in info.value.message
+
+
+def test_closing_with_no_instance_open_charges_nothing_more(open_session) -> None:
+    """After a ⊤ no instance is open: the ``close`` row charges 0 (ε_max only for an open one), keeps position 0,
+    and the reservation settles to ε_post(1) under the ex-post filter; closing again is refused."""
+    session = open_session(filter="ex_post")
+    create(session, instances=4)
+    assert ask(session, HIGH) == "above"
+    state = session.watch_close("w")
+    close = history(session)[-1]
+    assert (close.event, close.charged, close.state.position, close.state.state) == ("close", 0.0, 0, "closed")
+    assert state.spent == pytest.approx(state.params.epsilon_post(1), rel=1e-12)
+    assert session.budget().spent.epsilon == pytest.approx(state.params.epsilon_post(1), rel=1e-9)
+    with pytest.raises(QueryRejected) as info:
+        session.watch_close("w")
+    assert "watch w is already closed" in info.value.message
+    assert len(history(session)) == 4
