@@ -205,3 +205,16 @@ def test_closing_with_no_instance_open_charges_nothing_more(open_session) -> Non
         session.watch_close("w")
     assert "watch w is already closed" in info.value.message
     assert len(history(session)) == 4
+
+
+def test_explain_prices_the_next_question(session: dpch.Session) -> None:
+    """EXPLAIN says what an 'above' would cost now: ε_post(1) with no instance open, ε_post(2) after one ⊥ of
+    the open instance (and changes nothing)."""
+    state = create(session, instances=4)
+    p = state.params
+    for t in (1, 2):
+        notes = " ".join(session.explain(question(HIGH)).notes)
+        assert f"(question {t} of its instance) costs the watch ε {p.epsilon_post(t):.4g}" in notes, notes
+        if t == 1:
+            assert ask(session, LOW) == "below"
+    assert session.watch_state("w").position == 1
