@@ -218,3 +218,21 @@ def test_explain_prices_the_next_question(session: dpch.Session) -> None:
         if t == 1:
             assert ask(session, LOW) == "below"
     assert session.watch_state("w").position == 1
+
+
+def test_an_active_watch_without_room_refuses_before_opening(session: dpch.Session) -> None:
+    """B9's check before an instance, on its own: a watch whose latest row is still active but whose spent
+    leaves no room for ε_max (written so by hand here; the pipeline marks it exhausted at the ⊤ that fills
+    it) is refused, marked exhausted, and no threshold is drawn nor data read."""
+    state = create(session, instances=4)
+    store = session.watch_service.store
+    full = state.params.epsilon - 0.5 * state.params.epsilon_max
+    with store.locked(session.analyst, "w"):
+        store.append(session.analyst, replace(state, spent=full, base=full), "above")
+    rows = len(history(session))
+    error = refused_uncharged(session, question(HIGH))
+    assert "another instance would not fit" in error.message
+    events = history(session)
+    assert len(events) == rows + 1 and events[-1].event == "exhausted"
+    assert events[-1].state.instances == 0 and not events[-1].state.open
+    assert session.watch_state("w").state == "exhausted"
