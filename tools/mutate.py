@@ -76,8 +76,10 @@ TESTS: dict[str, list[str]] = {
                                  "tests/audit/test_top_k_audit.py"],
     "dpch/pipeline/top_k.py": ["tests/pipeline/test_top_k.py", "tests/sql/test_top_k_corpus.py",
                                "tests/audit/test_top_k_audit.py"],
-    "dpch/accounting/watches.py": ["tests/accounting/test_watches.py", "tests/pipeline/test_watch.py"],
-    "dpch/pipeline/watch.py": ["tests/pipeline/test_watch.py", "tests/accounting/test_watches.py"],
+    "dpch/accounting/watches.py": ["tests/accounting/test_watches_mutants.py", "tests/pipeline/test_watch_mutants.py",
+                                   "tests/accounting/test_watches.py", "tests/pipeline/test_watch.py"],
+    "dpch/pipeline/watch.py": ["tests/pipeline/test_watch_mutants.py", "tests/accounting/test_watches_mutants.py",
+                               "tests/pipeline/test_watch.py", "tests/accounting/test_watches.py"],
 }
 
 #: a pytest plugin loaded into every run: Hypothesis derandomized, so verdicts do not depend on the run

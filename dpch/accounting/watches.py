@@ -246,7 +246,9 @@ def sigma_for(epsilon: float, delta: float, instances: int, threshold: float, up
     def fits(sigma: float) -> bool:
         return epsilon_max_at(threshold, upper, sensitivity, sigma, dj, lower) <= share
 
-    lo, hi = sensitivity * 1e-3, upper - lower
+    # the search's starting guess only: the loops below move it until it does not fit, whatever it is
+    lo = sensitivity * 1e-3  # pragma: no mutate (equivalent: a different start finds the same σ to 1e-6)
+    hi = upper - lower
     while not fits(hi):
         hi *= 2.0
     while fits(lo):
@@ -408,7 +410,8 @@ def watch_violations(events: list[WatchEvent]) -> list[str]:
     an instance opened without room (spent + ε_max ≥ ε, or Σδ_j > δ), opened while another was
     open, a noisy threshold changed inside an instance, a ⊤ not charged ε_post(t), an open instance
     not charged ε_max at close, a question on a closed or exhausted watch, ``spent`` not the sum of
-    the charges, or rows not numbered 1, 2, … (two writers from the same state)."""
+    the charges, rows not numbered 1, 2, … (two writers from the same state), or a history that does
+    not begin with its ``create`` row."""
     out: list[str] = []
     spent = 0.0
     instances = 0
@@ -420,6 +423,8 @@ def watch_violations(events: list[WatchEvent]) -> list[str]:
         where = f"row {i + 1} ({ev.event})"
         if s.seq != i + 1:  # two writers read the same state: a lost update
             out.append(f"{where}: seq {s.seq}, expected {i + 1}")
+        if i == 0 and ev.event != "create":  # the replay's counts start from the watch's registration
+            out.append(f"{where}: the history does not begin with the watch's create row")
         if ev.event in ("open", "below", "above") and state != "active":
             out.append(f"{where}: a question on a {state} watch")
         if ev.event == "create":  # a new watch (a name may be reused once the old watch is closed)

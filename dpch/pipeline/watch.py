@@ -165,7 +165,13 @@ class Watches:
         if sensitivity is None:
             sensitivity = float(max((p.contribution_cap for p in policies), default=1))
         datasets = qualified_datasets(self.ctx.database, [p.table for p in policies])
-        probe = WatchParams(name, float(threshold), float(upper), float(sensitivity), float(sigma or 1.0),
+        if instances is not None and instances < 1:  # said as such: validate_params would blame σ for it
+            raise QueryRejected(f"watch {name}: instances must be at least 1, got {instances!r}",
+                                hint="the number of instances δ is split over; leave it out to derive it")
+        # the probe checks every other parameter before σ and n are derived from them: without a σ it gets
+        # a placeholder nothing reads (validate_params only needs it positive; n ≥ 1 here), so any value does
+        placeholder = float(sigma or 1.0)  # pragma: no mutate (equivalent for any positive constant)
+        probe = WatchParams(name, float(threshold), float(upper), float(sensitivity), placeholder,
                             float(epsilon), float(delta), int(instances or DEFAULT_INSTANCES), datasets, float(lower))
         validate_params(probe)
         if sigma is None:
