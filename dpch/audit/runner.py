@@ -36,7 +36,7 @@ from dpch.pipeline import execute
 from dpch.pipeline.calibrate import NoisePlan, calibrate
 from dpch.pipeline.execute import GroupData
 from dpch.pipeline.postprocess import grid_utilities
-from dpch.pipeline.top_k import TopKNoise, calibrate_top_k, release_top_k
+from dpch.pipeline.top_k import TopKNoise, calibrate_top_k, pick_keys, picked_rows
 from dpch.privacy.cost import PrivacyCost
 from dpch.sql.analyze import QueryPlan
 from dpch.sql.rewrite import emit_sql
@@ -218,30 +218,27 @@ class AuditRunner:
         shown value of each key (0 where the key is not picked)."""
         sides, exact_sides = [], []
         labels: list[str] = []
-        outcomes: dict[tuple[Any, ...], int] = {}
+        outcomes: dict[tuple[int, ...], int] = {}
         for session in self.sessions:
             plan, opts = session.plan(self.sql, **self.options)
             top = self.top_k_plan(plan, opts)
             data = execute.exact(session.engine, plan, self.emit(plan, session.engine.database))
-            index = {k: i for i, k in enumerate(data.keys)}
+            shown = [j for j, out in enumerate(plan.outputs) if not out.is_key]
+            d = len(data.keys)
             rows = []
             for _ in range(trials):
-                columns, released, _ = release_top_k(plan, opts, top, data, self._noise)
-                keys = [tuple(r[j] for j, out in enumerate(plan.outputs) if out.is_key) for r in released]
-                picks = [float(index[k]) for k in keys]
-                joint = float(outcomes.setdefault(tuple(keys), len(outcomes)))
-                values = [0.0] * (len(data.keys) * (len(columns) - len(plan.keys)))
-                shown = [j for j, out in enumerate(plan.outputs) if not out.is_key]
-                for k, r in zip(keys, released, strict=True):
+                picked = pick_keys(top, data, self._noise)
+                _, released, _ = picked_rows(plan, opts, top, data, picked, self._noise)
+                joint = float(outcomes.setdefault(tuple(picked), len(outcomes)))
+                values = [0.0] * (d * len(shown))
+                for key, row in zip(picked, released, strict=True):
                     for c, j in enumerate(shown):
-                        value = r[j]
-                        values[c * len(data.keys) + index[k]] = float(value) if value is not None else 0.0
-                rows.append([*picks, joint, *values])
+                        values[c * d + key] = float(row[j]) if row[j] is not None else 0.0
+                rows.append([*map(float, picked), joint, *values])
             sides.append(np.array(rows, dtype=float))
             exact_sides.append({top.measure.name: data.measures[top.measure.name]})
-            shown_names = [plan.outputs[j].name for j, out in enumerate(plan.outputs) if not out.is_key]
             labels = ([f"pick {r + 1}" for r in range(top.top.k)] + ["ordered picks"]
-                      + [f"{name} {_group_label(k)}" for name in shown_names for k in data.keys])
+                      + [f"{plan.outputs[j].name} {_group_label(k)}" for j in shown for k in data.keys])
         return AuditSamples(sides[0], sides[1], labels, claimed, mechanism, "fast", exact_sides[0], exact_sides[1],
                             {}, discrete=True,
                             profile_note="top-k selection: a discrete output; its likelihood-ratio and pure-ε "

@@ -57,6 +57,15 @@ SELECTION_SHARE = 0.5
 
 
 @dataclass(frozen=True)
+class ShownValues:
+    """The values a top-k query asks for: its plan restricted to the shown statistics
+    (:func:`values_plan`), and their mechanisms at the values' share of ε."""
+
+    plan: QueryPlan
+    noise: NoisePlan
+
+
+@dataclass(frozen=True)
 class TopKNoise:
     """The mechanisms of a top-k query: the selection, and the values' own noise plan if values are asked."""
 
@@ -65,9 +74,8 @@ class TopKNoise:
     score: Stat
     measure: Measure
     descending: bool
-    #: the plan restricted to the released statistics, and their mechanisms (None: keys only)
-    values_plan: QueryPlan | None
-    values: NoisePlan | None
+    #: the statistics the SELECT list shows and their mechanisms (None: keys only)
+    values: ShownValues | None
 
     @property
     def mechanism(self) -> str:
@@ -76,7 +84,7 @@ class TopKNoise:
 
     @property
     def parts(self) -> list[tuple[str, PrivacyCost]]:
-        values = self.values.parts if self.values is not None else []
+        values = self.values.noise.parts if self.values is not None else []
         return [("top-k selection", self.top.cost), *values]
 
     @property
@@ -92,7 +100,7 @@ def calibrate_top_k(plan: QueryPlan, opts: QueryOptions) -> TopKNoise:
     d = len(plan.group_domain or ())
     released = values_plan(plan)
     eps_select = opts.epsilon * (SELECTION_SHARE if released is not None else 1.0)
-    sensitivity = per_key_sensitivity(plan, measure)
+    sensitivity = per_key_sensitivity(measure)
     if opts.resolved_mechanism == "gaussian":
         if opts.score_max is None:
             raise QueryRejected(
@@ -117,13 +125,14 @@ def calibrate_top_k(plan: QueryPlan, opts: QueryOptions) -> TopKNoise:
         top = gumbel_top_k(eps_select, k, sensitivity, d, monotonic=measure.kind in ("count", "distinct"))
     values = None
     if released is not None:
-        values = calibrate(released, dataclasses.replace(opts, epsilon=opts.epsilon - eps_select, select="all"))
-    noise = TopKNoise(top, score, measure, descending, released, values)
+        values = ShownValues(released, calibrate(released, dataclasses.replace(
+            opts, epsilon=opts.epsilon - eps_select, select="all")))
+    noise = TopKNoise(top, score, measure, descending, values)
     check_top_k_cost(plan, opts, noise)
     return noise
 
 
-def per_key_sensitivity(plan: QueryPlan, measure: Measure) -> float:
+def per_key_sensitivity(measure: Measure) -> float:
     """How much one unit can move any one key's score (ℓ∞), all keys at once: what report noisy max
     needs (Lebensold et al. 2024, Thm 8; Dwork & Roth 2014, Claim 3.9). A count of distinct units
     moves by at most 1 in each key a unit touches, however many keys that is — where releasing every
@@ -195,8 +204,8 @@ def check_top_k_cost(plan: QueryPlan, opts: QueryOptions, noise: TopKNoise) -> N
         if getattr(selector, "d", d - r) != d - r:
             problems.append(f"round {r + 1} runs over {getattr(selector, 'd', None)} keys, not {d - r}")
     shown = {name for out in plan.outputs for name in out.stats}
-    released = set(noise.values_plan.stats) if noise.values_plan is not None else set()
-    if released != shown or (noise.values is None) != (not shown):
+    released = set(noise.values.plan.stats) if noise.values is not None else set()
+    if released != shown:
         problems.append(f"released statistics {sorted(released)} ≠ shown {sorted(shown)}")
     problems += composition_problems(noise.cost, [cost for _, cost in noise.parts], opts)
     if problems:
@@ -207,13 +216,24 @@ def release_top_k(plan: QueryPlan, opts: QueryOptions, noise: TopKNoise, data: G
                   source: NoiseSource) -> Rows:
     """Selects k keys on the exact scores of every declared key, then releases the shown statistics
     of those keys (rows in the order picked). The caller has charged ``noise.cost`` durably."""
+    return picked_rows(plan, opts, noise, data, pick_keys(noise, data, source), source)
+
+
+def pick_keys(noise: TopKNoise, data: GroupData, source: NoiseSource) -> list[int]:
+    """The selection: the indexes (into ``data.keys``) of the k keys picked, in the order picked."""
     scores = data.measures[noise.measure.name]
-    picked = noise.top.select(scores if noise.descending else -scores, source)
+    return noise.top.select(scores if noise.descending else -scores, source)
+
+
+def picked_rows(plan: QueryPlan, opts: QueryOptions, noise: TopKNoise, data: GroupData, picked: list[int],
+                source: NoiseSource) -> Rows:
+    """The rows of the ``picked`` keys, in that order: their keys and, where the SELECT list asks, their
+    statistics with fresh noise (the values' own mechanisms) and intervals."""
     keys = [data.keys[i] for i in picked]
     values: dict[str, Any] = {}
     intervals_for: Any = lambda out: None  # noqa: E731 - keys only: no interval
-    if noise.values is not None and noise.values_plan is not None:
-        vplan, vnoise = noise.values_plan, noise.values
+    if noise.values is not None:
+        vplan, vnoise = noise.values.plan, noise.values.noise
         noisy = {name: mech.release(data.measures[name][picked], source) for name, mech in vnoise.additive.items()}
         quantiles = {stat.name: pick_quantiles(stat, [data.histograms[stat.measures[0]][i] for i in picked],
                                                vnoise, source) for stat in quantile_stats(vplan)}
@@ -231,7 +251,7 @@ def top_k_reports(plan: QueryPlan, opts: QueryOptions, noise: TopKNoise) -> list
         scale = first.sigma
     else:  # the Gumbel's scale in score units: (2 or 1)·Δ/ε of one round
         scale = (1.0 if first.monotonic else 2.0) * first.sensitivity / first.epsilon
-    sensitivity = per_key_sensitivity(plan, m)
+    sensitivity = first.sensitivity  # the per-key bound the rounds were calibrated with
     derivation = m.derivation if sensitivity == m.sensitivity else \
         "one unit moves each key's count of distinct units by at most 1 (ℓ∞), however many keys it touches"
     report = MeasureReport(
@@ -239,8 +259,7 @@ def top_k_reports(plan: QueryPlan, opts: QueryOptions, noise: TopKNoise) -> list
                                  f"{top.k} of {top.d}",
         sensitivity=sensitivity, derivation=derivation, mechanism=top.name, epsilon=top.epsilon, delta=0.0,
         noise_scale=float(scale), half_width=top.score_gap(opts.confidence))
-    values = measure_reports(noise.values_plan, opts, noise.values) if noise.values is not None \
-        and noise.values_plan is not None else []
+    values = measure_reports(noise.values.plan, opts, noise.values.noise) if noise.values is not None else []
     return [report, *values]
 
 
@@ -255,10 +274,10 @@ def top_k_notes(plan: QueryPlan, opts: QueryOptions, noise: TopKNoise) -> list[s
     if top.gaussian:
         out.append(f"scores clamped to [{opts.score_min:g}, {opts.score_max:g}] (dp_score_min, dp_score_max) "
                    "before noise: keys above the range tie")
-    if noise.values is not None and noise.values_plan is not None:
-        out.append(f"ε split: selection {top.epsilon:.4g}, values {noise.values.cost.epsilon:.4g}; "
+    if noise.values is not None:
+        out.append(f"ε split: selection {top.epsilon:.4g}, values {noise.values.noise.cost.epsilon:.4g}; "
                    "the values are fresh noisy values of the picked keys only")
-        out += value_notes(noise.values_plan, noise.values, opts)
+        out += value_notes(noise.values.plan, noise.values.noise, opts)
     alternative = _all_keys_half_width(plan, opts, noise)
     if alternative is not None:
         out.append(f"alternative: without dp_select the same ε {opts.epsilon:g} releases all {top.d} keys' noisy "

@@ -66,3 +66,12 @@ def test_full_stack_mode_refuses_top_k_clearly(session):
     with pytest.raises(QueryRejected, match="fast path") as info:
         audit_query(session, TOP_1, trials=20, mode="full", seed=5, epsilon=1.0)
     assert "--full-stack" in (info.value.hint or "")
+
+
+def test_a_top_k_query_that_shows_values_but_not_its_keys_is_audited(session):
+    """The observations are the picked keys' positions, not keys read back from the rows: a SELECT list
+    without the key (the values of the top 2, unlabelled) is audited like any other."""
+    sql = "SELECT count() AS n FROM t GROUP BY g ORDER BY n DESC LIMIT 2 SETTINGS dp_select = 'top'"
+    result = audit_query(session, sql, trials=2_000, seed=5, epsilon=1.0)
+    assert result.samples.labels[:3] == ["pick 1", "pick 2", "ordered picks"]
+    assert not result.violation, summary(result)

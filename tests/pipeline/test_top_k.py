@@ -213,7 +213,7 @@ def test_cost_self_check_fails_closed(session):
     tampered = [
         (dataclasses.replace(noise, top=gumbel_top_k(0.5, 2, 1.0, 8, monotonic=True)), "selection rounds"),
         (dataclasses.replace(noise, top=gumbel_top_k(0.5, 3, 1.0, 9, monotonic=True)), "selection rounds"),
-        (dataclasses.replace(noise, values=None, values_plan=None), "released statistics"),
+        (dataclasses.replace(noise, values=None), "released statistics"),
         (dataclasses.replace(noise, top=gumbel_top_k(0.9, 3, 1.0, 8, monotonic=True)), "exceeds the request"),
     ]
     for bad, words in tampered:
