@@ -21,7 +21,7 @@ def release_types(plan: QueryPlan, opts: QueryOptions | None = None) -> list[str
     (``CAST(avg(x) AS Int32)``, ``toFloat32(…)``) has the type it converts to, as in ClickHouse;
     anything else is Float64. A threshold watch's answer (``opts.watch``) is a String, 'above' or 'below'."""
     if opts is not None and (opts.watch is not None or opts.threshold is not None):
-        return [plan.keys[out.key_index].type if out.key_index is not None else "String" for out in plan.outputs]
+        return ["String"] * len(plan.outputs)  # a watched question has no key (dpch.pipeline.watch refuses them)
     measures = {m.name: m for m in plan.measures}
     types = []
     for out in plan.outputs:
