@@ -115,3 +115,13 @@ def mismatches(dpch_rows: list[tuple], raw: list[tuple], tolerances: list[float]
             if not ok:
                 problems.append(f"column {i}: dpch {a!r} vs ClickHouse {b!r} (rows {mine} / {theirs})")
     return problems
+
+
+def assert_same_as_clickhouse(session: dpch.Session, sql: str, theirs: list[tuple]) -> None:
+    """dpch's exact answer to ``sql`` (:func:`exact_answer`) is ClickHouse's rows ``theirs`` (asked
+    directly) as a multiset and, where ``sql`` orders its rows, in the same order of first column."""
+    answer = exact_answer(session, sql)
+    problems = mismatches(answer.rows, theirs)
+    assert not problems, f"{sql}: {problems}"
+    if "ORDER BY" in sql:
+        assert [r[0] for r in answer.rows] == [r[0] for r in theirs], "same order"

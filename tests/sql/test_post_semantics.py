@@ -17,7 +17,7 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers import make_table, refused_uncharged
-from tests.soundness.exact_answers import exact_answer, mismatches, raw_rows
+from tests.soundness.exact_answers import assert_same_as_clickhouse, exact_answer, raw_rows
 
 COLUMNS = ("uid UInt32, sex String COMMENT 'dp: public, values=[\"f\", \"m\", \"x\"]', "
            "device String COMMENT 'dp: public, values=[\"mobile\", \"desktop\"]', "
@@ -75,12 +75,7 @@ SAME_AS_CLICKHOUSE = [
 
 @pytest.mark.parametrize("sql", SAME_AS_CLICKHOUSE)
 def test_post_processing_equals_clickhouse(session, sql):
-    answer = exact_answer(session, sql)
-    theirs = raw(session, sql)
-    problems = mismatches(answer.rows, theirs)
-    assert not problems, f"{sql}: {problems}"
-    if "ORDER BY" in sql:
-        assert [r[0] for r in answer.rows] == [r[0] for r in theirs], "same order"
+    assert_same_as_clickhouse(session, sql, raw(session, sql))
 
 
 def test_having_a_uint8_key_keeps_its_true_groups(session):
