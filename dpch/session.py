@@ -94,7 +94,7 @@ class Session:
         def build(table_policy: Any, public_domain: Any) -> tuple[QueryPlan, QueryOptions]:
             return plan_query(sql, defaults=self.defaults, overrides=options, table_policy=table_policy,
                               database=self.engine.database, public_domain=public_domain,
-                              constants=self.engine.query_rows)
+                              constants=self.engine.query_rows, describe=self.engine.describe_types)
 
         if key is None:
             return build(self.table_policy, self.public_domains)

@@ -255,6 +255,28 @@ def policy_verify(obj: Context, table: str) -> None:
     click.echo(verify_rows_per_unit(session.engine, session.policy, table).describe())
 
 
+@policy.command("functions")
+@click.argument("name", required=False)
+@click.option("--json", "as_json", is_flag=True)
+def policy_functions(name: str | None, as_json: bool) -> None:
+    """List the functions dpch accepts: where each may appear, what each argument accepts (any value,
+    constant only, guarded) and why no row can make it fail. NAME shows one."""
+    # start-up: the registry is the SQL package's; only this command loads it here
+    from dpch.sql.functions import listing
+
+    rows = [r for r in listing() if name is None or r[0].lower() == name.lower()]
+    if name is not None and not rows:
+        raise click.UsageError(f"dpch accepts no function named {name} (dpch policy functions lists them)")
+    if as_json:
+        click.echo(json.dumps([{"name": n, "where": w, "arguments": a, "why": y} for n, w, a, y in rows], indent=2))
+        return
+    for fn, where, arguments, why in rows:
+        click.echo(f"{fn}  [{where}]")
+        if arguments:
+            click.echo(f"    arguments: {arguments}")
+        click.echo(f"    why it cannot fail on a row: {why}")
+
+
 @cli.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
 @click.option("--table", required=True, help="Table to create.")

@@ -16,6 +16,7 @@ from dpch.errors import QueryRejected
 from dpch.pipeline.calibrate import shared_count
 from dpch.policy.model import TablePolicy
 from dpch.sql.analyze import MAX_GROUPS, QueryPlan, analyze
+from dpch.sql.expression_types import Describe
 from dpch.sql.parse import parse_query
 from dpch.sql.relation import quote
 from dpch.sql.settings import QueryOptions, option_overrides
@@ -60,13 +61,15 @@ def plan_query(
     database: str,
     public_domain: Callable[[str, str], tuple[Any, ...]],
     constants: ConstantQuery | None = None,
+    describe: Describe | None = None,
 ) -> tuple[QueryPlan, QueryOptions]:
     """Parses and analyzes ``sql``. Options: the session's ``defaults``, then the caller's
     ``overrides``, then the query's own ``SETTINGS dp_…`` (the last word wins). ``constants`` runs
-    SELECTs that read no table (date and time constants, time-bucket domains)."""
+    SELECTs that read no table (date and time constants, time-bucket domains); ``describe`` types row
+    expressions in ClickHouse (the registry's argument rules, :mod:`dpch.sql.functions`)."""
     parsed = parse_query(sql)
     opts = defaults.with_overrides(dict(overrides)).with_overrides(option_overrides(parsed.settings)).validated()
-    plan = analyze(parsed, table_policy, database, public_domain, constants)
+    plan = analyze(parsed, table_policy, database, public_domain, constants, describe)
     if opts.mechanism is None and plan.partition_selection and shared_count(plan, "laplace") is not None:
         # a private key's count of units: Laplace thresholding releases the selection's own noisy count
         # with the whole ε (one mechanism), where the default Gaussian would split ε and δ between a

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dpch.sql.functions import TYPED_NAMES
+from dpch.sql.functions import TYPED_NAMES, arguments_text, entry_named, uses_text
 from dpch.store.quoting import quote_identifier, quote_string
 
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
@@ -189,10 +189,20 @@ def _columns(catalog: Catalog) -> list[tuple[Any, ...]]:
 
 
 def _functions(_: Catalog) -> list[tuple[Any, ...]]:
-    scalar = [(n, 0, "dpch: allowed in a DP query (its totality rule: dpch/sql/functions.py)") for n in TYPED_NAMES]
-    aggregate = [(n, 1, "dpch: a noisy aggregate (its sensitivity comes from the column bounds)") for n in AGGREGATES]
-    return [(n, agg, 0, "", "", "System", text, "", "", "", "", "", "", "")
-            for n, agg, text in sorted(scalar + aggregate, key=lambda r: r[0].lower())]
+    """dpch's functions: ``description`` says where each may appear and why no row can make it raise,
+    ``arguments`` what each argument accepts (any value, constant only, guarded; the registry,
+    dpch/sql/functions.py)."""
+    rows: list[tuple[str, int, str, str]] = []
+    for name in TYPED_NAMES:
+        entry = entry_named(name)
+        if entry is None:
+            rows.append((name, 0, "dpch: allowed in a DP query", ""))
+        else:
+            rows.append((name, 0, f"dpch: {uses_text(entry)}. {entry.why}", arguments_text(entry)))
+    rows += [(n, 1, "dpch: a noisy aggregate (its sensitivity comes from the column bounds)", "")
+             for n in AGGREGATES]
+    return [(n, agg, 0, "", "", "System", text, "", arguments, "", "", "", "", "")
+            for n, agg, text, arguments in sorted(rows, key=lambda r: r[0].lower())]
 
 
 def _schemata(catalog: Catalog) -> list[dict[str, Any]]:

@@ -37,10 +37,9 @@ from dpch.sql.bounds import (
     ValueTranslator,
     condition,
     function_name,
-    num,
 )
 from dpch.sql.functions import display_name
-from dpch.sql.nodes import call, float_number, number, paren, render, show
+from dpch.sql.nodes import call, float_number, num, number, paren, render, show
 from dpch.sql.parse import DIALECT
 
 MeasureKind = Literal["count", "sum", "distinct", "histogram"]

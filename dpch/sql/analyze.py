@@ -30,6 +30,7 @@ from dpch.sql import outputs
 from dpch.sql.aggregates import AggregateBuilder, Measure, Stat, is_aggregate
 from dpch.sql.aliases import check_shadowing
 from dpch.sql.bounds import ColumnRef, ValueTranslator, condition
+from dpch.sql.expression_types import Describe, ExpressionTypes
 from dpch.sql.grouping import MAX_GROUPS, GroupKey, KeyBuilder, PublicDomain, check_domain_size
 from dpch.sql.nodes import column, show
 from dpch.sql.parse import DIALECT, ParsedQuery
@@ -131,16 +132,19 @@ class QueryPlan:
 
 
 def analyze(parsed: ParsedQuery, lookup: Callable[[str], TablePolicy], database: str,
-            public_domain: PublicDomain | None = None, constants: ConstantQuery | None = None) -> QueryPlan:
+            public_domain: PublicDomain | None = None, constants: ConstantQuery | None = None,
+            describe: Describe | None = None) -> QueryPlan:
     """Checks ``parsed`` against the policies and derives every measure's sensitivity.
 
     ``constants`` runs SELECTs that read no table: it evaluates date and time constants
-    (:mod:`.time_constants`) and lists time buckets' domains (:mod:`.time_buckets`)."""
+    (:mod:`.time_constants`) and lists time buckets' domains (:mod:`.time_buckets`). ``describe`` asks
+    ClickHouse the types of row expressions (:mod:`.expression_types`), which the registry's rules
+    are checked against; without it only literals' and columns' types are known."""
     # the plan works on the folded tree; its query keeps the text as written, whose fingerprint names
     # the release in the ledger and the gateway's cache (a panel on now() is one query, not one a second)
     select, folded = fold_time_constants(parsed.select, constants)
     plan = _Analyzer(parsed, lookup, database, public_domain or _no_public_domain, constants,
-                     cast(exp.Select, select)).plan()
+                     cast(exp.Select, select), ExpressionTypes(describe)).plan()
     return dataclasses.replace(plan, volatile=True) if folded.volatile else plan
 
 
@@ -150,8 +154,10 @@ def _no_public_domain(table: str, column: str) -> tuple[Any, ...]:
 
 class _Analyzer:
     def __init__(self, parsed: ParsedQuery, lookup: TableLookup, database: str, public_domain: PublicDomain,
-                 constants: ConstantQuery | None = None, select: exp.Select | None = None) -> None:
+                 constants: ConstantQuery | None = None, select: exp.Select | None = None,
+                 types: ExpressionTypes | None = None) -> None:
         self.parsed = parsed
+        self.types = types or ExpressionTypes(None)
         self.constants = constants
         self.select = select if select is not None else parsed.select
         self.database = database
@@ -182,16 +188,16 @@ class _Analyzer:
             raise QueryRejected(f"{_CLAUSE_NAMES.get(key, key.upper())} is not supported", hint=_HINTS.get(key))
         if select.find(exp.Window) is not None:
             raise QueryRejected("window functions (OVER) are not supported")
-        self.relation = RelationBuilder(self.lookup, self.database).build(select)
+        self.relation = RelationBuilder(self.lookup, self.database, self.types).build(select)
         check_shadowing(select, (c.name for c in self.relation.columns))
         conditions = list(self.relation.conditions)
         where = select.args.get("where")
         if where is not None:
-            conditions.append(condition(where.this, lambda c: self._base_ref(c)))
+            conditions.append(condition(where.this, lambda c: self._base_ref(c), self.types))
 
         group_exprs = self._group_expressions()
         ranges = where_ranges(where.this if where is not None else None, self._identity)
-        key_builder = KeyBuilder(self.relation, self.outer, self.public_domain, self.constants, ranges)
+        key_builder = KeyBuilder(self.relation, self.outer, self.public_domain, self.constants, ranges, self.types)
         keys = [key_builder.key(e) for e in group_exprs]
         partition = any(k.values is None for k in keys)
         domain_size = None if partition else check_domain_size(keys)
@@ -205,8 +211,8 @@ class _Analyzer:
         self.keys = keys
         self.group_exprs = group_exprs
         self.builder = AggregateBuilder(
-            ValueTranslator(self.outer_ref),
-            lambda node: condition(node, self.outer_ref),
+            ValueTranslator(self.outer_ref, self.types),
+            lambda node: condition(node, self.outer_ref, self.types),
             lambda node: isinstance(node, exp.Column) and self.relation.resolve(node).is_unit,
             cap,
             column(UNIT_COLUMN),

@@ -15,7 +15,6 @@ a condition only selects rows and cannot raise a sum above k·max|bound|.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -24,57 +23,17 @@ from sqlglot import exp
 
 from dpch.errors import MissingBoundsError, QueryRejected
 from dpch.policy.model import is_numeric_type
-from dpch.sql.functions import check_total
-from dpch.sql.nodes import call, float_number, num, number, paren, show
-from dpch.sql.parse import DIALECT
-
-
-@dataclass(frozen=True)
-class Interval:
-    """A closed interval [lo, hi] of reals (lo may equal hi)."""
-
-    lo: float
-    hi: float
-
-    @property
-    def magnitude(self) -> float:
-        """max(|lo|, |hi|): the largest absolute value in the interval."""
-        return max(abs(self.lo), abs(self.hi))
-
-    @property
-    def width(self) -> float:
-        return self.hi - self.lo
-
-    @property
-    def mid(self) -> float:
-        return (self.lo + self.hi) / 2.0
-
-    def __add__(self, other: Interval) -> Interval:
-        return Interval(self.lo + other.lo, self.hi + other.hi)
-
-    def __sub__(self, other: Interval) -> Interval:
-        return Interval(self.lo - other.hi, self.hi - other.lo)
-
-    def __mul__(self, other: Interval) -> Interval:
-        products = [a * b for a in (self.lo, self.hi) for b in (other.lo, other.hi)]
-        return Interval(min(products), max(products))
-
-    def union(self, other: Interval) -> Interval:
-        return Interval(min(self.lo, other.lo), max(self.hi, other.hi))
-
-    def contains_zero(self) -> bool:
-        return self.lo <= 0.0 <= self.hi
-
-    def check(self) -> Interval:
-        if not (math.isfinite(self.lo) and math.isfinite(self.hi)):
-            raise QueryRejected("an expression's bounds overflow", hint="use smaller constants or bounds")
-        return self
-
-
-BOOL = Interval(0.0, 1.0)
-
-#: round/floor/ceil places beyond this are refused: 10^-places must stay a normal Float64
-MAX_ROUND_PLACES = 15
+from dpch.sql import functions, guards
+from dpch.sql.expression_types import (
+    ExpressionTypes,
+    is_datetime64,
+    placeholder,
+    static_type,
+)
+from dpch.sql.intervals import BOOL, Interval, ValueExpr
+from dpch.sql.nodes import call, float_number, number, show
+from dpch.sql.shape import literal_type
+from dpch.sql.value_rules import MAX_ROUND_PLACES, Branch
 
 
 @dataclass(frozen=True)
@@ -90,22 +49,6 @@ class ColumnRef:
 
     @property
     def sql(self) -> str:
-        return show(self.node)
-
-
-@dataclass(frozen=True)
-class ValueExpr:
-    """A translated row expression: clamped SQL tree, its bounds, and whether it is integer-valued."""
-
-    node: exp.Expr
-    interval: Interval
-    integer: bool
-    #: whether the value can be NULL (a Nullable column or a NULL literal inside)
-    nullable: bool = False
-
-    @property
-    def sql(self) -> str:
-        """The expression as dpch displays it."""
         return show(self.node)
 
 
@@ -151,9 +94,93 @@ def clamp_float(node: exp.Expr, interval: Interval) -> exp.Expr:
     return call("least", call("greatest", node, float_number(interval.lo)), float_number(interval.hi))
 
 
-def check_condition(node: exp.Expr, resolve: Resolver) -> None:
-    """Validates a condition: every node in the totality registry (:mod:`.functions`), constant
-    arguments literal, known columns, no subqueries or aggregates."""
+# -- types ------------------------------------------------------------------------------------------
+
+
+def read_type(type_: str) -> str:
+    """The type emitted SQL reads a column of type ``type_`` as (:func:`read_column`)."""
+    if _is_decimal(type_):
+        return type_.replace(type_[type_.index("Decimal"):_closing(type_, type_.index("Decimal")) + 1], "Float64")
+    return type_
+
+
+def _closing(text: str, start: int) -> int:
+    depth = 0
+    for i in range(start, len(text)):
+        if text[i] == "(":
+            depth += 1
+        elif text[i] == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+    return len(text) - 1
+
+
+class Typer:
+    """The ClickHouse type of any node of an analyst's row expression, under ``resolve``.
+
+    Literals and columns are typed here (a column as emitted SQL reads it, :func:`read_type`); anything
+    else by ClickHouse (:class:`ExpressionTypes`), with each column replaced by a non-constant value of
+    its read type. ``prefetch`` types a batch in one round trip."""
+
+    def __init__(self, resolve: Resolver, types: ExpressionTypes | None) -> None:
+        self.resolve = resolve
+        self.types = types or ExpressionTypes(None)
+
+    def static(self, node: exp.Expr) -> str | None:
+        """The type of a literal or column, known without asking ClickHouse (None: ask)."""
+        while isinstance(node, exp.Paren):
+            node = node.this
+        if isinstance(node, exp.Column):
+            return read_type(self.resolve(node).type)
+        if isinstance(node, exp.Literal) and not node.is_string and node.this.isdigit():
+            return literal_type(node.this)
+        if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal) and node.this.this.isdigit():
+            return literal_type(node.this.this, negative=True)
+        if isinstance(node, exp.Interval) and node.unit is not None:
+            return f"Interval{node.unit.name.capitalize().rstrip('s')}"
+        return static_type(node)
+
+    def _typed(self, node: exp.Expr) -> exp.Expr:
+        """``node`` with each column replaced by a placeholder of its read type (reads no table)."""
+        holder = exp.Paren(this=node.copy())
+        for col in list(holder.find_all(exp.Column)):
+            col.replace(placeholder(read_type(self.resolve(col).type)))
+        return holder.this
+
+    def prefetch(self, nodes: list[exp.Expr]) -> None:
+        asked = [self._typed(n) for n in nodes if self.static(n) is None]
+        if asked:
+            self.types.types(asked)
+
+    def __call__(self, node: exp.Expr) -> str:
+        found = self.static(node)
+        if found is not None:
+            return found
+        return self.types.types([self._typed(node)])[0]
+
+
+def _type_questions(node: exp.Expr) -> list[exp.Expr]:
+    """The nodes whose types the registry's family checks and guards will ask for."""
+    asked: list[exp.Expr] = []
+    for sub in node.walk():
+        entry = functions.rule(sub)
+        if entry is None:
+            continue
+        for arg, child in functions.arguments(sub, entry):
+            if arg.accepts is not functions.Accepts.CONSTANT and (arg.family != functions.Family.ANY
+                                                                 or entry.same_family or entry.guard is not None):
+                asked.append(child)
+    return asked
+
+
+# -- conditions --------------------------------------------------------------------------------------
+
+
+def check_condition(node: exp.Expr, resolve: Resolver, types: ExpressionTypes | None = None) -> None:
+    """Validates a condition: every node in the registry (:mod:`.functions`), constant-only arguments
+    literal and time zones known, every argument of a type its rule accepts (ClickHouse's own types),
+    known columns, no subqueries or aggregates. Nothing here depends on the rows."""
     for sub in node.walk():
         if isinstance(sub, exp.Select | exp.Subquery):
             raise QueryRejected("subqueries in conditions are not supported", hint="filter with literal values")
@@ -165,28 +192,82 @@ def check_condition(node: exp.Expr, resolve: Resolver) -> None:
                 hint="filter rows on columns; filter groups with HAVING",
             )
         if isinstance(sub, exp.Column):
-            resolve(sub)
+            _check_readable(resolve(sub))
             continue
-        check_total(sub)
+        functions.check_total(sub)
+    typer = Typer(resolve, types)
+    typer.prefetch(_type_questions(node))
+    for sub in node.walk():
+        functions.check_families(sub, typer)
+        for kind, constant in functions.constant_kinds(sub):
+            if kind == functions.ZONE and isinstance(constant, exp.Literal) and constant.is_string:
+                check_zone(constant.this, typer.types)
 
 
-def condition(node: exp.Expr, resolve: Resolver) -> exp.Expr:
-    """A validated condition as a new tree, column references mapped to the capped rows.
+#: column types whose values a function runs on per variant, so a type error appears only on the rows
+#: holding another variant: never read inside an expression
+_PER_VARIANT = ("Variant(", "Dynamic", "JSON", "Object(")
 
-    Decimal columns are read as Float64 (:func:`read_column`): Decimal division by zero and Decimal
-    overflow raise inside ClickHouse, which a row could trigger on purpose (docs/design.md rule 5).
+
+def _check_readable(ref: ColumnRef) -> None:
+    if any(marker in ref.type for marker in _PER_VARIANT):
+        raise QueryRejected(f"column {ref.name} has type {ref.type}, which dpch does not read in expressions",
+                            hint="a function over it runs per variant and could fail on some rows only; the "
+                                 "data owner can expose a typed column instead")
+
+
+def check_zone(zone: str, types: ExpressionTypes) -> None:
+    """Refuses a constant time zone ClickHouse does not know (asked before the charge; without a
+    database the probe asks)."""
+    if types.describe is None:
+        return
+    try:
+        types.types([call("toDateTime", number(0), exp.Literal.string(zone))])
+    except QueryRejected:
+        raise QueryRejected(f"unknown time zone {zone!r}",
+                            hint="use a zone name ClickHouse knows, e.g. 'UTC', 'Europe/Berlin', 'Asia/Kolkata'"
+                            ) from None
+
+
+def condition(node: exp.Expr, resolve: Resolver, types: ExpressionTypes | None = None) -> exp.Expr:
+    """A validated condition as a new tree: guards (:mod:`.guards`) around the arguments the registry
+    marks guarded, and column references mapped to how emitted SQL reads them (:func:`read_column`).
+
+    Decimal columns are read as Float64: Decimal division by zero and Decimal overflow raise inside
+    ClickHouse, which a row could trigger on purpose (docs/design.md rule 5); DateTime64 columns are
+    read clamped to the range every scale holds (:func:`guards.read_datetime64`).
     """
-    check_condition(node, resolve)
+    check_condition(node, resolve, types)
+    typer = Typer(resolve, types)
     holder = exp.Paren(this=node.copy())  # a parent, so that a bare column can be replaced too
+    for sub in reversed(list(holder.walk())):  # descendants before their ancestors
+        entry = functions.rule(sub)
+        if entry is not None and entry.guard is not None:
+            guarded = entry.guard(sub, typer)
+            if guarded is not sub:
+                sub.replace(guarded)
     for col in list(holder.find_all(exp.Column)):
         ref = resolve(col)
         col.replace(read_column(ref.node, ref.type))
     return holder.this
 
 
+def expression_type(node: exp.Expr, resolve: Resolver, types: ExpressionTypes | None) -> str:
+    """ClickHouse's type of the row expression ``node`` (a subquery's projected column); 'String' where
+    no database is at hand to ask (planning without one is for tests: nothing runs)."""
+    if types is None or types.describe is None:
+        return Typer(resolve, None).static(node) or "String"
+    return Typer(resolve, types)(node)
+
+
 def read_column(node: exp.Expr, type_: str) -> exp.Expr:
-    """How emitted SQL reads a column of ClickHouse type ``type_``: Decimals as Float64, the rest as is."""
-    return call("toFloat64", node) if _is_decimal(type_) else node.copy()
+    """How emitted SQL reads a column of ClickHouse type ``type_``: Decimals as Float64, DateTime64 clamped
+    to the range every scale holds, the rest as is."""
+    if _is_decimal(type_):
+        return call("toFloat64", node)
+    if is_datetime64(type_):
+        return guards.read_datetime64(node.copy(), type_)
+    return node.copy()
 
 
 def _is_decimal(type_: str) -> bool:
@@ -200,16 +281,18 @@ MAX_EXACT_INTEGER = 2.0**62
 
 
 class ValueTranslator:
-    """Translates a value expression into clamped SQL with bounds (interval arithmetic)."""
+    """Translates a value expression into clamped SQL with bounds (interval arithmetic). The rules per
+    function are the registry's (:func:`functions.value_rule`, :mod:`.value_rules`)."""
 
-    def __init__(self, resolve: Resolver) -> None:
+    def __init__(self, resolve: Resolver, types: ExpressionTypes | None = None) -> None:
         self.resolve = resolve
+        self.types = types
 
     def translate(self, node: exp.Expr, context: str) -> ValueExpr:
         """``context`` names the aggregate for error messages, e.g. ``sum(x * 2)``."""
         while isinstance(node, exp.Paren):
             node = node.this
-        value = self._value(node, context)
+        value = self.value(node, context)
         nullable = self.nullable(node)
         interval = value.interval.check()
         exact_integer = (value.integer and float(interval.lo).is_integer() and float(interval.hi).is_integer()
@@ -237,166 +320,67 @@ class ValueTranslator:
 
     # -- the recursion ---------------------------------------------------------------------------
 
-    def _value(self, node: exp.Expr, context: str) -> ValueExpr:
+    def value(self, node: exp.Expr, context: str) -> ValueExpr:
+        """One node's translation: columns and literals here, conditions as 0/1, functions by their
+        registry rule."""
         if isinstance(node, exp.Paren):
-            return self._value(node.this, context)
+            return self.value(node.this, context)
         if isinstance(node, exp.Column):
-            ref = self.resolve(node)
-            if ref.bounds is None:
-                if not is_numeric_type(ref.type):
-                    raise QueryRejected(f"{context}: column {ref.name} is not numeric (type {ref.type})")
-                if ref.is_unit:
-                    raise QueryRejected(f"{context}: the privacy unit column cannot be aggregated as a value")
-                raise MissingBoundsError(
-                    f"{context} needs bounds on {ref.name}, and it has none",
-                    hint=f"the data owner adds them: ALTER TABLE ... COMMENT COLUMN {ref.name} "
-                    "'dp: bounds=[lo, hi]' (or in the policy TOML)",
-                )
-            # inside an expression every column is computed in Float64: integer arithmetic wraps
-            # silently and Decimal arithmetic raises, both on values a row chooses (rules 5 and 6)
-            tree = clamp_float(call("toFloat64", ref.node), ref.bounds)
-            if self.nullable(node):
-                tree = keep_null(ref.node, tree)
-            return ValueExpr(tree, ref.bounds, ref.integer)
+            return self._column(node, context)
         if isinstance(node, exp.Literal):
             if node.is_string:
                 raise QueryRejected(f"{context}: a string literal is not a number")
-            value = float(node.this)
-            return ValueExpr(number(value), Interval(value, value), value.is_integer())
+            number_ = float(node.this)
+            return ValueExpr(number(number_), Interval(number_, number_), number_.is_integer())
         if isinstance(node, exp.Boolean):
-            value = 1.0 if node.this else 0.0
-            return ValueExpr(number(value), Interval(value, value), True)
-        if isinstance(node, exp.Neg):
-            inner = self._value(node.this, context)
-            negated = Interval(-inner.interval.hi, -inner.interval.lo)
-            return ValueExpr(paren(exp.Neg(this=inner.node)), negated, inner.integer)
-        if isinstance(node, exp.Add | exp.Sub | exp.Mul):
-            a, b = self._value(node.this, context), self._value(node.expression, context)
-            interval = {exp.Add: a.interval + b.interval, exp.Sub: a.interval - b.interval,
-                        exp.Mul: a.interval * b.interval}[type(node)]
-            return ValueExpr(paren(type(node)(this=a.node, expression=b.node)), interval, a.integer and b.integer)
-        if isinstance(node, exp.Div):
-            a, b = self._value(node.this, context), self._value(node.expression, context)
-            if b.interval.contains_zero():
-                raise QueryRejected(
-                    f"{context}: the divisor's bounds [{num(b.interval.lo)}, {num(b.interval.hi)}] "
-                    "include 0, so the quotient is unbounded",
-                    hint="divide by a constant or by a column whose bounds exclude 0",
-                )
-            inverse = Interval(1.0 / b.interval.hi, 1.0 / b.interval.lo)
-            return ValueExpr(paren(exp.Div(this=a.node, expression=b.node)), a.interval * inverse, False)
-        if isinstance(node, exp.If):
-            return self._branches([(node.this, node.args.get("true")), (None, node.args.get("false"))], context)
-        if isinstance(node, exp.Case):
-            if node.this is not None:
-                raise QueryRejected(f"{context}: write CASE WHEN condition THEN ... (simple CASE is not supported)")
-            branches = [(w.this, w.args.get("true")) for w in node.args.get("ifs") or []]
-            branches.append((None, node.args.get("default")))
-            return self._branches(branches, context)
+            truth = 1.0 if node.this else 0.0
+            return ValueExpr(number(truth), Interval(truth, truth), True)
         if _is_condition(node):
-            return ValueExpr(call("toUInt8", condition(node, self.resolve)), BOOL, True)
+            return ValueExpr(call("toUInt8", condition(node, self.resolve, self.types)), BOOL, True)
+        found = functions.rule(node)
+        if found is not None and found.value is not None:
+            return found.value(node, self, context)
         if isinstance(node, exp.Func):
-            return self._function(node, context)
+            name = function_name(node) or functions.display_name(node)
+            raise QueryRejected(
+                f"{context}: function {name.rstrip('()')}() is not supported inside aggregates",
+                hint="use arithmetic, if/CASE, abs, least/greatest, round/floor/ceil, sqrt, log, exp, pow",
+            )
         raise QueryRejected(f"{context}: {node.key.upper()} expressions are not supported inside aggregates")
 
-    def _branches(self, branches: list[tuple[exp.Expr | None, exp.Expr | None]], context: str) -> ValueExpr:
+    def _column(self, node: exp.Column, context: str) -> ValueExpr:
+        ref = self.resolve(node)
+        if ref.bounds is None:
+            if not is_numeric_type(ref.type):
+                raise QueryRejected(f"{context}: column {ref.name} is not numeric (type {ref.type})")
+            if ref.is_unit:
+                raise QueryRejected(f"{context}: the privacy unit column cannot be aggregated as a value")
+            raise MissingBoundsError(
+                f"{context} needs bounds on {ref.name}, and it has none",
+                hint=f"the data owner adds them: ALTER TABLE ... COMMENT COLUMN {ref.name} "
+                "'dp: bounds=[lo, hi]' (or in the policy TOML)",
+            )
+        # inside an expression every column is computed in Float64: integer arithmetic wraps
+        # silently and Decimal arithmetic raises, both on values a row chooses (rules 5 and 6)
+        tree = clamp_float(call("toFloat64", ref.node), ref.bounds)
+        if self.nullable(node):
+            tree = keep_null(ref.node, tree)
+        return ValueExpr(tree, ref.bounds, ref.integer)
+
+    def branches(self, branches: list[Branch], context: str) -> ValueExpr:
         """if/CASE: the value lies in the union of the branches' intervals (a missing ELSE is 0)."""
         parts: list[exp.Expr] = []
         interval, integer = None, True
         for cond, value in branches:
-            translated = self._value(value, context) if value is not None else ValueExpr(number(0), Interval(0, 0),
-                                                                                            True)
+            translated = self.value(value, context) if value is not None else ValueExpr(number(0), Interval(0, 0),
+                                                                                           True)
             interval = translated.interval if interval is None else interval.union(translated.interval)
             integer = integer and translated.integer
             if cond is not None:
-                parts.append(condition(cond, self.resolve))
+                parts.append(condition(cond, self.resolve, self.types))
             parts.append(translated.node)
         assert interval is not None
         return ValueExpr(call("multiIf", *parts), interval, integer)
-
-    def _function(self, node: exp.Func, context: str) -> ValueExpr:
-        name = function_name(node)
-        args = list(node.expressions) if isinstance(node, _NAMED) else []
-        if name == "abs":
-            a = self._value(node.this, context)
-            lo = 0.0 if a.interval.contains_zero() else min(abs(a.interval.lo), abs(a.interval.hi))
-            return ValueExpr(call("abs", a.node), Interval(lo, a.interval.magnitude), a.integer)
-        if name in ("least", "greatest"):
-            nodes = args or [node.this, *node.expressions]
-            values = [self._value(a, context) for a in nodes]
-            sure = [v for v, a in zip(values, nodes, strict=True) if not self.nullable(a)]
-            # ClickHouse's least/greatest skip NULL arguments: with some arguments NULL the result is
-            # the pick among the others, so only never-NULL arguments can tighten the far end
-            if name == "least":
-                hi = min(v.interval.hi for v in sure) if sure else max(v.interval.hi for v in values)
-                interval = Interval(min(v.interval.lo for v in values), hi)
-            else:
-                lo = max(v.interval.lo for v in sure) if sure else min(v.interval.lo for v in values)
-                interval = Interval(lo, max(v.interval.hi for v in values))
-            return ValueExpr(call(name, *(v.node for v in values)), interval, all(v.integer for v in values))
-        if name in ("round", "floor", "ceil"):
-            a = self._value(node.this, context)
-            digits = node.args.get("decimals") or node.args.get("expression")
-            places = int(_literal_number(digits, context)) if digits is not None else 0
-            if abs(places) > MAX_ROUND_PLACES:
-                raise QueryRejected(f"{context}: {name}() to {places} places is outside what dpch can bound",
-                                    hint=f"use between -{MAX_ROUND_PLACES} and {MAX_ROUND_PLACES} places")
-            step = 10.0 ** (-places)
-            lo = math.floor(a.interval.lo / step) * step
-            hi = math.ceil(a.interval.hi / step) * step
-            rounded = call(name, a.node, number(places)) if digits is not None else call(name, a.node)
-            return ValueExpr(rounded, Interval(lo, hi), a.integer or places <= 0)
-        if name == "sqrt":
-            a = self._value(node.this, context)
-            return ValueExpr(call("sqrt", a.node), Interval(math.sqrt(max(0.0, a.interval.lo)),
-                                                          math.sqrt(max(0.0, a.interval.hi))), False)
-        if isinstance(node, exp.Log) and node.expression is not None:
-            # sqlglot reads log2(x) / log10(x) as Log(base, x); any other two-argument log is refused
-            base = node.this
-            if not (isinstance(base, exp.Literal) and base.this in ("2", "10")):
-                raise QueryRejected(f"{context}: write log(x), ln(x), log2(x) or log10(x)")
-            name, node = f"log{base.this}", exp.Ln(this=node.expression)
-        if name in ("ln", "log", "log2", "log10"):
-            a = self._value(node.this, context)
-            if a.interval.lo <= 0:
-                raise QueryRejected(f"{context}: {name}() needs a positive argument; its bounds start at "
-                                    f"{num(a.interval.lo)}", hint="add a positive constant, e.g. log(x + 1)")
-            fn = {"ln": math.log, "log": math.log, "log2": math.log2, "log10": math.log10}[name]
-            sql_name = "log" if name in ("ln", "log") else name
-            return ValueExpr(call(sql_name, a.node), Interval(fn(a.interval.lo), fn(a.interval.hi)), False)
-        if name == "exp":
-            a = self._value(node.this, context)
-            if a.interval.hi > 700:
-                raise QueryRejected(f"{context}: exp() of values up to {num(a.interval.hi)} overflows")
-            return ValueExpr(call("exp", a.node), Interval(math.exp(a.interval.lo), math.exp(a.interval.hi)), False)
-        if name in ("pow", "power"):
-            base = self._value(node.this, context)
-            power = _literal_number(node.expression, context)
-            if not (float(power).is_integer() and 0 <= power <= 4):
-                raise QueryRejected(f"{context}: pow() takes a whole exponent from 0 to 4")
-            corners = [base.interval.lo**power, base.interval.hi**power]
-            if base.interval.contains_zero():
-                corners.append(0.0)
-            return ValueExpr(call("pow", base.node, number(power)), Interval(min(corners), max(corners)), base.integer)
-        if name == "sign":
-            a = self._value(node.this, context)
-            return ValueExpr(call("sign", a.node), Interval(-1.0 if a.interval.lo < 0 else 0.0,
-                                                          1.0 if a.interval.hi > 0 else 0.0), True)
-        if name == "multiif":
-            items = list(node.expressions)
-            branches = [(items[i], items[i + 1]) for i in range(0, len(items) - 1, 2)]
-            branches.append((None, items[-1]))
-            return self._branches(branches, context)
-        if name in ("coalesce", "ifnull"):
-            values = [self._value(a, context) for a in ([node.this, *node.expressions])]
-            interval = values[0].interval
-            for v in values[1:]:
-                interval = interval.union(v.interval)
-            return ValueExpr(call("coalesce", *(v.node for v in values)), interval, all(v.integer for v in values))
-        raise QueryRejected(
-            f"{context}: function {name}() is not supported inside aggregates",
-            hint="use arithmetic, if/CASE, abs, least/greatest, round/floor/ceil, sqrt, log, exp, pow",
-        )
 
 
 def _is_condition(node: exp.Expr) -> bool:
@@ -404,13 +388,7 @@ def _is_condition(node: exp.Expr) -> bool:
                       | exp.LTE | exp.In | exp.Between | exp.Like | exp.ILike | exp.Is)
 
 
-def _literal_number(node: exp.Expr | None, context: str) -> float:
-    if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal) and not node.this.is_string:
-        value = -float(node.this.this)
-    elif isinstance(node, exp.Literal) and not node.is_string:
-        value = float(node.this)
-    else:
-        raise QueryRejected(f"{context}: expected a number literal")
-    if not math.isfinite(value):
-        raise QueryRejected(f"{context}: the number {node.sql(dialect=DIALECT)} is too large")
-    return value
+__all__ = ["AGGREGATE_NAMES", "BOOL", "MAX_EXACT_INTEGER", "MAX_ROUND_PLACES", "ColumnRef", "Interval", "Typer",
+           "ValueExpr", "ValueTranslator", "check_condition", "check_zone", "clamp", "clamp_float", "condition",
+           "expression_type",
+           "function_name", "keep_null", "read_column", "read_type"]

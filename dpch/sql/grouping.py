@@ -26,7 +26,9 @@ from sqlglot import exp
 
 from dpch.errors import QueryRejected
 from dpch.policy.model import base_type
-from dpch.sql.bounds import ColumnRef, check_condition, clamp, condition, function_name
+from dpch.sql.bounds import ColumnRef, check_condition, check_zone, clamp, condition, function_name
+from dpch.sql.expression_types import ExpressionTypes
+from dpch.sql.functions import ZONE, constant_kinds
 from dpch.sql.nodes import call, literal_node, number, show
 from dpch.sql.parse import DIALECT
 from dpch.sql.relation import Relation, SourceColumn
@@ -61,7 +63,7 @@ class GroupKey:
 class KeyBuilder:
     def __init__(self, relation: Relation, outer: Callable[[SourceColumn], exp.Expr],
                  public_domain: PublicDomain, constants: ConstantQuery | None = None,
-                 ranges: dict[str, TimeRange] | None = None) -> None:
+                 ranges: dict[str, TimeRange] | None = None, types: ExpressionTypes | None = None) -> None:
         self.relation = relation
         self.outer = outer
         self.public_domain = public_domain
@@ -69,6 +71,8 @@ class KeyBuilder:
         self.constants = constants
         #: the constant limits WHERE puts on each column (by :attr:`SourceColumn.base_sql`)
         self.ranges = ranges or {}
+        #: ClickHouse's types of expression keys (the registry's rules are checked against them)
+        self.types = types
 
     def key(self, expr: exp.Expr) -> GroupKey:
         label = expr.sql(DIALECT)
@@ -86,9 +90,10 @@ class KeyBuilder:
             source = self.relation.resolve(column)
             if source.date_bounds is not None:
                 return self._date_key(source, date_unit, label)
-        check_condition(expr, lambda c: self.relation.resolve(c).ref(exp.null()))
+        check_condition(expr, lambda c: self.relation.resolve(c).ref(exp.null()), self.types)
         # an expression key is released as text (its values come from the data, through selection)
-        return GroupKey(label, call("toString", condition(expr, self._outer_ref)), None, "partition selection")
+        return GroupKey(label, call("toString", condition(expr, self._outer_ref, self.types)), None,
+                        "partition selection")
 
     def _time_key(self, expr: exp.Expr, label: str) -> GroupKey | None:
         """A time bucket (:mod:`dpch.sql.time_buckets`) whose domain ClickHouse lists from the bounds and
@@ -101,9 +106,13 @@ class KeyBuilder:
         source = self.relation.resolve(column)
         if not base_type(source.type).startswith("Date"):
             return None  # a number or a string: the other key forms below
+        for link in chain.links:  # a zone ClickHouse does not know is refused in words, before the charge
+            for kind, constant in constant_kinds(link):
+                if kind == ZONE and isinstance(constant, exp.Literal) and constant.is_string and self.types:
+                    check_zone(constant.this, self.types)
         if source.date_bounds is None:  # partition selection, where the registry allows the expression
             try:
-                check_condition(expr, lambda c: self.relation.resolve(c).ref(exp.null()))
+                check_condition(expr, lambda c: self.relation.resolve(c).ref(exp.null()), self.types)
             except QueryRejected:
                 raise QueryRejected(f"GROUP BY {label}: this time bucket needs declared date bounds on "
                                     f"{column.name}", hint="ask the data owner to declare them, e.g. "
@@ -254,6 +263,10 @@ def _bucket_argument(expr: exp.Expr) -> exp.Expr | None:
 
 
 def _date_bucket(expr: exp.Expr, name: str) -> str | None:
+    """The unit of a date bucket listed in Python (:func:`_date_domain`), None for anything else. A bucket
+    with a time zone is not: its boundaries are that zone's, which ClickHouse lists (:mod:`.time_buckets`)."""
+    if expr.args.get("zone") is not None or (isinstance(expr, exp.Anonymous) and len(expr.expressions) > 1):
+        return None
     if isinstance(expr, exp.TimestampTrunc | exp.DateTrunc):
         unit_node = expr.args.get("unit")
         unit = str(unit_node.name if unit_node is not None else "").lower()

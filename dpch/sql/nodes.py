@@ -127,6 +127,25 @@ def setting(name: str, value: exp.Expr) -> exp.EQ:
     return exp.EQ(this=exp.column(name), expression=value)
 
 
+def pinned_settings() -> list[exp.EQ]:
+    """Settings every emitted query (and every query that types one) carries, whatever the server
+    profile says, because the row rule (docs/design.md rule 5) was checked under them:
+
+    - ``use_variant_as_common_type = 0``: otherwise ``if(c, '', 1)`` is a ``Variant(String, UInt8)``
+      and a function over it runs per variant, so a type error surfaces only when a row takes the
+      other branch (an error oracle the boundary fuzzer found); with 0 it is refused before the charge;
+    - ``date_time_overflow_behavior = 'ignore'``: date arithmetic wraps or saturates; ``'throw'``
+      would raise on a row's value;
+    - ``enable_analyzer = 1``: the analyzer whose types the registry's checks ask for;
+    - ``join_use_nulls = 0``: a LEFT join's unmatched rows carry the column type's default, which the
+      key domain counts on (a profile with 1 would silently drop that group).
+    """
+    return [setting("join_use_nulls", exp.Literal.number(0)),
+            setting("use_variant_as_common_type", exp.Literal.number(0)),
+            setting("date_time_overflow_behavior", exp.Literal.string("ignore")),
+            setting("enable_analyzer", exp.Literal.number(1))]
+
+
 def literal_node(value: object) -> exp.Expr:
     """The literal of a value dpch places in emitted SQL (a declared key, a unit in the audit)."""
     if isinstance(value, datetime):
@@ -147,4 +166,6 @@ def is_within(node: exp.Expr, ancestor: exp.Expr) -> bool:
 
 
 __all__ = ["alias", "call", "cast_to", "column", "conjunction", "float_number", "ident", "is_within", "limit_by",
-           "literal_node", "num", "number", "ordered", "paren", "render", "setting", "show", "subquery", "table"]
+           "literal_node", "num", "number", "ordered", "paren", "pinned_settings", "render", "setting", "show",
+           "subquery",
+           "table"]

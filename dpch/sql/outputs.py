@@ -2,9 +2,9 @@
 
 Anything computed from released values is free (post-processing). Select items, HAVING and
 ORDER BY may combine aggregates with arithmetic, ``least``/``greatest``, comparisons, AND/OR/NOT
-and the scalar functions of :mod:`.post_functions` (``round``, ``abs``, ``pow``, ``sqrt``, ``log``,
-``CAST(… AS Int64)``, ``toFloat64`` …, each with ClickHouse's value and an interval rule); dpch
-evaluates them in Python on the noisy values.
+and the scalar functions the registry (:mod:`.functions`) marks for post-processing (``round``,
+``abs``, ``pow``, ``sqrt``, ``log``, ``CAST(… AS Int64)``, ``toFloat64`` …, each with ClickHouse's value
+and an interval rule, :mod:`.post_functions`); dpch evaluates them in Python on the noisy values.
 Each statistic's interval holds with probability 1 − β/s when an expression uses s of them
 (Bonferroni), so the expression's interval — by interval arithmetic — holds with 1 − β.
 
@@ -29,7 +29,7 @@ from sqlglot import exp
 
 from dpch.errors import QueryRejected
 from dpch.policy.model import is_date_type, is_numeric_type
-from dpch.sql import post_functions
+from dpch.sql import functions, post_functions
 
 Interval = tuple[float, float]
 
@@ -55,7 +55,7 @@ def check(node: exp.Expr, what: str) -> None:
     for sub in node.walk():
         if isinstance(sub, exp.Var) and not sub.name.startswith(PLACEHOLDER):
             raise QueryRejected(f"{what}: {sub.name} is not a result column or aggregate")
-        resolved = post_functions.resolve(sub)
+        resolved = functions.post_function(sub)
         if resolved is not None:
             fn, args = resolved
             for position in fn.constants:
@@ -73,7 +73,7 @@ def check(node: exp.Expr, what: str) -> None:
             raise QueryRejected(
                 f"{what}: {name} is not supported on aggregates",
                 hint="use arithmetic, least/greatest, comparisons, AND/OR/NOT and "
-                     + ", ".join(post_functions.names()),
+                     + ", ".join(functions.post_names()),
             )
 
 
@@ -89,7 +89,7 @@ def evaluate(node: exp.Expr, env: Mapping[str, Any]) -> Any:
         return None
     if isinstance(node, exp.Paren):
         return evaluate(node.this, env)
-    resolved = post_functions.resolve(node)
+    resolved = functions.post_function(node)
     if resolved is not None:
         fn, args = resolved
         values = [evaluate(a, env) for a in args]
@@ -222,7 +222,7 @@ def check_types(node: exp.Expr, kinds: Mapping[str, str], what: str, *,
             return NULL
         if isinstance(n, exp.Boolean):
             return NUMBER
-        if isinstance(n, _ARITHMETIC) or post_functions.resolve(n) is not None:
+        if isinstance(n, _ARITHMETIC) or functions.post_function(n) is not None:
             for arg in _operands(n):
                 if kind(arg) not in (NUMBER, NULL):
                     raise QueryRejected(f"{what}: arithmetic on {describe(arg, kind(arg))}",
@@ -271,7 +271,7 @@ def check_types(node: exp.Expr, kinds: Mapping[str, str], what: str, *,
 
 
 def _operands(n: exp.Expr) -> list[exp.Expr]:
-    resolved = post_functions.resolve(n)
+    resolved = functions.post_function(n)
     if resolved is not None:
         return resolved[1]
     if isinstance(n, exp.In):
@@ -356,7 +356,7 @@ def interval(node: exp.Expr, env: Mapping[str, Interval]) -> Interval:
             blo, bhi = 1 / bhi, 1 / blo
         products = [alo * blo, alo * bhi, ahi * blo, ahi * bhi]
         return min(products), max(products)
-    resolved = post_functions.resolve(node)
+    resolved = functions.post_function(node)
     if resolved is not None:
         fn, args = resolved
         return fn.image(*(interval(a, env) for a in args))

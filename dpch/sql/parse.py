@@ -36,9 +36,12 @@ class DpchClickHouse(ClickHouse):
 
 
 def _to_start_of(gen: Any, node: exp.TimestampTrunc) -> str:
+    """``toStartOfDay(x[, zone])`` and its kin, with the time zone kept: sqlglot's own rendering drops it,
+    which answers in UTC days what the analyst asked in Tokyo days (issue 24)."""
     unit = node.args.get("unit")
     name = {"WEEK": "toMonday"}.get(unit.name.upper(), f"toStartOf{unit.name.capitalize()}") if unit else "toDate"
-    return f"{name}({gen.sql(node, 'this')})"
+    zone = node.args.get("zone")
+    return f"{name}({gen.sql(node, 'this')}{', ' + gen.sql(zone) if zone is not None else ''})"
 
 
 #: the dialect dpch reads analysts' SQL in and renders emitted SQL with

@@ -227,17 +227,21 @@ def _sign(x: float) -> int:
 SIGN = PostFunction("sign", _sign, _monotone(_sign))
 
 _Resolved = tuple[PostFunction, list[exp.Expr]]
+#: a call node → the post-processing function it calls and its arguments (the registry,
+#: :mod:`dpch.sql.functions`, names one per function)
+PostResolver = Callable[[exp.Expr], _Resolved]
 
 
-def _this(fn: PostFunction) -> Callable[[exp.Expr], _Resolved]:
+def _this(fn: PostFunction) -> PostResolver:
     return lambda node: (fn, [node.this])
 
 
-def _this_and(arg: str, fn: PostFunction) -> Callable[[exp.Expr], _Resolved]:
+def _this_and(arg: str, fn: PostFunction) -> PostResolver:
     return lambda node: (fn, [a for a in (node.this, node.args.get(arg)) if a is not None])
 
 
-def _log(node: exp.Expr) -> _Resolved:
+def log_resolver(node: exp.Expr) -> _Resolved:
+    """log2(x) / log10(x), which sqlglot reads as a logarithm with the base first."""
     base = node.this
     if node.expression is not None and isinstance(base, exp.Literal) and base.this in ("2", "10"):
         return (LOG2 if base.this == "2" else LOG10), [node.expression]
@@ -245,7 +249,8 @@ def _log(node: exp.Expr) -> _Resolved:
                         hint="write log(x) (natural), log2(x) or log10(x), or divide: log(x) / log(b)")
 
 
-def _cast(node: exp.Expr) -> _Resolved:
+def cast_resolver(node: exp.Expr) -> _Resolved:
+    """``CAST(x AS T)`` and ``x::T`` to a type of :data:`CONVERSIONS`."""
     target = node.args["to"].sql(DIALECT)
     fn = CONVERSIONS.get(target)
     if fn is None:
@@ -255,22 +260,17 @@ def _cast(node: exp.Expr) -> _Resolved:
     return fn, [node.this]
 
 
-#: functions by parser node: node → (function, its arguments)
-BY_NODE: dict[type[exp.Expr], Callable[[exp.Expr], _Resolved]] = {
-    exp.Abs: _this(ABS),
-    exp.Sqrt: _this(SQRT),
-    exp.Cbrt: _this(_unary("cbrt", np.cbrt)),
-    exp.Exp: _this(_unary("exp", np.exp)),
-    exp.Ln: _this(LN),
-    exp.Log: _log,
-    exp.Sign: _this(SIGN),
-    exp.Pow: _this_and("expression", POW),
-    exp.Round: _this_and("decimals", _rounding("round", np.rint)),  # rint: half to even, as nearbyint
-    exp.Floor: _this_and("decimals", _rounding("floor", np.floor)),
-    exp.Ceil: _this_and("decimals", _rounding("ceil", np.ceil)),
-    exp.Trunc: _this_and("decimals", _rounding("trunc", np.trunc)),
-    exp.Cast: _cast,
-}
+ABS_RESOLVER = _this(ABS)
+SQRT_RESOLVER = _this(SQRT)
+CBRT_RESOLVER = _this(_unary("cbrt", np.cbrt))
+EXP_RESOLVER = _this(_unary("exp", np.exp))
+LN_RESOLVER = _this(LN)
+SIGN_RESOLVER = _this(SIGN)
+POW_RESOLVER = _this_and("expression", POW)
+ROUND_RESOLVER = _this_and("decimals", _rounding("round", np.rint))  # rint: half to even, as nearbyint
+FLOOR_RESOLVER = _this_and("decimals", _rounding("floor", np.floor))
+CEIL_RESOLVER = _this_and("decimals", _rounding("ceil", np.ceil))
+TRUNC_RESOLVER = _this_and("decimals", _rounding("trunc", np.trunc))
 
 #: functions the parser leaves by name, spelled as ClickHouse spells them (case-sensitive there)
 BY_NAME: dict[str, PostFunction] = {
@@ -278,34 +278,25 @@ BY_NAME: dict[str, PostFunction] = {
     "exp2": _unary("exp2", np.exp2),
     "exp10": _unary("exp10", lambda x: np.power(10.0, x)),
 }
+#: the names of :data:`BY_NAME`, for the registry
+NAMED = tuple(BY_NAME)
 
 
-def resolve(node: exp.Expr) -> _Resolved | None:
-    """The post-processing function ``node`` calls and its arguments (None: not such a function)."""
-    by_node = BY_NODE.get(type(node))
-    if by_node is not None:
-        return by_node(node)
-    if isinstance(node, exp.Anonymous) and str(node.this) in BY_NAME:
-        return BY_NAME[str(node.this)], list(node.expressions)
-    return None
+def named_resolver(name: str) -> PostResolver:
+    """The resolver of an anonymous call to ``name`` (exactly as spelled)."""
+    fn = BY_NAME[name]
+
+    def resolve(node: exp.Expr) -> _Resolved:
+        if str(node.this) != name:
+            raise QueryRejected(f"{node.this}() is not a ClickHouse function", hint=f"write {name}(…)")
+        return fn, list(node.expressions)
+    return resolve
 
 
-def names() -> list[str]:
-    """The functions post-processing takes, as the analyst writes them (for hints)."""
-    return sorted({"abs", "sqrt", "cbrt", "exp", "exp2", "exp10", "log", "log2", "log10", "sign", "pow", "round",
-                   "floor", "ceil", "trunc", "CAST", *BY_NAME})
-
-
-def result_type(node: exp.Expr) -> str | None:
-    """The ClickHouse type of a result column that is a conversion (``CAST(avg(x) AS Int64)``,
-    ``toFloat32(…)``), for a client's column types; None for anything else."""
-    while isinstance(node, exp.Paren):
-        node = node.this
-    resolved = resolve(node)
-    if resolved is None:
-        return None
-    for type_name, fn in CONVERSIONS.items():
-        if resolved[0] is fn:
+def result_type_of(fn: PostFunction) -> str | None:
+    """The ClickHouse type a conversion gives (``CAST(avg(x) AS Int64)``: Int64), None for the rest."""
+    for type_name, conversion in CONVERSIONS.items():
+        if fn is conversion:
             return type_name
     return None
 
@@ -317,4 +308,7 @@ def is_constant(node: exp.Expr) -> bool:
     return isinstance(node, exp.Literal) and not node.is_string
 
 
-__all__ = ["BY_NAME", "BY_NODE", "CONVERSIONS", "PostFunction", "is_constant", "names", "resolve", "result_type"]
+__all__ = ["ABS_RESOLVER", "BY_NAME", "CBRT_RESOLVER", "CEIL_RESOLVER", "CONVERSIONS", "EXP_RESOLVER", "FLOOR_RESOLVER",
+           "LN_RESOLVER", "NAMED", "POW_RESOLVER", "PostFunction", "PostResolver", "ROUND_RESOLVER", "SIGN_RESOLVER",
+           "SQRT_RESOLVER", "TRUNC_RESOLVER", "cast_resolver", "is_constant", "log_resolver", "named_resolver",
+           "result_type_of"]

@@ -36,8 +36,9 @@ from sqlglot import exp
 from dpch.errors import DpchError, QueryRejected
 from dpch.policy.model import ColumnPolicy, TablePolicy, base_type, is_integer_type
 from dpch.sql.aliases import check_shadowing
-from dpch.sql.bounds import ColumnRef, Interval, ValueTranslator, condition
+from dpch.sql.bounds import ColumnRef, Interval, ValueTranslator, condition, expression_type
 from dpch.sql.cap import VerifiedTable
+from dpch.sql.expression_types import ExpressionTypes
 from dpch.sql.nodes import column, limit_by, ordered, paren, show, subquery, table
 from dpch.sql.parse import DIALECT
 from dpch.store.quoting import quote_identifier
@@ -157,9 +158,11 @@ class Relation:
 class RelationBuilder:
     """Builds a :class:`Relation` from a SELECT's FROM, JOINs and WITH."""
 
-    def __init__(self, lookup: TableLookup, database: str) -> None:
+    def __init__(self, lookup: TableLookup, database: str, types: ExpressionTypes | None = None) -> None:
         self.lookup = lookup
         self.database = database
+        #: ClickHouse's types of row expressions (the registry's rules are checked against them)
+        self.types = types
         self._aliases = 0
 
     def build(self, select: exp.Select, ctes: dict[str, exp.Select] | None = None) -> Relation:
@@ -273,7 +276,7 @@ class RelationBuilder:
         inner = self.build(select, ctes)
         check_shadowing(select, (c.name for c in inner.columns))
         if select.args.get("where") is not None:
-            inner.conditions.append(condition(select.args["where"].this, lambda c: _base_ref(inner, c)))
+            inner.conditions.append(condition(select.args["where"].this, lambda c: _base_ref(inner, c), self.types))
         qualifiers = frozenset({alias.lower()} if alias else set())
         columns: list[SourceColumn] = []
         for item in select.expressions:
@@ -289,7 +292,7 @@ class RelationBuilder:
                 source = inner.resolve(expr)
                 columns.append(replace(source, name=name, qualifiers=qualifiers))
                 continue
-            columns.append(_derived_column(inner, expr, name, qualifiers))
+            columns.append(_derived_column(inner, expr, name, qualifiers, self.types))
         names = [c.name for c in columns]
         if len(set(names)) != len(names):
             raise QueryRejected("a subquery has two columns with the same name", hint="give them distinct aliases")
@@ -420,7 +423,7 @@ class RelationBuilder:
     def _join_condition(self, merged: Relation, on: exp.Expr | None, using: list[exp.Expr] | None,
                         left: Relation, right_columns: list[SourceColumn]) -> exp.Expr:
         if on is not None:
-            return condition(on, lambda c: _base_ref(merged, c))
+            return condition(on, lambda c: _base_ref(merged, c), self.types)
         parts: list[exp.Expr] = []
         for ident in using or []:
             name = ident.name
@@ -542,16 +545,19 @@ def _column(policy: TablePolicy, col: ColumnPolicy, base: exp.Expr, qualifiers: 
     )
 
 
-def _derived_column(inner: Relation, expr: exp.Expr, name: str, qualifiers: frozenset[str]) -> SourceColumn:
-    """A projected expression: bounded if it translates as a value, else usable in conditions only."""
-    translator = ValueTranslator(lambda c: _base_ref(inner, c))
+def _derived_column(inner: Relation, expr: exp.Expr, name: str, qualifiers: frozenset[str],
+                    types: ExpressionTypes | None) -> SourceColumn:
+    """A projected expression: bounded if it translates as a value, else usable in conditions only,
+    with the type ClickHouse gives it (the registry's rules on later uses are checked against it)."""
+    translator = ValueTranslator(lambda c: _base_ref(inner, c), types)
     try:
         value = translator.translate(expr, name)
         return SourceColumn(name=name, qualifiers=qualifiers, base=paren(value.node), type="Float64",
                             bounds=value.interval, integer=value.integer)
     except QueryRejected:
-        tree = condition(expr, lambda c: _base_ref(inner, c))
-        return SourceColumn(name=name, qualifiers=qualifiers, base=paren(tree), type="String",
+        tree = condition(expr, lambda c: _base_ref(inner, c), types)
+        return SourceColumn(name=name, qualifiers=qualifiers, base=paren(tree),
+                            type=expression_type(expr, lambda c: _base_ref(inner, c), types),
                             bounds=None, integer=False)
 
 

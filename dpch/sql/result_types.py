@@ -7,7 +7,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from dpch.sql import outputs, post_functions
+from dpch.sql import functions, outputs
 from dpch.sql.analyze import QueryPlan
 from dpch.sql.settings import QueryOptions
 
@@ -34,7 +34,7 @@ def release_types(plan: QueryPlan, opts: QueryOptions | None = None) -> list[str
         if stat is not None and stat.kind in ("count", "sum") and measures[stat.measures[0]].integer:
             types.append("Int64")
         else:
-            types.append(post_functions.result_type(out.expr) or "Float64")
+            types.append(functions.result_type(out.expr) or "Float64")
     return types
 
 

@@ -42,6 +42,7 @@ from dpch.sql.nodes import (
     ident,
     limit_by,
     ordered,
+    pinned_settings,
     render,
     setting,
 )
@@ -176,9 +177,8 @@ def emit_tree(plan: QueryPlan, *, fast_cap: bool = True) -> exp.Query:
         select = _count_by_unit(plan, rows)
     else:
         select = _aggregate(plan, rows, fast=fast_cap)
-    # a LEFT join's unmatched rows carry the column type's default, which the key domain counts on:
-    # pinned, so a server profile with join_use_nulls = 1 cannot silently drop that group
-    select.set("settings", [setting("join_use_nulls", exp.Literal.number(0))])
+    # pinned whatever the server profile says (nodes.pinned_settings says why each)
+    select.set("settings", pinned_settings())
     return select
 
 
@@ -221,8 +221,8 @@ def emit_probe_sqls(plan: QueryPlan, database: str) -> tuple[str, str]:
             return exp.Subquery(this=synthetic[index[1]].copy(), alias=node.args.get("alias"))
         return node
 
-    filtered = emit_tree(plan).transform(swap)
-    unfiltered = filtered.copy().transform(_unfiltered)
+    filtered = emit_tree(plan).transform(swap, copy=False)  # a fresh tree: rewritten in place
+    unfiltered = filtered.copy().transform(_unfiltered, copy=False)
     return render(_eager(filtered)), render(_eager(unfiltered))
 
 
@@ -244,6 +244,11 @@ def _eager(tree: exp.Expr) -> exp.Expr:
 
 
 def _synthetic_row(table: TablePolicy) -> exp.Select:
-    columns = [alias(cast_to(call("defaultValueOfTypeName", exp.Literal.string(base_type(c.type))), c.type), c.name)
+    """One row of each column's default value, *not constant* (``materialize``): ClickHouse resolves a
+    constant differently from a column (it parses a constant string compared with a Date once, where a
+    String column has no common type with Date and is refused), so a constant row would pass probes
+    that the real table fails after the charge (issue 24)."""
+    columns = [alias(call("materialize", cast_to(call("defaultValueOfTypeName", exp.Literal.string(base_type(c.type))),
+                                                 c.type)), c.name)
                for c in table.columns.values()]
     return exp.Select(expressions=columns)

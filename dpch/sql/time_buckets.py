@@ -37,6 +37,7 @@ from sqlglot import exp
 
 from dpch.errors import QueryRejected
 from dpch.policy.model import base_type
+from dpch.sql import functions
 from dpch.sql.nodes import call, show
 from dpch.sql.time_constants import ConstantQuery
 
@@ -157,6 +158,9 @@ def _name(node: exp.Expr) -> str:
 
 
 def _rule(node: exp.Expr) -> BucketRule | None:
+    """The bucket rule of a link; only functions the registry admits in time buckets have one."""
+    if not functions.allowed_in(node, functions.Use.BUCKET) and not isinstance(node, exp.Mul):
+        return None
     return BUCKET_RULES.get(_name(node) or type(node))
 
 

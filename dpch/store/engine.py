@@ -402,12 +402,21 @@ class Engine:
         """Runs a probe query (emitted SQL over synthetic rows, reading no table data), so a
         query that cannot run is rejected before any charge. Only the error's code name is
         reported, never ClickHouse's text."""
+        self._before_charge(sql)
+
+    def describe_types(self, sql: str) -> list[tuple[str, str]]:
+        """Runs a ``DESCRIBE (SELECT …)`` dpch built over placeholder values (it resolves the query's
+        types and reads no table): (name, type) per column. A query ClickHouse cannot type is refused
+        before any charge, with the error's code name only."""
+        return [(str(r[0]), str(r[1])) for r in self._before_charge(sql)]
+
+    def _before_charge(self, sql: str) -> list[tuple[Any, ...]]:
         # start-up: loaded with the client that raises it (this Engine's client is open)
         from clickhouse_connect.driver.exceptions import ClickHouseError
 
         try:
             with self.pool.client() as client:
-                client.query(sql)
+                return list(client.query(sql).result_rows)
         except ClickHouseError as exc:
             match = _ERROR_CODE.search(str(exc))
             code = match.group(1) if match else "UNKNOWN"

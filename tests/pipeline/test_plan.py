@@ -15,7 +15,7 @@ def _plan(session, sql, **overrides):
     return plan_query(sql, defaults=QueryOptions(epsilon=0.5), overrides=overrides,
                       table_policy=session.table_policy, database=session.engine.database,
                       public_domain=session.public_domains,
-                      constants=session.engine.query_rows)
+                      constants=session.engine.query_rows, describe=session.engine.describe_types)
 
 
 def test_options_resolve_defaults_then_caller_then_settings(session):

@@ -16,7 +16,7 @@ from tests.sql.test_corpus import CORPUS
 def _fresh(session, sql):
     return plan_query(sql, defaults=session.defaults, overrides={}, table_policy=session.table_policy,
                       database=session.engine.database, public_domain=session.public_domains,
-                      constants=session.engine.query_rows)
+                      constants=session.engine.query_rows, describe=session.engine.describe_types)
 
 
 def test_a_repeated_text_is_planned_once_and_gives_the_same_answer(session):

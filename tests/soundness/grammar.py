@@ -22,11 +22,16 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 from hypothesis import strategies as st
+
+from dpch.sql import functions
+from dpch.sql.expression_types import Family
+from tests.soundness.boundaries import LITERALS, slots
 
 CAP = 3
 GROUPS_PER_UNIT = 3
@@ -43,11 +48,14 @@ BOUNDED: dict[str, tuple[str, tuple[float, float]]] = {
     "n": ("Nullable(Int32)", (0, 100)),
 }
 INTEGER_COLUMNS = {"i8", "u64", "i64", "n"}
-NAMES = ["uid", "g", *BOUNDED, "s", "dt"]
+NAMES = ["uid", "g", *BOUNDED, "s", "dt", "t64"]
 COLUMNS_SQL = (
     "uid Nullable(Int64), g String COMMENT 'dp: public, values=[\"a\", \"b\", \"c\"]', "
     + ", ".join(f"{c} {t} COMMENT 'dp: bounds=[{lo}, {hi}]'" for c, (t, (lo, hi)) in BOUNDED.items())
     + ", s String, dt Date COMMENT 'dp: bounds=[\"1970-01-01\", \"2149-06-06\"]'"
+    # a DateTime64 in another zone than the server's, with date bounds (time buckets), whose extremes
+    # include ticks far outside ClickHouse's documented range (issue 24)
+    + ", t64 DateTime64(3, 'Asia/Kolkata') COMMENT 'dp: bounds=[\"2000-01-01\", \"2030-12-31\"]'"
 )
 TABLE_COMMENT = f"dp: privacy_unit=uid, max_rows_per_unit={CAP}, max_groups_per_unit={GROUPS_PER_UNIT}"
 
@@ -87,6 +95,11 @@ STRINGS = ["", "a", "ab", "(", "[", "\\", "a\\b", "%", "_", "a%b", "x_y", ".*", 
 
 DATES = st.sampled_from([date(1970, 1, 1), date(2149, 6, 6), date(2020, 1, 5), date(2020, 2, 29)]) \
     | st.dates(date(1970, 1, 1), date(2149, 6, 6))
+#: DateTime64 values: ordinary ones, and at their worst the edges of the type and far beyond them
+TIMES = st.datetimes(datetime(2000, 1, 1), datetime(2030, 12, 31))
+EXTREME_TIMES = TIMES | st.sampled_from([datetime(1900, 1, 1), datetime(2262, 4, 11, 23, 47, 16),
+                                         datetime(2299, 12, 31, 23, 59, 59), datetime(9999, 12, 31, 23, 59, 59),
+                                         datetime(1, 1, 2), datetime(1970, 1, 1)])
 
 
 def _int(col: str, extreme: bool) -> st.SearchStrategy:
@@ -110,7 +123,7 @@ def _decimal(extreme: bool) -> st.SearchStrategy:
 
 
 def row_values(extreme: bool, key_strategy: st.SearchStrategy | None = None) -> st.SearchStrategy:
-    """One row without its unit: (g, i8, u64, i64, f, y, dec, n, s)."""
+    """One row without its unit: (g, i8, u64, i64, f, y, dec, n, s, dt, t64)."""
     keys = key_strategy if key_strategy is not None else st.sampled_from([*KEYS, "z", ""])
 
     def nullable(values: st.SearchStrategy) -> st.SearchStrategy:
@@ -120,7 +133,7 @@ def row_values(extreme: bool, key_strategy: st.SearchStrategy | None = None) -> 
         keys,
         _int("i8", extreme), _int("u64", extreme), _int("i64", extreme),
         _float(extreme), nullable(_float(extreme)), _decimal(extreme),
-        nullable(_int("n", extreme)), st.sampled_from(STRINGS), DATES,
+        nullable(_int("n", extreme)), st.sampled_from(STRINGS), DATES, EXTREME_TIMES if extreme else TIMES,
     )
 
 
@@ -389,6 +402,11 @@ simple_conditions = st.one_of(
         E("dt < toDateTime64('2020-03-01 00:00:00.000', 3)", lambda r: r["dt"] < date(2020, 3, 1)),
         E("dt > fromUnixTimestamp64Nano(1582934400000000000)", lambda r: r["dt"] > date(2020, 2, 29)),
         E("isNotNull(y)", lambda r: r["y"] is not None),
+        E("substr(s, 1, 1) = 'a'", lambda r: r["s"].encode()[:1] == b"a"),
+        E("xor(i8 > 0, f > 0)", lambda r: (r["i8"] > 0) != (r["f"] > 0)),
+        E("t64 >= toDateTime64('2020-01-01 00:00:00', 9)", None),  # a scale-9 constant beside scale 3
+        E("t64 + INTERVAL 1 HOUR > t64", None),
+        E("toHour(t64, 'Asia/Kolkata') = 5", None),
     ]),
     st.builds(_like, st.sampled_from(LIKE_PATTERNS), st.booleans()),
     st.builds(_match, st.sampled_from(REGEXES)),
@@ -410,6 +428,79 @@ oracle_conditions = st.sampled_from([
     E("dt >= toDate('not a date')", None),  # a constant that does not evaluate: refused, whatever the data
     E("dt >= toDateTime(s)", None),  # a time function of a row's text: refused
 ])
+
+
+#: date and time constants as BI tools and analysts write them: folded before the charge (every registry
+#: function that may appear only as a constant is here, so each is generated)
+time_constants = st.sampled_from([E(f"dt >= {c}", None) for c in (
+    "addHours(toDateTime('2020-01-01 00:00:00'), 5)", "addMilliseconds(toDateTime64('2020-01-01 00:00:00', 3), 5)",
+    "addMinutes(now(), -5)", "addMonths(today(), -1)", "addQuarters(toDate('2020-01-01'), 1)",
+    "addSeconds(toDateTime(1580515200), 7)", "addWeeks(toDate('2020-01-01'), 2)", "addYears(yesterday(), -3)",
+    "subtractDays(today(), 30)", "subtractHours(now(), 2)", "subtractMilliseconds(now64(), 5)",
+    "subtractMinutes(now(), 9)", "subtractMonths(today(), 2)", "subtractQuarters(today(), 1)",
+    "subtractSeconds(now(), 1)", "subtractWeeks(today(), 1)", "subtractYears(today(), 100)",
+    "fromUnixTimestamp(1580515200)", "fromUnixTimestamp64Micro(1580515200000000)",
+    "fromUnixTimestamp64Second(1580515200)", "parseDateTime('2020-02-01', '%Y-%m-%d')",
+    "parseDateTime64BestEffort('2020-02-01 00:00:00.5')", "parseDateTime64BestEffortUS('02/01/2020')",
+    "parseDateTimeBestEffortUS('02/01/2020')", "parseDateTimeInJodaSyntax('2020-02-01', 'yyyy-MM-dd')",
+    "toLastDayOfMonth(toDate('2020-02-10'))", "toStartOfDay(toDateTime('2020-02-10 12:00:00'), 'Asia/Tokyo')",
+    "toStartOfFifteenMinutes(now())", "toStartOfFiveMinutes(now())", "toStartOfTenMinutes(now())",
+    "toStartOfHour(now())", "toStartOfMinute(now())", "toStartOfSecond(now64())", "toStartOfQuarter(today())",
+    "toStartOfYear(today())", "toMonday(today())", "toStartOfInterval(now(), INTERVAL 1 DAY)",
+    "toDateTime('2020-01-01 00:00:00', 'Asia/Kolkata')", "toDate('not a date')",
+)])
+
+# -- every registry function, with a value the row chose at the extremes of a type in one argument ----
+
+#: the row functions of the registry the boundary fuzzer tries (tests/soundness/boundaries.py)
+ROW_ENTRIES = [e for e in functions.ENTRIES if e.row and e.template and e.args]
+#: columns of the private table by family: the other arguments of a call read the row too
+NORMALS = {Family.NUMBER: ("i8", "i64", "u64", "f", "n"), Family.STRING: ("s", "g"), Family.DATE: ("dt", "t64")}
+ZONES = ("'UTC'", "'Asia/Kolkata'", "'America/New_York'", "'Asia/Kathmandu'", "'Australia/Lord_Howe'",
+         "'Bad/Zone'")
+SHIFT = ("INTERVAL 1 DAY", "INTERVAL 9000000000 SECOND", "INTERVAL -3 MONTH", "INTERVAL 5 MILLISECOND")
+
+
+def _families(arg: Any) -> list[Family]:
+    return [f for f in (Family.NUMBER, Family.STRING, Family.DATE) if f & arg.family]
+
+
+@st.composite
+def registry_conditions(draw) -> E:
+    """``toString(<call>) < 'm'`` for a registry function whose arguments read the row, one of them
+    ``if(<row condition>, <extreme literal>, <normal>)`` (issue 24): any failure after the charge is a
+    counterexample. No reference value: checks (a) no error and (b) sensitivity."""
+    entry = draw(st.sampled_from(ROW_ENTRIES))
+    fuzzed = [i for i in slots(entry) if entry.args[i].accepts is not functions.Accepts.CONSTANT]
+    slot = draw(st.sampled_from(fuzzed)) if fuzzed else -1
+    # comparisons and arithmetic: the operands of one family (else the call is refused and tests nothing)
+    shared = draw(st.sampled_from([Family.NUMBER, Family.STRING, Family.DATE]))
+    args = []
+    for i, arg in enumerate(entry.args):
+        if arg.accepts is functions.Accepts.CONSTANT:
+            args.append(draw(st.sampled_from(ZONES)) if arg.kind == functions.ZONE else arg.sample)
+            continue
+        family = shared if (entry.same_family or entry.guard is not None) else \
+            draw(st.sampled_from(_families(arg) or [shared]))
+        if entry.guard is not None and family is Family.DATE and i != slot and draw(st.booleans()):
+            normal = draw(st.sampled_from(SHIFT))
+        else:
+            normal = draw(st.sampled_from((*NORMALS[family], arg.sample)))
+        if i == slot:
+            extreme = draw(st.sampled_from(LITERALS[draw(st.sampled_from(list(LITERALS)))]))
+            extreme = extreme if len(extreme) < 200 else repr("x" * 300)  # a long string, kept short here
+            normal = f"if({draw(simple_conditions).sql}, {extreme}, {normal})"
+        args.append(normal)
+    call = entry.template.format(*args).replace("{", "{{").replace("}", "}}")  # the query is .format()-ed later
+    return E(f"toString({call}) < 'm'", None)
+
+
+def covered_names() -> set[str]:
+    """Lower-case names of the functions the grammar generates: written here, or generated from the
+    registry (:func:`registry_conditions`)."""
+    written = set(re.findall(r"([A-Za-z_][A-Za-z0-9_]*)\(", Path(__file__).read_text(encoding="utf-8")))
+    generated = {e.name for e in ROW_ENTRIES}
+    return {n.lower() for n in written | generated}
 
 
 def _and(a: E, b: E) -> E:
@@ -435,7 +526,8 @@ def _not(a: E) -> E:
 
 
 def conditions(oracles: bool = True) -> st.SearchStrategy:
-    base = simple_conditions | oracle_conditions if oracles else simple_conditions
+    base = simple_conditions | oracle_conditions | time_constants | registry_conditions() if oracles \
+        else simple_conditions
     return st.recursive(base, lambda c: st.one_of(st.builds(_and, c, c), st.builds(_or, c, c), c.map(_not)),
                         max_leaves=3)
 
@@ -499,11 +591,20 @@ class Query:
 AGGREGATES = {False: aggregates(False), True: aggregates(True)}
 
 
+#: time buckets with zones and of the DateTime64 column (issue 24: a bucket's zone is honoured)
+TIME_KEYS = ("toStartOfDay(t64, 'Asia/Tokyo')", "toStartOfInterval(t64, INTERVAL 1 MONTH, 'Asia/Kolkata')",
+             "toStartOfYear(t64)", "toYYYYMM(dt)", "toYYYYMMDD(toDate(t64))", "toStartOfISOYear(dt)",
+             "toLastDayOfMonth(dt)", "intDiv(toUInt32(toDateTime(dt)), 2592000)", "toUnixTimestamp(toStartOfYear(t64))",
+             "toStartOfQuarter(t64, 'Asia/Kathmandu')", "toStartOfDay(t64, toString(uid))",
+             "toStartOfDay(t64, 'Bad/Zone')")
+
+
 @st.composite
 def queries(draw) -> Query:
     join = draw(st.booleans()) and draw(st.booleans())  # a quarter of the queries join
     group = draw(st.sampled_from(["", "", "g", "g", "s", "intDiv(n, 25)", "toStartOfMonth(dt)",
-                                  "toStartOfInterval(dt, INTERVAL 30 day)", "toMonday(toDateTime(dt))"]))
+                                  "toStartOfInterval(dt, INTERVAL 30 day)", "toMonday(toDateTime(dt))",
+                                  *TIME_KEYS]))
     # one grouped query in six lists keys only (a key release: GROUP BY or DISTINCT without aggregate)
     keys_only = bool(group) and draw(st.integers(0, 5)) == 0
     aggs = () if keys_only else tuple(draw(st.lists(AGGREGATES[join], min_size=1, max_size=3)))

@@ -21,7 +21,7 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
-from dpch.sql import outputs, post_functions
+from dpch.sql import functions, outputs, post_functions
 from tests.helpers import make_table, refused_uncharged
 from tests.soundness.exact_answers import assert_same_as_clickhouse, raw_rows
 
@@ -89,9 +89,9 @@ def test_integer_casts_give_integers(keeper):
     assert outputs.evaluate(_post_expr("CAST(x AS Int64)"), {"s0": -2.5}) == -2
     assert isinstance(outputs.evaluate(_post_expr("toInt64(x)"), {"s0": 7.9}), int)
     assert outputs.evaluate(_post_expr("toInt64(x)"), {"s0": None}) is None, "NULL propagates"
-    assert post_functions.result_type(_post_expr("CAST(x AS Int64)")) == "Int64"
-    assert post_functions.result_type(_post_expr("(toFloat32(x))")) == "Float32"
-    assert post_functions.result_type(_post_expr("round(x)")) is None
+    assert functions.result_type(_post_expr("CAST(x AS Int64)")) == "Int64"
+    assert functions.result_type(_post_expr("(toFloat32(x))")) == "Float32"
+    assert functions.result_type(_post_expr("round(x)")) is None
 
 
 @pytest.mark.parametrize("text", ["toInt8(x)", "toInt64(x)", "toUInt64(x)", "CAST(x AS UInt8)", "toInt32(x)"])
