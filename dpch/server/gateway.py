@@ -15,7 +15,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -161,6 +161,7 @@ class Gateway:
         options: dict[str, Any] = {}
         binds: dict[str, str] = {}
         output: dict[str, str] = {}
+        check_repeated_settings(params)
         for name, value in params.items():
             if name in TRANSPORT_PARAMS:
                 continue
@@ -444,6 +445,24 @@ def bind_parameters(sql: str, binds: dict[str, str]) -> str:
         return string_literal(value)
 
     return _PARAM.sub(literal, sql)
+
+
+def check_repeated_settings(names: Iterable[str]) -> None:
+    """Refuses a dp_* setting named twice among URL parameter names, in any spelling: dpch matches
+    setting names without regard to case (as in a query's SETTINGS clause, :mod:`dpch.sql.parse`),
+    so ``dp_epsilon=1&DP_EPSILON=0.1`` would otherwise keep one of them silently."""
+    seen: dict[str, str] = {}
+    for name in names:
+        key = name.lower()
+        if key not in SETTING_NAMES:
+            continue
+        if key not in seen:
+            seen[key] = name
+            continue
+        first = seen[key]
+        both = f" (as {first} and {name})" if first != name else ""
+        raise GatewayError(36, QueryRejected.kind,
+                           f"dpch: setting {key} is given twice in the URL{both}; give each setting once")
 
 
 def release_options(opts: QueryOptions) -> QueryOptions:

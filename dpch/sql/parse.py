@@ -138,7 +138,11 @@ def parse_query(text: str) -> ParsedQuery:
 
 
 def _settings(tree: exp.Select) -> dict[str, Any]:
+    """The SETTINGS clause as ``{name as written: value}``. dpch matches setting names without regard
+    to case (:func:`dpch.sql.settings.option_overrides`), so a name given twice in any spelling
+    (``DP_EPSILON = 1, dp_epsilon = 0.1``) is refused here: which one won would be invisible."""
     result: dict[str, Any] = {}
+    spelled: dict[str, str] = {}
     for item in tree.args.get("settings") or []:
         if not (isinstance(item, exp.EQ) and isinstance(item.this, exp.Column)):
             raise QueryRejected("cannot read the SETTINGS clause", hint="write SETTINGS name = value")
@@ -150,8 +154,11 @@ def _settings(tree: exp.Select) -> dict[str, Any]:
             literal = _literal(value)
         else:
             raise QueryRejected(f"SETTINGS {name} must be a number or a quoted string")
-        if name in result:
-            raise QueryRejected(f"SETTINGS {name} is given twice")
+        first = spelled.setdefault(name.lower(), name)
+        if first != name or name in result:
+            both = f" (as {first} and {name})" if first != name else ""
+            raise QueryRejected(f"SETTINGS {name.lower()} is given twice{both}",
+                                hint="give each setting once; setting names are matched without regard to case")
         result[name] = literal
     return result
 
