@@ -39,7 +39,7 @@ from dpch.server.config import ServerConfig, User
 from dpch.server.console import Console, Request, is_console_path
 from dpch.server.errors import GatewayError, from_dpch, syntax_error
 from dpch.server.formats import content_type
-from dpch.server.gateway import Gateway, Result, check_config
+from dpch.server.gateway import Gateway, Result, check_config, check_repeated_settings
 
 access_log = logging.getLogger("dpch.access")
 
@@ -175,7 +175,8 @@ class Handler(BaseHTTPRequestHandler):
     def _handle(self) -> None:
         started = time.perf_counter()
         parts = urlsplit(self.path)
-        params = dict(parse_qsl(parts.query, keep_blank_values=True))
+        pairs = parse_qsl(parts.query, keep_blank_values=True)
+        params = dict(pairs)
         query_id = params.get("query_id") or str(uuid.uuid4())
         log: dict[str, Any] = {"client": self.client_address[0], "method": self.command, "path": parts.path,
                                "query_id": query_id}
@@ -203,6 +204,7 @@ class Handler(BaseHTTPRequestHandler):
                 if parts.path.startswith("/dpch/"):
                     status, body, extra = self._dpch(parts.path, user, params, body_bytes, log)
                 elif parts.path in ("/", "/query", ""):
+                    check_repeated_settings(name for name, _ in pairs)  # the dict kept only the last
                     status, body, extra = self._query(user, params, body_bytes, log)
                 else:
                     raise GatewayError(36, ConfigError.kind, f"There is no handle {parts.path}")
@@ -235,11 +237,7 @@ class Handler(BaseHTTPRequestHandler):
         if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
             data = self._read_chunked(limit)  # the official Node client always sends chunked bodies
         else:
-            try:
-                length = int(self.headers.get("Content-Length") or 0)
-            except ValueError:
-                self.close_connection = True  # the body's end is unknown: the connection cannot be reused
-                raise GatewayError(36, ConfigError.kind, "Content-Length is not a number") from None
+            length = self._content_length()
             if length > limit:
                 self.close_connection = True
                 raise GatewayError(
@@ -258,6 +256,26 @@ class Handler(BaseHTTPRequestHandler):
                 raise GatewayError(
                     307, ConfigError.kind, f"Decompressed request body is larger than the limit of {limit}")
         return data
+
+    def _content_length(self) -> int:
+        """The body's length from ``Content-Length``: digits only (RFC 9110 §8.6), the same value if the
+        header is repeated. Anything else is answered at once (400) and the connection closed, since
+        the body's end is unknown: ``-1`` used to make ``rfile.read(-1)`` wait for the client to
+        close, until the keep-alive timeout, and then answer 500."""
+        values = {v.strip() for v in self.headers.get_all("Content-Length") or []}
+        if not values:
+            return 0
+        if len(values) != 1:
+            self.close_connection = True
+            raise GatewayError(36, ConfigError.kind, "Content-Length is given twice with different values")
+        text = values.pop()
+        if not text:  # an empty header was read as 0 before; no client is known to send one
+            return 0
+        if not (text.isascii() and text.isdigit()):  # int() would take '-1', '+5' and '1_000'
+            self.close_connection = True
+            raise GatewayError(36, ConfigError.kind,
+                               f"Content-Length must be a whole number of bytes, got {text[:40]!r}")
+        return int(text)
 
     def _read_chunked(self, limit: int) -> bytes:
         """A ``Transfer-Encoding: chunked`` body (RFC 9112 §7.1), read to its end so that the next
