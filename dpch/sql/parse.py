@@ -20,6 +20,9 @@ from sqlglot.errors import ParseError as SqlglotParseError
 from sqlglot.errors import TokenError
 
 from dpch.errors import ParseError, QueryRejected
+from dpch.sql import sqlglot_log
+
+sqlglot_log.install()  # sqlglot's warnings while dpch parses or renders stay off the user's stderr
 
 
 class DpchClickHouse(ClickHouse):
