@@ -25,7 +25,8 @@ log = logging.getLogger("dpch.sql.sqlglot")
 def _called_from_dpch() -> bool:
     frame = inspect.currentframe()
     while frame is not None:
-        if str(frame.f_globals.get("__name__", "")).startswith("dpch."):
+        module = str(frame.f_globals.get("__name__", ""))
+        if module.startswith("dpch.") and module != __name__:  # this filter's own frames do not count
             return True
         frame = frame.f_back
     return False

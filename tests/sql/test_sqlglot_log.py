@@ -7,6 +7,7 @@ import logging
 
 import sqlglot
 
+from dpch.sql import sqlglot_log
 from tests.helpers import make_table, refused_uncharged
 
 #: sqlglot parses ClickHouse's two-argument log and cannot render it back: it warns on every render
@@ -18,7 +19,10 @@ def _sqlglot_warnings(caplog) -> list[str]:
 
 
 def test_sqlglot_warns_when_used_directly(caplog):
-    """The control: the same SQL through sqlglot itself, with no dpch code on the stack, does warn."""
+    """The control: the same SQL through sqlglot itself, with no dpch code on the stack, does warn
+    (with dpch's filter installed on the sqlglot logger, as importing dpch.sql.parse does)."""
+    sqlglot_log.install()
+    assert any(isinstance(f, sqlglot_log.QuietInsideDpch) for f in logging.getLogger("sqlglot").filters)
     with caplog.at_level(logging.DEBUG):
         sqlglot.transpile(WARNS, read="clickhouse", write="clickhouse")
     assert any("Unsupported logarithm" in m for m in _sqlglot_warnings(caplog))
