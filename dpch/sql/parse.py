@@ -13,14 +13,13 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.clickhouse import ClickHouse
 from sqlglot.errors import ParseError as SqlglotParseError
 from sqlglot.errors import TokenError
 
 from dpch.errors import ParseError, QueryRejected
-from dpch.sql import sqlglot_log
+from dpch.sql import limits, sqlglot_log
 
 sqlglot_log.install()  # sqlglot's warnings while dpch parses or renders stay off the user's stderr
 
@@ -82,7 +81,10 @@ def plain_description(desc: str) -> str:
 
 
 def parse_query(text: str) -> ParsedQuery:
-    """Parses ``text`` as one ClickHouse SELECT; raises a :class:`QueryRejected` otherwise."""
+    """Parses ``text`` as one ClickHouse SELECT; raises a :class:`QueryRejected` otherwise, and for
+    a query past the planner's limits (:mod:`.limits`: size, nesting, depth, nodes) before the work
+    they bound is done."""
+    limits.check_text(text)
     if not text or not text.strip().rstrip(";").strip():
         raise ParseError("the query is empty", hint="write a SELECT statement")
     explain_prefix = _EXPLAIN_DP.match(text)
@@ -95,7 +97,12 @@ def parse_query(text: str) -> ParsedQuery:
             hint="remove INTO OUTFILE and save the released result client-side",
         )
     try:
-        statements = [s for s in sqlglot.parse(text, read=DIALECT) if s is not None]
+        dialect = DIALECT()
+        tokens = dialect.tokenize(text)
+        limits.check_nesting(tokens)  # the parser's recursion follows the brackets
+        statements = [s for s in dialect.parser().parse(tokens, text) if s is not None]
+    except RecursionError:  # a shape the nesting count does not see (e.g. a long run of NOT)
+        raise limits.too_deep() from None
     except SqlglotParseError as exc:
         first = exc.errors[0] if exc.errors else {}
         where = f" near line {first.get('line')}, column {first.get('col')}" if first else ""
@@ -134,6 +141,10 @@ def parse_query(text: str) -> ParsedQuery:
             "the FORMAT clause is not allowed in dpch queries",
             hint="choose the output format with the client (e.g. --format json)",
         )
+    balanced = limits.balance_connectors(tree)
+    assert isinstance(balanced, exp.Select)  # only AND/OR lists are rebuilt, never the SELECT itself
+    tree = balanced
+    limits.check_tree(tree)
     settings = _settings(tree)
     tree = tree.copy()
     tree.set("settings", None)
