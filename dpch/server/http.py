@@ -40,6 +40,7 @@ from dpch.server.console import Console, Request, is_console_path
 from dpch.server.errors import GatewayError, from_dpch, syntax_error
 from dpch.server.formats import content_type
 from dpch.server.gateway import Gateway, Result, check_config, check_repeated_settings
+from dpch.store.cancel import CancelToken, cancellable
 
 access_log = logging.getLogger("dpch.access")
 
@@ -321,19 +322,31 @@ class Handler(BaseHTTPRequestHandler):
         return self.server.gateway.authenticate(user, password)
 
     def _run(self, work: Any) -> Any:
-        """Runs ``work`` with a bounded number of concurrent queries and a time limit."""
+        """Runs ``work`` with a bounded number of concurrent queries and a time limit.
+
+        The work runs under a :class:`CancelToken`. When the time limit answers the client first, the
+        token is cancelled: a query not yet charged stops at its next check (between planning steps,
+        at the latest right before its ledger row, :mod:`dpch.store.cancel`), so no work for an
+        answered request runs on to a charge. One already charged runs to completion (its charge is
+        durable: budget may be lost, never privacy)."""
         timeout = self.server.config.query_timeout or None
         if not self.server.slots.acquire(timeout=timeout or 30):
             raise GatewayError(202, GatewayBusy.kind, "Too many simultaneous queries; try again later")
         future = None
+        token = CancelToken()
+
+        def cancellable_work() -> Any:
+            with cancellable(token):
+                return work()
+
         try:
-            future = self.server.pool.submit(work)
+            future = self.server.pool.submit(cancellable_work)
             return future.result(timeout=timeout)
         except concurrent.futures.TimeoutError:
-            # The query keeps running to completion (its charge is already durable: budget may be
-            # lost, never privacy); the client is told now.
-            raise GatewayError(
-                159, GatewayTimeout.kind, f"Timeout exceeded: the query took longer than {timeout:g} s") from None
+            what = ("it was stopped before its charge: nothing was spent" if token.cancel() else
+                    "it had already been charged, and runs to completion")
+            raise GatewayError(159, GatewayTimeout.kind,
+                               f"Timeout exceeded: the query took longer than {timeout:g} s; {what}") from None
         finally:
             if future is not None and not future.done():
                 future.add_done_callback(lambda _f: self.server.slots.release())
