@@ -43,6 +43,7 @@ from dpch.errors import BudgetExceeded, QueryRejected
 from dpch.mechanisms.boundaries import MixtureBoundary
 from dpch.mechanisms.calibration import analytic_gaussian_sigma
 from dpch.mechanisms.normal import log_ndtr, ndtri
+from dpch.mechanisms.rat import halting_margins
 from dpch.privacy.cost import PrivacyCost
 from dpch.sql.accuracy_target import AccuracyTarget
 from dpch.sql.analyze import QueryPlan
@@ -148,6 +149,14 @@ class AccuracyPlan:
             return bounds.gaussian_fixed(t, level)
         b = self.scale(step)
         return bounds.laplace_uniform(b, level, self.points) if self.uniform else bounds.laplace_fixed(b, level)
+
+    def rat_schedule(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """``dp_stop_rule = 'exact'``: ReducedAboveThreshold's privacy schedule E_n = ψ(t_n) over the
+        grid (Cor 5.2) and its per-round threshold margins at β = 1 − confidence
+        (:func:`dpch.mechanisms.rat.halting_margins`), so that a halt means every true error is ≤ h
+        with the stated confidence."""
+        epsilons = tuple(self._psi(float(t)) for t in self.grid)
+        return epsilons, halting_margins(epsilons, 1.0, 1.0 - self.target.confidence)
 
     def _psi(self, t: float) -> float:
         assert self.boundary is not None
@@ -349,7 +358,46 @@ def plan_accuracy(plan: QueryPlan, target: AccuracyTarget, *, mechanism: str | N
     s = _s_grid(s_top, points, grid)
     result = AccuracyPlan("brownian", blocks, 1.0 / s, target, uniform, bdelta, boundary)
     result.mixture_r = _mixture_r(result, s)
+    if target.stop_rule == "exact":
+        _refuse_unreachable_exact(result)
     return result
+
+
+#: the median of |N(0, 1)|: half of an iterate's errors at time t are below this × √t
+_MEDIAN_ABS_NORMAL = 0.6744897501960817
+
+
+def _refuse_unreachable_exact(plan: AccuracyPlan) -> None:
+    """Refuses, before anything is charged, a ``dp_stop_rule = 'exact'`` run that would more likely
+    than not end withheld: one whose finest step's test margin, plus the median error of that step's
+    iterate, already exceeds what the target allows (in normalized units, h over the largest norm).
+    The ε it would need is estimated from the margin's 1/ε scale and the boundary's time for ε."""
+    assert plan.target.accuracy is not None and plan.boundary is not None
+    boundary = plan.boundary
+    allowed = plan.target.accuracy / max(plan.blocks.norms)
+    epsilons, margins = plan.rat_schedule()
+    t_last = float(plan.grid[-1])
+    if margins[-1] + _MEDIAN_ABS_NORMAL * math.sqrt(t_last) <= allowed:
+        return
+    scale = margins[-1] * epsilons[-1]  # margin × ε is fixed for a round's share of β
+
+    def short(eps: float) -> bool:
+        return scale / eps + _MEDIAN_ABS_NORMAL * math.sqrt(boundary.time_for(eps)) > allowed
+
+    lo, hi = epsilons[-1], epsilons[-1] * 1e6
+    needed = "far more"
+    if not short(hi):
+        for _ in range(60):
+            mid = math.sqrt(lo * hi)
+            lo, hi = (mid, hi) if short(mid) else (lo, mid)
+        needed = f"about {2 * hi:.3g}"
+    raise QueryRejected(
+        f"dp_stop_rule = 'exact' cannot meet {plan.target.describe()} within what dp_max_epsilon and the "
+        f"budget allow (ε {2 * epsilons[-1]:.3g} at its finest step): its private test of the true error "
+        f"would more likely than not fail even there, and the answer be withheld after the charge. It would "
+        f"need ε {needed}; nothing was spent",
+        hint="raise dp_max_epsilon (or ask for more budget), widen dp_accuracy, or use the default "
+             "dp_stop_rule = 'released', which tests the released values and costs far less")
 
 
 def _cap_below_least(cap: float, least: float) -> QueryRejected:
