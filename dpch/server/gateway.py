@@ -39,6 +39,7 @@ from dpch.server.introspection import Catalog, Introspection, introspect, metada
 from dpch.server.ledger_views import ALL, ViewQuery, budget_rows, budget_warning, find_views, release_rows
 from dpch.server.wire import release_to_wire
 from dpch.session import Session
+from dpch.sql.limits import check_unparsed, too_deep
 from dpch.sql.result_types import release_types, typed_rows
 from dpch.sql.settings import SETTING_NAMES, QueryOptions
 from dpch.store.engine import Engine
@@ -204,15 +205,23 @@ class Gateway:
                                "CSV[WithNames], JSON, JSONCompact, JSONEachRow, Native, RowBinary, Arrow, Parquet, "
                                "Pretty)")
         text = bind_parameters(text, binds)
+        try:  # before any parse of it here (ledger views, metadata): the planner's limits on size and nesting
+            check_unparsed(text)
+        except DpchError as exc:
+            raise from_dpch(exc) from None
+        except SqlglotError:
+            raise syntax_error(text) from None
         engine = self.engine(database)
-        view = find_views(text, self._engines)
-        if view is not None:
-            return self.ledger_view(user, engine.database, view, fmt, output)
-        catalog = self._catalog(user, engine.database)
         try:
+            view = find_views(text, self._engines)
+            if view is not None:
+                return self.ledger_view(user, engine.database, view, fmt, output)
+            catalog = self._catalog(user, engine.database)
             found = introspect(text, catalog)
         except SqlglotError:
             raise syntax_error(text) from None
+        except RecursionError:  # a shape the nesting count does not see, e.g. a long run of NOT
+            raise from_dpch(too_deep()) from None
         if found is not None:
             body = self.metadata(found, fmt, output)
             return Result(body, fmt, -1, found.kind)

@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sqlglot import exp
+from sqlglot.dialects.clickhouse import ClickHouse
 from sqlglot.tokens import Token, TokenType
 
 from dpch.errors import QueryRejected
@@ -83,6 +84,13 @@ def check_nesting(tokens: Sequence[Token]) -> None:
             f"inside one another); dpch's planner allows at most {MAX_NESTING}",
             hint="write it flatter, e.g. addDays(d, 300) instead of 300 nested addDays(…), or a CTE instead of "
                  "nested subqueries; " + LIMITS_HINT)
+
+
+def check_unparsed(text: str) -> None:
+    """:func:`check_text` and :func:`check_nesting` of ``text``, for callers that parse it themselves
+    (the gateway reads metadata queries before the DP path does). sqlglot's TokenError propagates."""
+    check_text(text)
+    check_nesting(ClickHouse().tokenize(text))
 
 
 def too_deep() -> QueryRejected:
@@ -177,5 +185,5 @@ def check_time_constants(count: int) -> None:
 
 __all__ = [
     "MAX_DEPTH", "MAX_NESTING", "MAX_NODES", "MAX_QUERY_BYTES", "MAX_TIME_CONSTANTS", "balance_connectors",
-    "check_nesting", "check_text", "check_time_constants", "check_tree", "too_deep",
+    "check_nesting", "check_text", "check_time_constants", "check_tree", "check_unparsed", "too_deep",
 ]
