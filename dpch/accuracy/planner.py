@@ -43,6 +43,7 @@ from dpch.errors import BudgetExceeded, QueryRejected
 from dpch.mechanisms.boundaries import MixtureBoundary
 from dpch.mechanisms.calibration import analytic_gaussian_sigma
 from dpch.mechanisms.normal import log_ndtr, ndtri
+from dpch.mechanisms.rat import halting_margins
 from dpch.privacy.cost import PrivacyCost
 from dpch.sql.accuracy_target import AccuracyTarget
 from dpch.sql.analyze import QueryPlan
@@ -55,6 +56,10 @@ BROWNIAN_POINTS = 1000
 BROWNIAN_DECADES = 6.0
 LAPLACE_POINTS = 64
 LAPLACE_DECADES = 3.0
+#: the noisiest point a Brownian grid may start from, in s = 1/t (t ≤ 10¹²)
+BROWNIAN_S_MIN = 1e-12
+#: the least ε a Laplace noise-reduction grid may end at
+LAPLACE_LEAST_EPSILON = 1e-9
 RAT_POINTS = 200
 
 Admits = Callable[[PrivacyCost], bool]
@@ -144,6 +149,14 @@ class AccuracyPlan:
             return bounds.gaussian_fixed(t, level)
         b = self.scale(step)
         return bounds.laplace_uniform(b, level, self.points) if self.uniform else bounds.laplace_fixed(b, level)
+
+    def rat_schedule(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """``dp_stop_rule = 'exact'``: ReducedAboveThreshold's privacy schedule E_n = ψ(t_n) over the
+        grid (Cor 5.2) and its per-round threshold margins at β = 1 − confidence
+        (:func:`dpch.mechanisms.rat.halting_margins`), so that a halt means every true error is ≤ h
+        with the stated confidence."""
+        epsilons = tuple(self._psi(float(t)) for t in self.grid)
+        return epsilons, halting_margins(epsilons, 1.0, 1.0 - self.target.confidence)
 
     def _psi(self, t: float) -> float:
         assert self.boundary is not None
@@ -302,9 +315,12 @@ def plan_accuracy(plan: QueryPlan, target: AccuracyTarget, *, mechanism: str | N
         def lap_cost(eps: float) -> PrivacyCost:
             return PrivacyCost(eps, 0.0, ex_post=True, worst_epsilon=eps)
 
-        top = _largest(lambda e: (cap is None or e <= cap) and admits(lap_cost(e)), 1e-9, cap or 1e6)
+        if cap is not None and cap < LAPLACE_LEAST_EPSILON:
+            raise _cap_below_least(cap, LAPLACE_LEAST_EPSILON)
+        top = _largest(lambda e: (cap is None or e <= cap) and admits(lap_cost(e)), LAPLACE_LEAST_EPSILON,
+                       cap or 1e6)
         if top is None:
-            refuse(lap_cost(min(cap or 1e-9, 1e-9)))
+            refuse(lap_cost(LAPLACE_LEAST_EPSILON))
             raise BudgetExceeded("the budget admits no Laplace noise reduction")  # pragma: no cover
         epsilons = np.geomspace(top * 10.0**-LAPLACE_DECADES, top, points or LAPLACE_POINTS)
         return AccuracyPlan("laplace", blocks, epsilons, target, uniform)
@@ -312,6 +328,12 @@ def plan_accuracy(plan: QueryPlan, target: AccuracyTarget, *, mechanism: str | N
     bdelta = delta if delta > 0 else (budget_delta * BOUNDARY_DELTA_SHARE if budget_delta > 0
                                       else DEFAULT_BOUNDARY_DELTA)
     sens = math.sqrt(blocks.k)
+    factor = 2.0 if target.stop_rule == "exact" else 1.0  # ReducedAboveThreshold costs 2ψ (Cor 5.2)
+    if cap is not None:
+        # ψ^M_ρ(t) ≥ (Δ2/t)·√(2t·log(1/δ)) for every ρ: no step of the grid (t ≤ 1/s_min) costs less
+        least = factor * sens * math.sqrt(2.0 * math.log(1.0 / bdelta) * BROWNIAN_S_MIN)
+        if cap < least:
+            raise _cap_below_least(cap, least)
     ref = cap if cap is not None else max(epsilon_hint, 1e-6)
     boundary = MixtureBoundary.optimal(ref, bdelta, sens)
     if points is None:
@@ -326,14 +348,64 @@ def plan_accuracy(plan: QueryPlan, target: AccuracyTarget, *, mechanism: str | N
         c = cost_at_time(1.0 / s)
         return (cap is None or probe.total_epsilon(0) <= cap * (1 + 1e-12)) and admits(c)
 
-    s_top = _largest(fits, 1e-12, 1e12)
+    s_top = _largest(fits, BROWNIAN_S_MIN, 1.0 / BROWNIAN_S_MIN)
     if s_top is None:
-        refuse(cost_at_time(1e12))
+        coarsest = cost_at_time(1.0 / BROWNIAN_S_MIN)
+        if cap is not None and probe.total_epsilon(0) > cap * (1 + 1e-12):  # the cap, not the budget
+            raise _cap_below_least(cap, probe.total_epsilon(0))
+        refuse(coarsest)
         raise BudgetExceeded("the budget admits no Brownian noise reduction")  # pragma: no cover
     s = _s_grid(s_top, points, grid)
     result = AccuracyPlan("brownian", blocks, 1.0 / s, target, uniform, bdelta, boundary)
     result.mixture_r = _mixture_r(result, s)
+    if target.stop_rule == "exact":
+        _refuse_unreachable_exact(result)
     return result
+
+
+#: the median of |N(0, 1)|: half of an iterate's errors at time t are below this × √t
+_MEDIAN_ABS_NORMAL = 0.6744897501960817
+
+
+def _refuse_unreachable_exact(plan: AccuracyPlan) -> None:
+    """Refuses, before anything is charged, a ``dp_stop_rule = 'exact'`` run that would more likely
+    than not end withheld: one whose finest step's test margin, plus the median error of that step's
+    iterate, already exceeds what the target allows (in normalized units, h over the largest norm).
+    The ε it would need is estimated from the margin's 1/ε scale and the boundary's time for ε."""
+    assert plan.target.accuracy is not None and plan.boundary is not None
+    boundary = plan.boundary
+    allowed = plan.target.accuracy / max(plan.blocks.norms)
+    epsilons, margins = plan.rat_schedule()
+    t_last = float(plan.grid[-1])
+    if margins[-1] + _MEDIAN_ABS_NORMAL * math.sqrt(t_last) <= allowed:
+        return
+    scale = margins[-1] * epsilons[-1]  # margin × ε is fixed for a round's share of β
+
+    def short(eps: float) -> bool:
+        return scale / eps + _MEDIAN_ABS_NORMAL * math.sqrt(boundary.time_for(eps)) > allowed
+
+    lo, hi = epsilons[-1], epsilons[-1] * 1e6
+    needed = "far more"
+    if not short(hi):
+        for _ in range(60):
+            mid = math.sqrt(lo * hi)
+            lo, hi = (mid, hi) if short(mid) else (lo, mid)
+        needed = f"about {2 * hi:.3g}"
+    raise QueryRejected(
+        f"dp_stop_rule = 'exact' cannot meet {plan.target.describe()} within what dp_max_epsilon and the "
+        f"budget allow (ε {2 * epsilons[-1]:.3g} at its finest step): its private test of the true error "
+        f"would more likely than not fail even there, and the answer be withheld after the charge. It would "
+        f"need ε {needed}; nothing was spent",
+        hint="raise dp_max_epsilon (or ask for more budget), widen dp_accuracy, or use the default "
+             "dp_stop_rule = 'released', which tests the released values and costs far less")
+
+
+def _cap_below_least(cap: float, least: float) -> QueryRejected:
+    """The refusal of a ``dp_max_epsilon`` below what the noisiest step of any run would cost."""
+    return QueryRejected(
+        f"dp_max_epsilon {cap:g} is below ε {least:.3g}, the least a noise-reduction run of this query can "
+        "spend (its noisiest step); nothing was spent",
+        hint=f"raise dp_max_epsilon to at least {least:.2g}, or use dp_epsilon for a fixed-cost query")
 
 
 def analytic_gaussian_epsilon(sigma: float, delta: float, sensitivity: float) -> float:
@@ -403,9 +475,6 @@ def plan_direct(plan: QueryPlan, target: AccuracyTarget, *, mechanism: str | Non
         if kind == "brownian":
             blocks = _direct_blocks(plan, target, kind, lambda level: bounds.gaussian_fixed(1.0, level))
             draft = AccuracyPlan("brownian", blocks, np.array([1.0]), target, False, bdelta, direct=True)
-            # the boundary serves a later refinement of this release (its ψ, Whitehouse et al. 2022, Thm 3.6)
-            draft.boundary = MixtureBoundary.optimal(target.max_epsilon or max(epsilon_hint, 1e-6), bdelta,
-                                                     draft.sensitivity)
         else:
             blocks = _direct_blocks(plan, target, kind, lambda level: bounds.laplace_fixed(1.0, level))
             draft = AccuracyPlan("laplace", blocks, np.array([blocks.stack_l1()]), target, False, direct=True)
@@ -424,6 +493,10 @@ def plan_direct(plan: QueryPlan, target: AccuracyTarget, *, mechanism: str | Non
             f"the target {target.describe()} needs ε {cost.epsilon:.6g} ({chosen.mechanism}), above "
             f"dp_max_epsilon {cap:g}; nothing was spent",
             hint="raise dp_max_epsilon or widen dp_accuracy")
+    if chosen.kind == "brownian":
+        # the boundary serves a later refinement of this release (its ψ, Whitehouse et al. 2022, Thm 3.6);
+        # set after the cap is checked, and tuned no lower than ε 1e-6 (any ρ gives a valid boundary)
+        chosen.boundary = MixtureBoundary.optimal(max(cap or epsilon_hint, 1e-6), bdelta, chosen.sensitivity)
     return chosen
 
 
@@ -448,7 +521,13 @@ def plan_refinement(previous: AccuracyPlan, base_time: float, target: AccuracyTa
 
     s_top = _largest(fits, s0 * (1 + 1e-9), s0 * 1e12)
     if s_top is None:
-        refuse(cost_at_time(base_time / (1 + 1e-3)))
+        nearest = cost_at_time(1.0 / (s0 * (1 + 1e-9)))
+        if cap is not None and probe.total_epsilon(0) > cap * (1 + 1e-12):  # the cap, not the budget
+            raise QueryRejected(
+                f"max_epsilon {cap:g} is below ε {probe.total_epsilon(0):.3g}, what the path has already "
+                "spent; a refinement can only add to it, so nothing was spent",
+                hint="raise max_epsilon above the path's ε so far, or leave it out")
+        refuse(nearest)
         raise BudgetExceeded("the budget admits no further refinement")  # pragma: no cover
     s = np.geomspace(s0, s_top, BROWNIAN_POINTS + 1)[1:]
     return AccuracyPlan("brownian", previous.blocks, 1.0 / s, target, previous.uniform, previous.delta,

@@ -72,6 +72,8 @@ class MixtureBoundary:
         hi = 1.0
         while self(hi) > epsilon:
             hi *= 2.0
+            if hi > 1e300:  # ψ ~ √(2·log(1/δ)/t): an ε below ~1e-150 has no representable time
+                raise ValueError(f"ε={epsilon:g} is below what ψ reaches at any representable time")
         lo = hi / 2.0
         if self(lo) <= epsilon:
             lo = 1e-12

@@ -15,6 +15,7 @@ Privacy (Thm 5.1): L^RAT ≤ L^Alg_{1:N} + E_N(Alg_{1:N−1}); with BM and E_n =
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -45,6 +46,37 @@ class RATResult:
     cost: PrivacyCost
 
 
+def halting_tail(margin: float, epsilon: float, sensitivity: float) -> float:
+    """P(ξ − ζ ≥ m) for a round at ε: ξ ~ Lap(4Δ/ε) fresh, ζ ~ Lap(2Δ/ε) (the threshold path's value
+    at 2Δ/ε, Laplace-distributed by Thm D.1), independent; m ≥ 0. With b = 2Δ/ε the density of a sum
+    of Laplaces of scales 2b and b gives (4·e^(−m/(2b)) − e^(−m/b))/6 **[derived]**."""
+    b = 2.0 * sensitivity / epsilon
+    return (4.0 * math.exp(-margin / (2.0 * b)) - math.exp(-margin / b)) / 6.0
+
+
+def halting_margins(epsilons: Sequence[float], sensitivity: float, beta: float,
+                    weights: Sequence[float] | None = None) -> tuple[float, ...]:
+    """Per-round threshold margins m_n with P(ξ_n − ζ_n ≥ m_n) = β·p_n, p_n = weights normalized
+    (default: proportional to ε_n, so the rounds where a halt is likely get most of β).
+
+    With τ_n = τ + m_n, a run halts at a round whose utility is below τ only if that round's noise
+    ξ_n − ζ_n exceeds m_n; by a union bound over the rounds this happens with probability at most
+    Σ β·p_n = β (Whitehouse et al. 2022, Prop C.1, with the exact one-sided tail of ξ − ζ
+    (:func:`halting_tail`) in place of its two two-sided bounds, which cost η_n = (4Δ/ε_n)·log(2/(β·p_n))).
+    So when it halts, u ≥ τ with probability at least 1 − β."""
+    if not 0 < beta < 1:
+        raise ValueError("β must be in (0, 1)")
+    w = np.asarray(epsilons if weights is None else weights, dtype=float)
+    p = w / w.sum()
+    margins = []
+    for eps_n, p_n in zip(epsilons, p, strict=True):
+        q = beta * float(p_n)
+        # e^(−m/(2b)) = x solves (4x − x²)/6 = q: x = 2 − √(4 − 6q), written without the cancellation
+        x = 6.0 * q / (2.0 + math.sqrt(4.0 - 6.0 * q))
+        margins.append(-2.0 * (2.0 * sensitivity / float(eps_n)) * math.log(x))
+    return tuple(margins)
+
+
 def brownian_times_for(boundary: Boundary, epsilons: Sequence[float]) -> list[float]:
     """BM times with ψ(T_n) = ε_n, so RAT with BM costs 2ψ(T_N) (Cor 5.2)."""
     return [boundary.time_for(e) for e in epsilons]
@@ -58,6 +90,9 @@ class ReducedAboveThreshold:
     epsilon_max: float
     threshold: float
     epsilons: tuple[float, ...]
+    #: per-round additions to the threshold, τ_n = τ + margins[n − 1] (none: τ every round). Public
+    #: constants fixed before the run; §5 allows a threshold per round (the proof of Thm 5.1 shifts u_n)
+    margins: tuple[float, ...] = ()
     name = "reduced-above-threshold"
 
     def __post_init__(self) -> None:
@@ -66,6 +101,8 @@ class ReducedAboveThreshold:
             raise ValueError("the privacy schedule E_n must be positive and non-decreasing")
         if eps[-1] > self.epsilon_max:
             raise ValueError("E_n must not exceed ε_max (A7 pitfall 5: the floor is fixed)")
+        if self.margins and len(self.margins) != eps.size:
+            raise ValueError("one margin per round")
 
     def run(
         self,
@@ -76,11 +113,12 @@ class ReducedAboveThreshold:
         rng = source.generator
         path = LaplacePath(floor=2 * self.sensitivity / self.epsilon_max, rng=rng, size=1)
         iterate = np.empty(0)
-        for n, eps_n in enumerate(self.epsilons, start=1):
+        margins = self.margins or (0.0,) * len(self.epsilons)
+        for n, (eps_n, margin) in enumerate(zip(self.epsilons, margins, strict=True), start=1):
             iterate = inner.next()
             zeta = float(path.value(2 * self.sensitivity / eps_n)[0])
             xi = float(rng.laplace(0.0, 4 * self.sensitivity / eps_n))
-            if utility(iterate) + xi >= self.threshold + zeta:
+            if utility(iterate) + xi >= self.threshold + margin + zeta:
                 return RATResult(n, iterate, self._cost(inner.cost, eps_n))
         return RATResult(None, iterate, self._cost(inner.cost, self.epsilons[-1]))
 

@@ -67,11 +67,14 @@ class GaussianReportNoisyMax:
         from scipy.optimize import brentq
 
         c = upper - lower
+        if not math.isfinite(c):
+            raise ValueError("the score range must be finite")
 
         def excess(log_sigma: float) -> float:
             return _rnm_epsilon_cached(c, sensitivity, math.exp(log_sigma), d) - epsilon
 
-        lo, hi = math.log(sensitivity * 1e-2), math.log(c * 10.0)
+        # log(c) + log(10), not log(10·c): a range near the largest float would overflow to inf
+        lo, hi = math.log(sensitivity * 1e-2), math.log(c) + math.log(10.0)
         while excess(hi) > 0:
             hi += 1.0
         while excess(lo) < 0:

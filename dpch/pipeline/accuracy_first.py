@@ -360,8 +360,8 @@ def iterate(plan: QueryPlan, afplan: AccuracyPlan, target: AccuracyTarget, run: 
 def iterate_rat(plan: QueryPlan, afplan: AccuracyPlan, target: AccuracyTarget, run: GridRun,
                 values: np.ndarray) -> tuple[int, dict[str, np.ndarray], bool, rules.Check]:
     """ReducedAboveThreshold (Whitehouse et al. 2022, Alg 1) on u = min over coordinates of
-    (h/Δ_j − |ŷ − y|) (normalized:
-    sensitivity 1, threshold 0): halts when the *true* error is ≤ h, noisily."""
+    (h/Δ_j − |ŷ − y|) (normalized: sensitivity 1, threshold 0 plus each round's margin): halts only
+    when the *true* error is ≤ h, except with probability 1 − confidence (Prop C.1)."""
     assert target.accuracy is not None
     blocks = afplan.blocks
     sizes = np.split(np.arange(values.size), blocks.k)
@@ -371,9 +371,10 @@ def iterate_rat(plan: QueryPlan, afplan: AccuracyPlan, target: AccuracyTarget, r
     def utility(iterate: np.ndarray) -> float:
         return float(np.min(allowed - np.abs(iterate - values)))
 
-    assert afplan.boundary is not None
-    epsilons = tuple(afplan.boundary(float(t)) for t in afplan.grid)
-    rat = ReducedAboveThreshold(1.0, epsilons[-1], 0.0, epsilons)
+    # threshold 0 plus a margin per round (AccuracyPlan.rat_schedule): a halt while some true error is
+    # above h needs that round's test noise past its margin, at most 1 − confidence over the whole run
+    epsilons, margins = afplan.rat_schedule()
+    rat = ReducedAboveThreshold(1.0, epsilons[-1], 0.0, epsilons, margins)
     result = rat.run(run, utility, run.source)
     step = run.step
     noisy = blocks.unstack(result.iterate)

@@ -17,10 +17,12 @@ from dpch.pipeline.calibrate import shared_count
 from dpch.policy.model import TablePolicy
 from dpch.sql.analyze import MAX_GROUPS, QueryPlan, analyze
 from dpch.sql.expression_types import Describe
+from dpch.sql.limits import too_deep
 from dpch.sql.parse import parse_query
 from dpch.sql.relation import quote
 from dpch.sql.settings import QueryOptions, option_overrides
 from dpch.sql.time_constants import ConstantQuery
+from dpch.store.cancel import check_cancelled
 from dpch.store.engine import Engine
 
 #: seconds a public table's key domain is reused before it is read again
@@ -67,9 +69,13 @@ def plan_query(
     ``overrides``, then the query's own ``SETTINGS dp_…`` (the last word wins). ``constants`` runs
     SELECTs that read no table (date and time constants, time-bucket domains); ``describe`` types row
     expressions in ClickHouse (the registry's argument rules, :mod:`dpch.sql.functions`)."""
-    parsed = parse_query(sql)
+    parsed = parse_query(sql)  # refuses a text past the planner's limits (dpch.sql.limits) before parsing it
     opts = defaults.with_overrides(dict(overrides)).with_overrides(option_overrides(parsed.settings)).validated()
-    plan = analyze(parsed, table_policy, database, public_domain, constants, describe)
+    check_cancelled()  # a request already answered (a gateway timeout) plans no further
+    try:
+        plan = analyze(parsed, table_policy, database, public_domain, constants, describe)
+    except RecursionError:  # within the limits, analysis fits Python's stack; this is the net under them
+        raise too_deep() from None
     if opts.mechanism is None and plan.partition_selection and shared_count(plan, "laplace") is not None:
         # a private key's count of units: Laplace thresholding releases the selection's own noisy count
         # with the whole ε (one mechanism), where the default Gaussian would split ε and δ between a

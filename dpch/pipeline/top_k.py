@@ -23,6 +23,7 @@ not revealed by anything but the noisy selection.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,6 +112,12 @@ def calibrate_top_k(plan: QueryPlan, opts: QueryOptions) -> TopKNoise:
         lower, upper = opts.score_min, opts.score_max
         if not descending:  # the smallest scores are the largest negated ones
             lower, upper = -upper, -lower
+        if not math.isfinite(upper - lower):  # each bound is finite (validated), their distance may not be
+            raise QueryRejected(
+                f"the score range [{opts.score_min:g}, {opts.score_max:g}] is too wide to calibrate: its width "
+                "is not a finite number",
+                hint="give dp_score_min and dp_score_max a range every key's score can reach, e.g. "
+                     "dp_score_min = 0, dp_score_max = 1e9")
         if upper - lower < 2 * sensitivity:
             raise QueryRejected(
                 f"dp_score_max − dp_score_min must be at least twice the score's sensitivity ({sensitivity:g})",

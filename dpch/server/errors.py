@@ -38,6 +38,7 @@ CODES = {
     210: ("NETWORK_ERROR", 500),
     291: ("DATABASE_ACCESS_DENIED", 403),  # an analyst locked by the tripwire (docs/design.md rule 5)
     307: ("TOO_MANY_BYTES", 413),
+    394: ("QUERY_WAS_CANCELLED", 500),  # its client closed the connection: nobody reads the answer
     396: ("TOO_MANY_ROWS_OR_BYTES", 400),
     497: ("ACCESS_DENIED", 403),
     516: ("AUTHENTICATION_FAILED", 401),

@@ -15,7 +15,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -39,6 +39,7 @@ from dpch.server.introspection import Catalog, Introspection, introspect, metada
 from dpch.server.ledger_views import ALL, ViewQuery, budget_rows, budget_warning, find_views, release_rows
 from dpch.server.wire import release_to_wire
 from dpch.session import Session
+from dpch.sql.limits import check_unparsed, too_deep
 from dpch.sql.result_types import release_types, typed_rows
 from dpch.sql.settings import SETTING_NAMES, QueryOptions
 from dpch.store.engine import Engine
@@ -161,6 +162,7 @@ class Gateway:
         options: dict[str, Any] = {}
         binds: dict[str, str] = {}
         output: dict[str, str] = {}
+        check_repeated_settings(params)
         for name, value in params.items():
             if name in TRANSPORT_PARAMS:
                 continue
@@ -203,15 +205,23 @@ class Gateway:
                                "CSV[WithNames], JSON, JSONCompact, JSONEachRow, Native, RowBinary, Arrow, Parquet, "
                                "Pretty)")
         text = bind_parameters(text, binds)
+        try:  # before any parse of it here (ledger views, metadata): the planner's limits on size and nesting
+            check_unparsed(text)
+        except DpchError as exc:
+            raise from_dpch(exc) from None
+        except SqlglotError:
+            raise syntax_error(text) from None
         engine = self.engine(database)
-        view = find_views(text, self._engines)
-        if view is not None:
-            return self.ledger_view(user, engine.database, view, fmt, output)
-        catalog = self._catalog(user, engine.database)
         try:
+            view = find_views(text, self._engines)
+            if view is not None:
+                return self.ledger_view(user, engine.database, view, fmt, output)
+            catalog = self._catalog(user, engine.database)
             found = introspect(text, catalog)
         except SqlglotError:
             raise syntax_error(text) from None
+        except RecursionError:  # a shape the nesting count does not see, e.g. a long run of NOT
+            raise from_dpch(too_deep()) from None
         if found is not None:
             body = self.metadata(found, fmt, output)
             return Result(body, fmt, -1, found.kind)
@@ -444,6 +454,24 @@ def bind_parameters(sql: str, binds: dict[str, str]) -> str:
         return string_literal(value)
 
     return _PARAM.sub(literal, sql)
+
+
+def check_repeated_settings(names: Iterable[str]) -> None:
+    """Refuses a dp_* setting named twice among URL parameter names, in any spelling: dpch matches
+    setting names without regard to case (as in a query's SETTINGS clause, :mod:`dpch.sql.parse`),
+    so ``dp_epsilon=1&DP_EPSILON=0.1`` would otherwise keep one of them silently."""
+    seen: dict[str, str] = {}
+    for name in names:
+        key = name.lower()
+        if key not in SETTING_NAMES:
+            continue
+        if key not in seen:
+            seen[key] = name
+            continue
+        first = seen[key]
+        both = f" (as {first} and {name})" if first != name else ""
+        raise GatewayError(36, QueryRejected.kind,
+                           f"dpch: setting {key} is given twice in the URL{both}; give each setting once")
 
 
 def release_options(opts: QueryOptions) -> QueryOptions:

@@ -22,6 +22,7 @@ import base64
 import concurrent.futures
 import json
 import logging
+import select
 import socket
 import ssl
 import threading
@@ -39,7 +40,8 @@ from dpch.server.config import ServerConfig, User
 from dpch.server.console import Console, Request, is_console_path
 from dpch.server.errors import GatewayError, from_dpch, syntax_error
 from dpch.server.formats import content_type
-from dpch.server.gateway import Gateway, Result, check_config
+from dpch.server.gateway import Gateway, Result, check_config, check_repeated_settings
+from dpch.store.cancel import CancelToken, QueryCancelled, cancellable
 
 access_log = logging.getLogger("dpch.access")
 
@@ -80,6 +82,8 @@ CODECS = _codecs()
 
 #: longest chunk-size or trailer line read from a chunked request body
 _CHUNK_LINE_MAX = 4096
+#: how often a waiting request looks whether its client is still connected (when the client asked)
+_CLIENT_POLL_S = 0.1
 
 
 class GatewayServer(ThreadingHTTPServer):
@@ -175,7 +179,8 @@ class Handler(BaseHTTPRequestHandler):
     def _handle(self) -> None:
         started = time.perf_counter()
         parts = urlsplit(self.path)
-        params = dict(parse_qsl(parts.query, keep_blank_values=True))
+        pairs = parse_qsl(parts.query, keep_blank_values=True)
+        params = dict(pairs)
         query_id = params.get("query_id") or str(uuid.uuid4())
         log: dict[str, Any] = {"client": self.client_address[0], "method": self.command, "path": parts.path,
                                "query_id": query_id}
@@ -203,6 +208,7 @@ class Handler(BaseHTTPRequestHandler):
                 if parts.path.startswith("/dpch/"):
                     status, body, extra = self._dpch(parts.path, user, params, body_bytes, log)
                 elif parts.path in ("/", "/query", ""):
+                    check_repeated_settings(name for name, _ in pairs)  # the dict kept only the last
                     status, body, extra = self._query(user, params, body_bytes, log)
                 else:
                     raise GatewayError(36, ConfigError.kind, f"There is no handle {parts.path}")
@@ -235,11 +241,7 @@ class Handler(BaseHTTPRequestHandler):
         if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
             data = self._read_chunked(limit)  # the official Node client always sends chunked bodies
         else:
-            try:
-                length = int(self.headers.get("Content-Length") or 0)
-            except ValueError:
-                self.close_connection = True  # the body's end is unknown: the connection cannot be reused
-                raise GatewayError(36, ConfigError.kind, "Content-Length is not a number") from None
+            length = self._content_length()
             if length > limit:
                 self.close_connection = True
                 raise GatewayError(
@@ -258,6 +260,26 @@ class Handler(BaseHTTPRequestHandler):
                 raise GatewayError(
                     307, ConfigError.kind, f"Decompressed request body is larger than the limit of {limit}")
         return data
+
+    def _content_length(self) -> int:
+        """The body's length from ``Content-Length``: digits only (RFC 9110 §8.6), the same value if the
+        header is repeated. Anything else is answered at once (400) and the connection closed, since
+        the body's end is unknown: ``-1`` used to make ``rfile.read(-1)`` wait for the client to
+        close, until the keep-alive timeout, and then answer 500."""
+        values = {v.strip() for v in self.headers.get_all("Content-Length") or []}
+        if not values:
+            return 0
+        if len(values) != 1:
+            self.close_connection = True
+            raise GatewayError(36, ConfigError.kind, "Content-Length is given twice with different values")
+        text = values.pop()
+        if not text:  # an empty header was read as 0 before; no client is known to send one
+            return 0
+        if not (text.isascii() and text.isdigit()):  # int() would take '-1', '+5' and '1_000'
+            self.close_connection = True
+            raise GatewayError(36, ConfigError.kind,
+                               f"Content-Length must be a whole number of bytes, got {text[:40]!r}")
+        return int(text)
 
     def _read_chunked(self, limit: int) -> bytes:
         """A ``Transfer-Encoding: chunked`` body (RFC 9112 §7.1), read to its end so that the next
@@ -302,25 +324,69 @@ class Handler(BaseHTTPRequestHandler):
             user, password = params.get("user"), params.get("password", password)
         return self.server.gateway.authenticate(user, password)
 
-    def _run(self, work: Any) -> Any:
-        """Runs ``work`` with a bounded number of concurrent queries and a time limit."""
+    def _run(self, work: Any, *, watch_client: bool = False) -> Any:
+        """Runs ``work`` with a bounded number of concurrent queries and a time limit.
+
+        The work runs under a :class:`CancelToken`. When the time limit answers the client first, the
+        token is cancelled: a query not yet charged stops at its next check (between planning steps,
+        at the latest right before its ledger row, :mod:`dpch.store.cancel`), so no work for an
+        answered request runs on to a charge. One already charged runs to completion (its charge is
+        durable: budget may be lost, never privacy). With ``watch_client`` (the client's
+        ``cancel_http_readonly_queries_on_client_close = 1``, as ClickHouse reads it) the same happens
+        when the client closes its connection while it waits."""
         timeout = self.server.config.query_timeout or None
         if not self.server.slots.acquire(timeout=timeout or 30):
             raise GatewayError(202, GatewayBusy.kind, "Too many simultaneous queries; try again later")
         future = None
+        token = CancelToken()
+
+        def cancellable_work() -> Any:
+            with cancellable(token):
+                return work()
+
         try:
-            future = self.server.pool.submit(work)
-            return future.result(timeout=timeout)
+            future = self.server.pool.submit(cancellable_work)
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while True:
+                wait = _CLIENT_POLL_S if watch_client else None
+                if deadline is not None:
+                    left = max(0.0, deadline - time.monotonic())
+                    wait = left if wait is None else min(wait, left)
+                done, _ = concurrent.futures.wait([future], timeout=wait)
+                if done:
+                    return future.result()
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise concurrent.futures.TimeoutError
+                if watch_client and self._client_gone():
+                    token.cancel()  # before its charge: stops there; after it: the charge stands
+                    self.close_connection = True
+                    raise GatewayError(394, QueryCancelled.kind,
+                                       "The client closed the connection: the query was cancelled")
         except concurrent.futures.TimeoutError:
-            # The query keeps running to completion (its charge is already durable: budget may be
-            # lost, never privacy); the client is told now.
-            raise GatewayError(
-                159, GatewayTimeout.kind, f"Timeout exceeded: the query took longer than {timeout:g} s") from None
+            what = ("it was stopped before its charge: nothing was spent" if token.cancel() else
+                    "it had already been charged, and runs to completion")
+            raise GatewayError(159, GatewayTimeout.kind,
+                               f"Timeout exceeded: the query took longer than {timeout:g} s; {what}") from None
         finally:
             if future is not None and not future.done():
                 future.add_done_callback(lambda _f: self.server.slots.release())
             else:
                 self.server.slots.release()
+
+    def _client_gone(self) -> bool:
+        """Whether the client closed its connection (end of file pending on the socket). Only what the
+        kernel already holds is looked at (no blocking read); bytes of a next request mean it is still
+        there. TLS connections are not checked: their bytes cannot be peeked at."""
+        conn = self.connection
+        if isinstance(conn, ssl.SSLSocket):
+            return False
+        try:
+            readable, _, _ = select.select([conn], [], [], 0)
+            return bool(readable) and conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError:  # reset by the peer
+            return True
 
     def _query(self, user: User, params: dict[str, str], body: bytes,
                log: dict[str, Any]) -> tuple[int, bytes, dict[str, str]]:
@@ -333,7 +399,7 @@ class Handler(BaseHTTPRequestHandler):
         result: Result = self._run(lambda: gateway.execute(
             user, sql, database=params.get("database") or self.headers.get("X-ClickHouse-Database"),
             params=params, default_format=params.get("default_format") or self.headers.get("X-ClickHouse-Format"),
-        ))
+        ), watch_client=params.get("cancel_http_readonly_queries_on_client_close") == "1")
         log["kind"] = result.kind
         if result.cost is not None:
             log["epsilon"], log["delta"] = result.cost.epsilon, result.cost.delta
@@ -407,9 +473,12 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Connection", "close")
         else:
             self.send_header("Keep-Alive", f"timeout={int(self.server.config.keep_alive_timeout or 10)}")
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
+        try:
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):  # the client left before its answer: nothing to do
+            self.close_connection = True
 
 
 #: the fields a ``/dpch/v1/*`` request body may carry, and the JSON types each accepts

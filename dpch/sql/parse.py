@@ -13,13 +13,15 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.clickhouse import ClickHouse
 from sqlglot.errors import ParseError as SqlglotParseError
 from sqlglot.errors import TokenError
 
 from dpch.errors import ParseError, QueryRejected
+from dpch.sql import limits, sqlglot_log
+
+sqlglot_log.install()  # sqlglot's warnings while dpch parses or renders stay off the user's stderr
 
 
 class DpchClickHouse(ClickHouse):
@@ -82,7 +84,10 @@ def plain_description(desc: str) -> str:
 
 
 def parse_query(text: str) -> ParsedQuery:
-    """Parses ``text`` as one ClickHouse SELECT; raises a :class:`QueryRejected` otherwise."""
+    """Parses ``text`` as one ClickHouse SELECT; raises a :class:`QueryRejected` otherwise, and for
+    a query past the planner's limits (:mod:`.limits`: size, nesting, depth, nodes) before the work
+    they bound is done."""
+    limits.check_text(text)
     if not text or not text.strip().rstrip(";").strip():
         raise ParseError("the query is empty", hint="write a SELECT statement")
     explain_prefix = _EXPLAIN_DP.match(text)
@@ -95,7 +100,12 @@ def parse_query(text: str) -> ParsedQuery:
             hint="remove INTO OUTFILE and save the released result client-side",
         )
     try:
-        statements = [s for s in sqlglot.parse(text, read=DIALECT) if s is not None]
+        dialect = DIALECT()
+        tokens = dialect.tokenize(text)
+        limits.check_nesting(tokens)  # the parser's recursion follows the brackets
+        statements = [s for s in dialect.parser().parse(tokens, text) if s is not None]
+    except RecursionError:  # a shape the nesting count does not see (e.g. a long run of NOT)
+        raise limits.too_deep() from None
     except SqlglotParseError as exc:
         first = exc.errors[0] if exc.errors else {}
         where = f" near line {first.get('line')}, column {first.get('col')}" if first else ""
@@ -134,6 +144,10 @@ def parse_query(text: str) -> ParsedQuery:
             "the FORMAT clause is not allowed in dpch queries",
             hint="choose the output format with the client (e.g. --format json)",
         )
+    balanced = limits.balance_connectors(tree)
+    assert isinstance(balanced, exp.Select)  # only AND/OR lists are rebuilt, never the SELECT itself
+    tree = balanced
+    limits.check_tree(tree)
     settings = _settings(tree)
     tree = tree.copy()
     tree.set("settings", None)
@@ -141,7 +155,11 @@ def parse_query(text: str) -> ParsedQuery:
 
 
 def _settings(tree: exp.Select) -> dict[str, Any]:
+    """The SETTINGS clause as ``{name as written: value}``. dpch matches setting names without regard
+    to case (:func:`dpch.sql.settings.option_overrides`), so a name given twice in any spelling
+    (``DP_EPSILON = 1, dp_epsilon = 0.1``) is refused here: which one won would be invisible."""
     result: dict[str, Any] = {}
+    spelled: dict[str, str] = {}
     for item in tree.args.get("settings") or []:
         if not (isinstance(item, exp.EQ) and isinstance(item.this, exp.Column)):
             raise QueryRejected("cannot read the SETTINGS clause", hint="write SETTINGS name = value")
@@ -153,8 +171,11 @@ def _settings(tree: exp.Select) -> dict[str, Any]:
             literal = _literal(value)
         else:
             raise QueryRejected(f"SETTINGS {name} must be a number or a quoted string")
-        if name in result:
-            raise QueryRejected(f"SETTINGS {name} is given twice")
+        first = spelled.setdefault(name.lower(), name)
+        if first != name or name in result:
+            both = f" (as {first} and {name})" if first != name else ""
+            raise QueryRejected(f"SETTINGS {name.lower()} is given twice{both}",
+                                hint="give each setting once; setting names are matched without regard to case")
         result[name] = literal
     return result
 

@@ -79,6 +79,15 @@ def cancellable(token: CancelToken) -> Iterator[CancelToken]:
         _current.reset(reset)
 
 
+def check_cancelled() -> None:
+    """Raises :class:`QueryCancelled` if this thread's query was cancelled; never commits. Called
+    between steps of planning, so that work for a request that was already answered (a timeout) or
+    whose client is gone stops early instead of running on to the charge's checkpoint."""
+    token = _current.get()
+    if token is not None and token.cancelled:
+        raise QueryCancelled("query cancelled before its charge: nothing was spent")
+
+
 def checkpoint() -> None:
     """Called right before a ledger write; a no-op unless the caller runs under a token."""
     token = _current.get()

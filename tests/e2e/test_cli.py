@@ -81,6 +81,16 @@ def test_errors_are_one_line_without_traceback_or_data(store):
     assert budget["releases"] == 0
 
 
+def test_sqlglot_prints_nothing_on_stderr(store):
+    """sqlglot's own warnings (``Unsupported logarithm with base 5``, logged while dpch renders the
+    query) reached the user's stderr around dpch's answer (issue 24, item 4): stderr holds dpch's
+    one-line refusal and nothing else."""
+    proc = dpch(store, "query", "SELECT count(*) FROM people WHERE log(3, 5) > 0", check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1, proc.stderr
+    assert "Unsupported" not in proc.stderr and "logarithm" not in proc.stderr
+
+
 def test_explain_spends_nothing_and_policy_show(store):
     out = dpch(store, "explain", "SELECT grp, sum(x) FROM people GROUP BY grp")
     assert "sensitivity 20" in out.stdout and "LIMIT 2 BY" in out.stdout
