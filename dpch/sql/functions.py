@@ -404,6 +404,8 @@ BUCKET_OR_CONSTANT: tuple[Function, ...] = (
         "yesterday", "addDays", "addHours", "addMinutes", "addSeconds", "addMilliseconds", "addWeeks", "addMonths",
         "addQuarters", "addYears", "subtractDays", "subtractHours", "subtractMinutes", "subtractSeconds",
         "subtractMilliseconds", "subtractWeeks", "subtractMonths", "subtractQuarters", "subtractYears")),
+    *(Function(name, (cls,), _FOLDED, use=Use.CONSTANT, hint=_TIME_HINT)
+      for name, cls in (("CURRENT_TIMESTAMP", exp.CurrentTimestamp), ("CURRENT_DATE", exp.CurrentDate))),
 )
 
 REGISTRY: tuple[Function, ...] = ENTRIES + BUCKET_OR_CONSTANT

@@ -30,6 +30,7 @@ from typing import Any
 from sqlglot import exp
 
 from dpch.errors import QueryRejected
+from dpch.sql import functions
 from dpch.sql.limits import check_time_constants
 from dpch.sql.nodes import call, show
 from dpch.sql.parse import DIALECT
@@ -38,28 +39,11 @@ from dpch.store.cancel import check_cancelled
 #: runs a SELECT that reads no table and returns its rows (the engine's ``query_rows``)
 ConstantQuery = Callable[[str], list[tuple[Any, ...]]]
 
-#: functions that build or shift a date/time from constants; none reads a table, file or dictionary
-TIME_FUNCTIONS = frozenset({
-    "todate", "todate32", "todatetime", "todatetime64", "fromunixtimestamp", "fromunixtimestamp64second",
-    "fromunixtimestamp64milli", "fromunixtimestamp64micro", "fromunixtimestamp64nano",
-    "parsedatetimebesteffort", "parsedatetimebesteffortus", "parsedatetime64besteffort",
-    "parsedatetime64besteffortus", "parsedatetime", "parsedatetimeinjodasyntax",
-    "now", "now64", "today", "yesterday",
-    "adddays", "addhours", "addminutes", "addseconds", "addmilliseconds", "addweeks", "addmonths",
-    "addquarters", "addyears", "subtractdays", "subtracthours", "subtractminutes", "subtractseconds",
-    "subtractmilliseconds", "subtractweeks", "subtractmonths", "subtractquarters", "subtractyears",
-    "tostartofday", "tostartofhour", "tostartofminute", "tostartofmonth", "tostartofquarter",
-    "tostartofyear", "tostartofweek", "tomonday", "tostartofinterval", "tostartoffiveminutes",
-    "tostartoftenminutes", "tostartoffifteenminutes", "tolastdayofmonth",
-})
-
 #: functions whose value changes from one call to the next
 VOLATILE = frozenset({"now", "now64", "today", "yesterday"})
 
-#: node classes a constant time expression may contain besides the functions above
+#: node classes a constant time expression may contain besides the registry's constant functions
 _PLAIN = (exp.Literal, exp.Neg, exp.Paren, exp.Interval, exp.Var, exp.Add, exp.Sub, exp.Null)
-#: typed nodes sqlglot builds for time functions of the list (toStartOfDay → dateTrunc('DAY', …))
-_TYPED_TIME = (exp.TimestampTrunc, exp.DateTrunc, exp.CurrentTimestamp, exp.CurrentDate)
 
 
 @dataclass(frozen=True)
@@ -75,7 +59,9 @@ def function_name(node: exp.Expr) -> str:
 
 
 def _time_node(node: exp.Expr) -> bool:
-    return function_name(node) in TIME_FUNCTIONS or isinstance(node, _TYPED_TIME)
+    """A function the registry admits in date and time constants (:data:`dpch.sql.functions.Use.CONSTANT`):
+    it builds or shifts a date or time from constants and reads no table, file or dictionary."""
+    return functions.allowed_in(node, functions.Use.CONSTANT)
 
 
 def is_time_constant(node: exp.Expr) -> bool:
@@ -175,4 +161,4 @@ def _evaluate(node: exp.Expr, run: ConstantQuery) -> exp.Expr:
     return call("toDateTime", seconds, exp.Literal.string(zone)) if zone else call("toDateTime", seconds)
 
 
-__all__ = ["ConstantQuery", "Folded", "TIME_FUNCTIONS", "VOLATILE", "fold_time_constants", "is_time_constant"]
+__all__ = ["ConstantQuery", "Folded", "VOLATILE", "fold_time_constants", "is_time_constant"]
