@@ -163,6 +163,19 @@ class PrivacyFilter(ABC):
         """The (ε, δ)-DP guarantee of everything this filter admits."""
         return self.budget.epsilon, self.budget.delta
 
+    def reserved_terms(self, counted: PrivacyCost) -> tuple[float, float, float]:
+        """An open reservation in this filter's units, as the budget status shows it: (ε, δ, ρ) of the
+        worst case ``counted`` (the ledger's count of the reservation), where ρ is what it takes from
+        a ρ budget — 0 under filters that compose no ρ (their status has no ρ). The same view
+        admission decides on, so what the status shows reserved is what admission counts."""
+        need = ex_ante(counted)
+        return need.epsilon, need.delta, 0.0
+
+    @property
+    def counts_rho(self) -> bool:
+        """Whether this filter's budget is (partly) a ρ budget, so its status reports ρ."""
+        return self.composes is CostKind.ZCDP
+
     def describe(self) -> str:
         eps, delta = self.guarantee()
         return f"{self.name} ({self.theorem}): ({eps:g}, {delta:g})-DP overall"
@@ -509,6 +522,12 @@ class ZCDPFilter(PrivacyFilter):
         v = self.view(cost, admission=admission)
         return v.rho, v.delta
 
+    def reserved_terms(self, counted: PrivacyCost) -> tuple[float, float, float]:
+        """The reservation's worst ε, and the (ρ, δ) admission counts for it (:meth:`view` at admission):
+        its own ρ, or its (ε, δ) converted to ε²/2 (a watch's reservation has no ρ of its own)."""
+        rho, delta = self.zcdp_view(counted, admission=True)
+        return ex_ante(counted).epsilon, delta, rho
+
     def totals(self, history: Sequence[PrivacyCost]) -> tuple[float, float]:
         """(Σρ, Σδ) of ``history``: zCDP composition (Rogers et al. 2023, Lemma 2.4)."""
         if not history:
@@ -604,6 +623,10 @@ class MixedFilter(PrivacyFilter):
 
     def _sides(self, history: Sequence[PrivacyCost]) -> tuple[list[PrivacyCost], list[PrivacyCost]]:
         return [c for c in history if not c.ex_post], [c for c in history if c.ex_post]
+
+    def reserved_terms(self, counted: PrivacyCost) -> tuple[float, float, float]:
+        """The side the reservation is routed to says its units: ε on the ex-post side (no ρ), ρ on the zCDP side."""
+        return (self.ex_post if counted.ex_post else self.zcdp).reserved_terms(counted)
 
     def decide(self, history: Sequence[PrivacyCost], request: PrivacyCost) -> Decision:
         fixed, post = self._sides(history)
