@@ -291,7 +291,12 @@ class ExPostFilter(BasicCompositionFilter):
     """The ex-post filter of Rogers et al. 2023, Lemma 5.2: admit a release only if its ex-post ε cannot exceed,
     in any outcome, ε − Σ_{i<n} E_i(y_i); charge the *realized* E_n afterwards; Σδ_i ≤ δ.
 
-    A fixed-cost (ε_i, δ_i)-DP release is ex-post private with constant E = ε_i.
+    A fixed-cost (ε_i, δ_i)-DP release is counted as E_i = ε_i, δ_i. Not because it is (ε_i, δ_i)-ex-post
+    private — a Gaussian's own loss exceeds ε_i with probability ≈ 16·δ_i at (1, 1e-5) — but because,
+    for each pair of neighbours, it is a post-processing of the randomized response R_{ε_i,δ_i}
+    (Kairouz, Oh & Viswanath 2015; Murtagh & Vadhan 2016, Lemma 3.2), whose loss exceeds ε_i only on an
+    event of probability δ_i: Lemma 5.2 holds for the transcript augmented with R's outputs, and the
+    real one is its post-processing (docs/filters-and-ledger.md, "Fixed-cost releases beside ex-post ones").
     """
 
     name = "ex_post"
@@ -317,7 +322,8 @@ class PureExPostFilter(ExPostFilter):
 
     HALT before instance t if spent + ε_max,t ≥ ε (the check uses ε_max; the realized ε_post is
     charged, and may exceed ε_max), or if Σ δ_t would exceed δ (union bound over instances:
-    Thm 11's single δ is not valid, B9's counterexample).
+    Thm 11's single δ is not valid, B9's counterexample). A fixed-cost (ε, δ)-DP release counts as an
+    instance with ε_max = ε_post = ε and δ_t = δ, by the simulation argument of :class:`ExPostFilter`.
     """
 
     name = "pure_ex_post"
