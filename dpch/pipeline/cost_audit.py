@@ -102,7 +102,7 @@ def compose_terms(terms: Sequence[Term]) -> Term:
     rhos = [t.rho for t in terms]
     if any(r is None for r in rhos):
         raise CostCheckFailed("a fixed-cost release composes a part without a zCDP view")
-    return Term("composition of " + ", ".join(t.what for t in terms) if terms else "composition of nothing",
+    return Term("composition of " + (", ".join(t.what for t in terms) or "nothing"),
                 math.fsum(t.epsilon for t in terms), math.fsum(t.delta for t in terms),
                 math.fsum(r for r in rhos if r is not None), math.fsum(t.rho_delta for t in terms),
                 max((t.tol for t in terms), default=FLOAT_TOL))
@@ -125,7 +125,8 @@ def _mills(u: float) -> float:
 
 
 def _log_normal_expectation(factors: Sequence[tuple[float, float, float]]) -> float:
-    """log E_{z~N(0,1)}[Π_i Φ(a_i·z + b_i)^{k_i}] for ``factors`` (k_i, a_i, b_i), k_i ≥ 0.
+    """log E_{z~N(0,1)}[Π_i Φ(a_i·z + b_i)^{k_i}] for ``factors`` (k_i, a_i, b_i), k_i ≥ 0, up to the
+    additive constant −log √(2π) (every use is a difference of two of these).
 
     The log-integrand h(z) = −z²/2 + Σ k_i log Φ(a_i z + b_i) is concave with h'' ≤ −1 (log Φ is
     concave), so it has one mode m and exp(h − h(m)) ≤ exp(−(z − m)²/2): the mode is the root of h'
@@ -142,16 +143,18 @@ def _log_normal_expectation(factors: Sequence[tuple[float, float, float]]) -> fl
     def slope(z: float) -> float:
         return -z + sum(k * a * _mills(a * z + b) for k, a, b in factors if k)
 
-    lo, hi = -1.0, 1.0
-    while slope(lo) <= 0:
-        lo *= 2.0
-    while slope(hi) >= 0:
-        hi *= 2.0
-    mode = float(brentq(slope, lo, hi, xtol=1e-13, rtol=1e-13, maxiter=500))
+    # a bracket of the mode: any start, grown until h' changes sign (pragma: the start, the growth and the
+    # iteration limits only change how fast the same root and integral are found)
+    lo, hi = -1.0, 1.0  # pragma: no mutate
+    while slope(lo) <= 0:  # pragma: no mutate
+        lo *= 2.0  # pragma: no mutate
+    while slope(hi) >= 0:  # pragma: no mutate
+        hi *= 2.0  # pragma: no mutate
+    mode = float(brentq(slope, lo, hi, xtol=1e-13, rtol=1e-13, maxiter=500))  # pragma: no mutate
     top = h(mode)
-    area, _ = quad(lambda z: math.exp(h(z) - top), mode - 40.0, mode + 40.0, points=[mode], limit=400,
-                   epsabs=0.0, epsrel=1e-12)
-    return top - 0.5 * math.log(2.0 * math.pi) + math.log(area)
+    area, _ = quad(lambda z: math.exp(h(z) - top), mode - 40.0, mode + 40.0, points=[mode],
+                   limit=400, epsabs=0.0, epsrel=1e-12)  # pragma: no mutate
+    return top + math.log(area)
 
 
 def gaussian_delta(epsilon: float, sigma: float, sensitivity: float) -> float:
@@ -165,9 +168,9 @@ def gaussian_delta(epsilon: float, sigma: float, sensitivity: float) -> float:
 
 def gaussian_epsilon(sigma: float, delta: float, sensitivity: float) -> float:
     """The smallest ε with :func:`gaussian_delta` ≤ δ, by bisection (δ(ε) decreases in ε)."""
-    if gaussian_delta(0.0, sigma, sensitivity) <= delta:
+    if gaussian_delta(0.0, sigma, sensitivity) <= delta:  # pragma: no mutate (< only differs at δ(0) = δ exactly)
         return 0.0
-    lo, hi = 0.0, 1.0
+    lo, hi = 0.0, 1.0  # pragma: no mutate (a bracket's start; grown below)
     while gaussian_delta(hi, sigma, sensitivity) > delta:
         lo, hi = hi, 2.0 * hi
     while hi - lo > 1e-13 * hi:
@@ -219,9 +222,11 @@ def above_threshold_epsilon_max(sensitivity: float, sigma_x: float, sigma_z: flo
         excess = math.exp(log_excess)
         return (1.0 + excess) * big_a + tail / excess
 
-    guess = 0.5 * math.log(tail / big_a)
-    best = minimize_scalar(bound, bounds=(guess - 20.0, guess + 20.0), method="bounded",
-                           options={"xatol": 1e-12})
+    # the optimum is at α* − 1 = √(B/A): searched around it in log space (pragma: the guess and the
+    # window only help the search find the one minimum of a convex function)
+    guess = 0.5 * math.log(tail / big_a)  # pragma: no mutate
+    best = minimize_scalar(bound, bounds=(guess - 20.0, guess + 20.0), method="bounded",  # pragma: no mutate
+                           options={"xatol": 1e-12})  # pragma: no mutate
     return min(float(best.fun), bound(guess))
 
 
@@ -253,7 +258,7 @@ def _gaussian(mech: GaussianMechanism, problems: list[str]) -> Term:
 
 
 def _exponential(mech: ExponentialMechanism) -> Term:
-    coefficient = float(mech.logits(np.array([1.0]))[0] - mech.logits(np.array([0.0]))[0])
+    coefficient = float(np.diff(mech.logits(np.array([0.0, 1.0])))[0])  # the logits' slope in the utility
     eps = (1.0 if mech.monotonic else 2.0) * mech.sensitivity * coefficient
     return Term(f"exponential mechanism (coefficient {coefficient:.6g}, Δ {mech.sensitivity:g})", eps, 0.0,
                 eps * eps / 8.0)
@@ -263,10 +268,23 @@ def _partition_selection(sel: LaplacePartitionSelection, problems: list[str]) ->
     scale, keys = float(sel.scale), sel.max_partitions
     eps = keys / scale
     p = math.exp(-1.0 / scale)
-    delta_at = keys * p ** (sel.threshold) / (1.0 + p)  # P(Z > τ − 1) = p^τ/(1 + p) for integer τ
+
+    def released(threshold: float) -> float:
+        """P(a key of the added unit alone is released) over its ≤ G keys: G·P(Z > τ − 1) = G·p^τ/(1 + p)."""
+        return float(keys * p**threshold / (1.0 + p))
+
+    # the threshold is the smallest integer τ ≥ 1 with that probability ≤ δ: solved here by its logarithm
+    lowest = max(1, math.ceil(math.log(sel.delta * (1.0 + p) / keys) / math.log(p)))
+    while lowest > 1 and released(lowest - 1) <= sel.delta:
+        lowest -= 1
+    while released(lowest) > sel.delta:
+        lowest += 1
     what = f"partition selection (scale {scale:.6g}, threshold {sel.threshold:g}, {keys} keys per unit)"
-    if delta_at > sel.delta * (1 + FLOAT_TOL):
-        problems.append(f"{what} releases a key of one unit with probability {delta_at:.3g} > its δ {sel.delta:.3g}")
+    if released(sel.threshold) > sel.delta * (1 + FLOAT_TOL):
+        problems.append(f"{what} releases a key of one unit with probability {released(sel.threshold):.3g} > its "
+                        f"δ {sel.delta:.3g}")
+    elif sel.threshold != lowest:
+        problems.append(f"{what}: the smallest threshold for δ {sel.delta:.3g} is {lowest}")
     if not sel.epsilon * (1 - SAMPLER_TOL) <= eps <= sel.epsilon * (1 + FLOAT_TOL):
         problems.append(f"{what} gives ε {eps:.9g}, not its ε {sel.epsilon:.9g}")
     return Term(what, sel.epsilon, sel.delta, sel.epsilon**2 / 2.0, sel.delta)
@@ -389,7 +407,7 @@ def watch_realized_epsilon(events: Sequence[WatchEvent]) -> float:
     """E of a watch from its rows (docs/watches.md "Accounting"): each instance but the last at the
     ε_post(t) of its ⊤ (t counts the questions of its instance), the last at the smaller of its
     ε_post(t) (if it halted) and its ε_max(δ_j) — Thm 17 and Thm 7 recomputed, not read from the rows."""
-    start = max((i for i, ev in enumerate(events) if ev.event == "create"), default=0)
+    start = max(i for i, ev in enumerate(events) if ev.event == "create")
     instances: list[float | None] = []  # each instance's ε_post, None while it has not halted
     position = 0
     params = events[start].state.params

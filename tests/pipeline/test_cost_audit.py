@@ -25,6 +25,7 @@ from dpch.accuracy.planner import AccuracyPlan
 from dpch.errors import CostCheckFailed
 from dpch.mechanisms.boundaries import MixtureBoundary
 from dpch.mechanisms.gaussian import GaussianMechanism
+from dpch.mechanisms.partition_selection import LaplacePartitionSelection
 from dpch.pipeline import cost_audit
 from dpch.pipeline.calibrate import calibrate
 from dpch.pipeline.top_k import calibrate_top_k
@@ -82,6 +83,30 @@ def test_a_gaussian_whose_sigma_is_too_small_for_its_claim_is_a_problem():
     object.__setattr__(thin, "sigma", 0.7 * honest.sigma)
     problems = cost_audit.charge_problems(honest.cost, [thin])
     assert any("is not (ε 1, δ 1e-06)-DP" in p for p in problems), problems
+
+
+def test_mixture_boundary_at_a_sensitivity_other_than_one():
+    """Cross-check with the mechanism's own boundary at Δ2 2.5 (the A2 table is at Δ2 1)."""
+    t = np.array([50.0, 700.0, 12_000.0])
+    ours = cost_audit.mixture_boundary(t, 2.5, 7.0, 1e-7)
+    assert ours == pytest.approx([MixtureBoundary(7.0, 1e-7, 2.5)(float(x)) for x in t], rel=1e-12)
+
+
+def test_a_partition_selection_whose_threshold_is_too_low_is_a_problem():
+    """Negative controls of the threshold check: one below the calibrated threshold releases a key of the
+    added unit alone with probability above δ; one above is not the smallest (the check recomputes τ)."""
+    honest = LaplacePartitionSelection(1.0, 1e-6, 2)
+    assert cost_audit.charge_problems(honest.cost, [honest]) == []
+    for shift, expected in ((-1, "releases a key of one unit with probability"), (1, "the smallest threshold")):
+        moved = dataclasses.replace(honest)
+        object.__setattr__(moved, "threshold", honest.threshold + shift)
+        problems = cost_audit.charge_problems(honest.cost, [moved])
+        assert any(expected in p for p in problems), problems
+
+
+def test_a_part_without_a_zcdp_view_cannot_enter_a_fixed_cost_composition():
+    with pytest.raises(CostCheckFailed):
+        cost_audit.compose_terms([cost_audit.Term("an ex-post run", 1.0, 0.0, None)])
 
 
 def test_a_mechanism_without_an_independent_formula_is_refused():
@@ -199,10 +224,11 @@ def test_a_wrong_watch_epsilon_post_is_caught_at_the_settle(session, monkeypatch
 def test_an_honest_watch_settles_at_the_recomputed_e(session):
     _watch(session)
     sql = "SELECT count() FROM t WHERE g = 'a' SETTINGS dp_watch = 'w'"
-    answers = [session.query(sql).rows[0][0] for _ in range(6)]
+    answers = [session.query(sql).rows[0][0] for _ in range(8)]
     state = session.watch_close("w")
     events = session.watch_service.store.history(session.analyst, "w")
-    assert "above" in answers and state.realized_epsilon() == pytest.approx(
+    # two ⊤ at least: E then holds an instance's ε_post whole (the last one's is capped by ε_max)
+    assert answers.count("above") >= 2 and state.realized_epsilon() == pytest.approx(
         cost_audit.watch_realized_epsilon(events), rel=1e-9)
     assert session.budget().reserved.epsilon == 0.0 and session.budget().spent.epsilon == 1.0  # basic: worst
 
@@ -212,6 +238,9 @@ def test_an_honest_watch_settles_at_the_recomputed_e(session):
 ACCURACY = [("direct laplace", "SELECT count(*) FROM t SETTINGS dp_accuracy = 20", "basic"),
             ("direct gaussian", "SELECT count(*) FROM t SETTINGS dp_accuracy = 20", "zcdp_bm"),
             ("brownian", "SELECT count(*) FROM t SETTINGS dp_relative_error = 0.2, dp_max_epsilon = 5", "zcdp_bm"),
+            # two measures stacked: the normalized ℓ2 sensitivity is √2, not 1
+            ("brownian, two measures", "SELECT count(*), sum(x) FROM t SETTINGS dp_relative_error = 0.2, "
+                                       "dp_max_epsilon = 5", "zcdp_bm"),
             ("laplace noise reduction", "SELECT count(*) FROM t SETTINGS dp_relative_error = 0.2, "
                                         "dp_max_epsilon = 5", "pure")]
 
