@@ -264,8 +264,9 @@ class AuditRunner:
         target = AccuracyTarget.from_options(opts)
         if target.stop_rule != "released" or rules.data_dependent(plan, target):
             raise QueryRejected(
-                "the audit covers accuracy-first queries whose stop does not depend on the data",
-                hint="audit an absolute dp_accuracy target on counts and sums")
+                "the audit covers accuracy-first queries whose stop does not depend on the data; a noise-reduction "
+                "run (a relative target, an average, dp_stop_rule = 'exact') is audited at the mechanism level only",
+                hint="audit an absolute dp_accuracy target on counts and sums (docs/audit.md, Accuracy-first releases)")
         afplan = plan_for(session.context, plan, opts)
         return afplan, 0
 

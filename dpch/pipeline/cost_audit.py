@@ -143,7 +143,7 @@ def _log_normal_expectation(factors: Sequence[tuple[float, float, float]]) -> fl
     def slope(z: float) -> float:
         return -z + sum(k * a * _mills(a * z + b) for k, a, b in factors if k)
 
-    # a bracket of the mode: any start, grown until h' changes sign (pragma: the start, the growth and the
+    # a bracket of the mode: any start, grown until h' changes sign (not mutated: the start, the growth and the
     # iteration limits only change how fast the same root and integral are found)
     lo, hi = -1.0, 1.0  # pragma: no mutate
     while slope(lo) <= 0:  # pragma: no mutate
@@ -163,7 +163,7 @@ def gaussian_delta(epsilon: float, sigma: float, sensitivity: float) -> float:
     mu = sensitivity / sigma
     first = _log_cdf(mu / 2.0 - epsilon / mu)
     second = epsilon + _log_cdf(-mu / 2.0 - epsilon / mu)
-    return math.exp(first) * -math.expm1(second - first) if second < first else 0.0
+    return max(0.0, math.exp(first) * -math.expm1(second - first))  # ≥ 0 up to rounding
 
 
 def gaussian_epsilon(sigma: float, delta: float, sensitivity: float) -> float:
@@ -171,11 +171,12 @@ def gaussian_epsilon(sigma: float, delta: float, sensitivity: float) -> float:
     if gaussian_delta(0.0, sigma, sensitivity) <= delta:  # pragma: no mutate (< only differs at δ(0) = δ exactly)
         return 0.0
     lo, hi = 0.0, 1.0  # pragma: no mutate (a bracket's start; grown below)
-    while gaussian_delta(hi, sigma, sensitivity) > delta:
-        lo, hi = hi, 2.0 * hi
+    while gaussian_delta(hi, sigma, sensitivity) > delta:  # pragma: no mutate (≥: differs at δ(hi) = δ only)
+        lo, hi = hi, 2.0 * hi  # pragma: no mutate (the bracket's growth)
     while hi - lo > 1e-13 * hi:
         mid = 0.5 * (lo + hi)
-        lo, hi = (lo, mid) if gaussian_delta(mid, sigma, sensitivity) <= delta else (mid, hi)
+        # not mutated: < moves the boundary only where δ(mid) = δ exactly
+        lo, hi = (lo, mid) if gaussian_delta(mid, sigma, sensitivity) <= delta else (mid, hi)  # pragma: no mutate
     return hi
 
 
@@ -222,7 +223,7 @@ def above_threshold_epsilon_max(sensitivity: float, sigma_x: float, sigma_z: flo
         excess = math.exp(log_excess)
         return (1.0 + excess) * big_a + tail / excess
 
-    # the optimum is at α* − 1 = √(B/A): searched around it in log space (pragma: the guess and the
+    # the optimum is at α* − 1 = √(B/A): searched around it in log space (not mutated: the guess and the
     # window only help the search find the one minimum of a convex function)
     guess = 0.5 * math.log(tail / big_a)  # pragma: no mutate
     best = minimize_scalar(bound, bounds=(guess - 20.0, guess + 20.0), method="bounded",  # pragma: no mutate
@@ -242,7 +243,8 @@ def mixture_boundary(t: np.ndarray, sensitivity: float, rho: float, delta: float
 
 
 def _laplace(mech: LaplaceMechanism) -> Term:
-    eps = mech.sensitivity / mech.scale if mech.sensitivity > 0 else 0.0
+    # a query of sensitivity 0 is data-independent: any ε is valid for it, and no noise is drawn
+    eps = mech.sensitivity / mech.scale if mech.sensitivity > 0 else mech.epsilon
     return Term(f"Laplace (scale {mech.scale:.6g}, Δ1 {mech.sensitivity:g})", eps, 0.0, eps * eps / 2.0)
 
 
@@ -274,11 +276,12 @@ def _partition_selection(sel: LaplacePartitionSelection, problems: list[str]) ->
         return float(keys * p**threshold / (1.0 + p))
 
     # the threshold is the smallest integer τ ≥ 1 with that probability ≤ δ: solved here by its logarithm
-    lowest = max(1, math.ceil(math.log(sel.delta * (1.0 + p) / keys) / math.log(p)))
+    # a first guess, not mutated: the two loops after it move it to the smallest τ whatever it is
+    lowest = max(1, math.ceil(math.log(sel.delta * (1.0 + p) / keys) / math.log(p)))  # pragma: no mutate
     while lowest > 1 and released(lowest - 1) <= sel.delta:
         lowest -= 1
     while released(lowest) > sel.delta:
-        lowest += 1
+        lowest += 1  # pragma: no mutate (the guess above is never below the root: this loop never runs)
     what = f"partition selection (scale {scale:.6g}, threshold {sel.threshold:g}, {keys} keys per unit)"
     if released(sel.threshold) > sel.delta * (1 + FLOAT_TOL):
         problems.append(f"{what} releases a key of one unit with probability {released(sel.threshold):.3g} > its "

@@ -25,7 +25,9 @@ from dpch.accuracy.planner import AccuracyPlan
 from dpch.errors import CostCheckFailed
 from dpch.mechanisms.boundaries import MixtureBoundary
 from dpch.mechanisms.gaussian import GaussianMechanism
+from dpch.mechanisms.laplace import LaplaceMechanism
 from dpch.mechanisms.partition_selection import LaplacePartitionSelection
+from dpch.mechanisms.selection import GaussianReportNoisyMax
 from dpch.pipeline import cost_audit
 from dpch.pipeline.calibrate import calibrate
 from dpch.pipeline.top_k import calibrate_top_k
@@ -79,10 +81,34 @@ def test_a_gaussian_whose_sigma_is_too_small_for_its_claim_is_a_problem():
     claimed (ε, δ) (its δ at ε is far above the claim)."""
     honest = GaussianMechanism(1.0, 1e-6, 1.0)
     assert cost_audit.charge_problems(honest.cost, [honest]) == []
-    thin = dataclasses.replace(honest)
-    object.__setattr__(thin, "sigma", 0.7 * honest.sigma)
-    problems = cost_audit.charge_problems(honest.cost, [thin])
-    assert any("is not (ε 1, δ 1e-06)-DP" in p for p in problems), problems
+    for factor in (0.7, 1 - 1e-4):  # far too small, and just too small (its δ at ε 1 is a little above 1e-6)
+        thin = dataclasses.replace(honest)
+        object.__setattr__(thin, "sigma", factor * honest.sigma)
+        problems = cost_audit.charge_problems(honest.cost, [thin])
+        assert any("is not (ε 1, δ 1e-06)-DP" in p for p in problems), (factor, problems)
+
+
+def test_a_query_of_sensitivity_zero_keeps_its_claim():
+    """Nothing is drawn for a data-independent value (Δ 0): its claimed ε is what is composed."""
+    for mech in (LaplaceMechanism(0.5, 0.0), GaussianMechanism(0.5, 1e-6, 0.0)):
+        assert cost_audit.charge_problems(mech.cost, [mech]) == [], mech
+
+
+def test_report_noisy_max_on_a_range_that_does_not_start_at_zero():
+    """Thm 8 reads the range's width c = b − a: a range [500, 1000] is audited at c 500."""
+    sel = GaussianReportNoisyMax.for_epsilon(0.5, 1.0, 500.0, 1000.0, 5)
+    assert cost_audit.charge_problems(sel.cost, [sel]) == []
+    assert cost_audit.report_noisy_max_epsilon(500.0, 1.0, sel.sigma, 5) == pytest.approx(sel.epsilon, rel=1e-6)
+
+
+def test_a_brownian_plan_without_a_boundary_is_refused(filtered):
+    s = filtered("zcdp_bm")
+    plan, opts = s.plan("SELECT count(*) FROM t_zcdp_bm SETTINGS dp_relative_error = 0.2, dp_max_epsilon = 5")
+    from dpch.pipeline.accuracy_first import plan_for
+
+    afplan = plan_for(s.context, plan, opts)
+    with pytest.raises(CostCheckFailed):
+        cost_audit.accuracy_plan_problems(dataclasses.replace(afplan, boundary=None))
 
 
 def test_mixture_boundary_at_a_sensitivity_other_than_one():
