@@ -136,6 +136,15 @@ def test_a_partition_selection_whose_threshold_is_too_low_is_a_problem():
         assert any(expected in p for p in problems), problems
 
 
+def test_a_partition_selection_drawing_less_noise_than_its_epsilon_is_a_problem(monkeypatch):
+    """Negative control of the ε check: the selection's noise (its scale) two thirds of what ε needs."""
+    honest = LaplacePartitionSelection(1.0, 1e-6, 2)
+    real = LaplacePartitionSelection.scale
+    monkeypatch.setattr(LaplacePartitionSelection, "scale", property(lambda sel: real.fget(sel) / 1.5))
+    problems = cost_audit.charge_problems(honest.cost, [honest])
+    assert any("gives ε 1.5" in p for p in problems), problems
+
+
 def test_a_part_without_a_zcdp_view_cannot_enter_a_fixed_cost_composition():
     with pytest.raises(CostCheckFailed):
         cost_audit.compose_terms([cost_audit.Term("an ex-post run", 1.0, 0.0, None)])
