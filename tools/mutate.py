@@ -102,6 +102,9 @@ TESTS: dict[str, list[str]] = {
                                    "tests/accounting/test_watches.py", "tests/pipeline/test_watch.py"],
     "dpch/pipeline/watch.py": ["tests/pipeline/test_watch_mutants.py", "tests/accounting/test_watches_mutants.py",
                                "tests/pipeline/test_watch.py", "tests/accounting/test_watches.py"],
+    # issue 24's independent cost check
+    "dpch/pipeline/cost_audit.py": ["tests/pipeline/test_cost_audit.py", "tests/sql/test_top_k_corpus.py",
+                                    "tests/soundness/test_cost_consistency.py"],
 }
 
 #: a pytest plugin loaded into every run: Hypothesis derandomized, so verdicts do not depend on the run

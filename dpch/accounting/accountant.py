@@ -130,7 +130,9 @@ class BudgetStatus:
     """A budget (the analyst's, or one dataset's): spent (odometer), reserved, remaining.
 
     ``spent`` is the filter's odometer over settled releases; ``reserved`` the worst cases of
-    releases still running (or never settled); ``remaining`` what the filter would still admit
+    releases still running (or never settled) — open watches among them — in the filter's units: their
+    worst ε and δ, and under a filter with a ρ budget the ρ admission counts for them (a watch's
+    (ε, δ) converted to ε²/2); ``remaining`` what the filter would still admit
     (``epsilon``: the largest pure-ε release) with the reservations counted at worst.
 
     A renewing budget (``renewal`` "daily", "weekly" or "monthly") reports the current ``period``
@@ -224,11 +226,13 @@ class _ScopeTotals:
     """One scope's running totals under one filter: what admission and status read, O(1) each."""
 
     def __init__(self, flt: PrivacyFilter) -> None:
+        self.flt = flt
         #: every release at its counted cost (a reservation at its worst case): admission, remaining
         self.counted = flt.tally()
         #: releases no longer reserved (settled, voided, failed): the odometer ``spent``
         self.settled = flt.tally()
-        #: Σ worst ε, δ, ρ of reservations still open (the status' ``reserved``)
+        #: Σ worst ε, δ, ρ of reservations still open, in the filter's units (the status' ``reserved``:
+        #: :meth:`PrivacyFilter.reserved_terms`, what admission counts for them)
         self.reserved = (ExactSum(), ExactSum(), ExactSum())
         #: releases not voided
         self.releases = 0
@@ -237,9 +241,7 @@ class _ScopeTotals:
         """Counts ``entry`` at its latest row (``sign`` = −1: uncounts it, before its next row)."""
         self.counted.add(entry.counted, sign)
         if entry.status == "reserved":
-            w = entry.worst
-            for total, term in zip(self.reserved, (w.epsilon, w.delta, w.rho if w.rho is not None else 0.0),
-                                   strict=True):
+            for total, term in zip(self.reserved, self.flt.reserved_terms(entry.counted), strict=True):
                 total.add(term, sign)
         else:
             self.settled.add(entry.counted, sign)
@@ -257,15 +259,14 @@ class _ScopeTotals:
             self.settled.extend([c for c, e in zip(counted, entries, strict=True) if e.status != "reserved"])
             for e in entries:
                 if e.status == "reserved":
-                    w = e.worst
-                    for total, term in zip(self.reserved, (w.epsilon, w.delta, w.rho if w.rho is not None else 0.0),
-                                           strict=True):
+                    for total, term in zip(self.reserved, self.flt.reserved_terms(e.counted), strict=True):
                         total.add(term)
         self.releases += sum(1 for e in entries if e.status != "voided")
 
     def reserved_cost(self) -> PrivacyCost:
+        """The open reservations in the filter's units (ρ only where the filter has a ρ budget)."""
         eps, delta, rho = (t.value() for t in self.reserved)
-        return PrivacyCost(eps, delta, rho)
+        return PrivacyCost(eps, delta, rho if self.flt.counts_rho else None)
 
 
 class _AnalystState:

@@ -163,6 +163,19 @@ class PrivacyFilter(ABC):
         """The (ε, δ)-DP guarantee of everything this filter admits."""
         return self.budget.epsilon, self.budget.delta
 
+    def reserved_terms(self, counted: PrivacyCost) -> tuple[float, float, float]:
+        """An open reservation in this filter's units, as the budget status shows it: (ε, δ, ρ) of the
+        worst case ``counted`` (the ledger's count of the reservation), where ρ is what it takes from
+        a ρ budget — 0 under filters that compose no ρ (their status has no ρ). The same view
+        admission decides on, so what the status shows reserved is what admission counts."""
+        need = ex_ante(counted)
+        return need.epsilon, need.delta, 0.0
+
+    @property
+    def counts_rho(self) -> bool:
+        """Whether this filter's budget is (partly) a ρ budget, so its status reports ρ."""
+        return self.composes is CostKind.ZCDP
+
     def describe(self) -> str:
         eps, delta = self.guarantee()
         return f"{self.name} ({self.theorem}): ({eps:g}, {delta:g})-DP overall"
@@ -278,7 +291,12 @@ class ExPostFilter(BasicCompositionFilter):
     """The ex-post filter of Rogers et al. 2023, Lemma 5.2: admit a release only if its ex-post ε cannot exceed,
     in any outcome, ε − Σ_{i<n} E_i(y_i); charge the *realized* E_n afterwards; Σδ_i ≤ δ.
 
-    A fixed-cost (ε_i, δ_i)-DP release is ex-post private with constant E = ε_i.
+    A fixed-cost (ε_i, δ_i)-DP release is counted as E_i = ε_i, δ_i. Not because it is (ε_i, δ_i)-ex-post
+    private — a Gaussian's own loss exceeds ε_i with probability ≈ 16·δ_i at (1, 1e-5) — but because,
+    for each pair of neighbours, it is a post-processing of the randomized response R_{ε_i,δ_i}
+    (Kairouz, Oh & Viswanath 2015; Murtagh & Vadhan 2016, Lemma 3.2), whose loss exceeds ε_i only on an
+    event of probability δ_i: Lemma 5.2 holds for the transcript augmented with R's outputs, and the
+    real one is its post-processing (docs/filters-and-ledger.md, "Fixed-cost releases beside ex-post ones").
     """
 
     name = "ex_post"
@@ -304,7 +322,8 @@ class PureExPostFilter(ExPostFilter):
 
     HALT before instance t if spent + ε_max,t ≥ ε (the check uses ε_max; the realized ε_post is
     charged, and may exceed ε_max), or if Σ δ_t would exceed δ (union bound over instances:
-    Thm 11's single δ is not valid, B9's counterexample).
+    Thm 11's single δ is not valid, B9's counterexample). A fixed-cost (ε, δ)-DP release counts as an
+    instance with ε_max = ε_post = ε and δ_t = δ, by the simulation argument of :class:`ExPostFilter`.
     """
 
     name = "pure_ex_post"
@@ -509,6 +528,12 @@ class ZCDPFilter(PrivacyFilter):
         v = self.view(cost, admission=admission)
         return v.rho, v.delta
 
+    def reserved_terms(self, counted: PrivacyCost) -> tuple[float, float, float]:
+        """The reservation's worst ε, and the (ρ, δ) admission counts for it (:meth:`view` at admission):
+        its own ρ, or its (ε, δ) converted to ε²/2 (a watch's reservation has no ρ of its own)."""
+        rho, delta = self.zcdp_view(counted, admission=True)
+        return ex_ante(counted).epsilon, delta, rho
+
     def totals(self, history: Sequence[PrivacyCost]) -> tuple[float, float]:
         """(Σρ, Σδ) of ``history``: zCDP composition (Rogers et al. 2023, Lemma 2.4)."""
         if not history:
@@ -604,6 +629,10 @@ class MixedFilter(PrivacyFilter):
 
     def _sides(self, history: Sequence[PrivacyCost]) -> tuple[list[PrivacyCost], list[PrivacyCost]]:
         return [c for c in history if not c.ex_post], [c for c in history if c.ex_post]
+
+    def reserved_terms(self, counted: PrivacyCost) -> tuple[float, float, float]:
+        """The side the reservation is routed to says its units: ε on the ex-post side (no ρ), ρ on the zCDP side."""
+        return (self.ex_post if counted.ex_post else self.zcdp).reserved_terms(counted)
 
     def decide(self, history: Sequence[PrivacyCost], request: PrivacyCost) -> Decision:
         fixed, post = self._sides(history)

@@ -64,19 +64,33 @@ def _smoothed_loss(k_a: int, n_a: int, k_b: int, n_b: int) -> float:
     return math.log((k_a + 0.5) / (n_a + 1.0)) - math.log((k_b + 0.5) / (n_b + 1.0))
 
 
+def _halves(x_d: np.ndarray, x_dprime: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(selecting half on D, on D′, measuring half on D, on D′) of one-dimensional samples."""
+    a0, a1 = np.asarray(x_d, dtype=float).ravel(), np.asarray(x_dprime, dtype=float).ravel()
+    h0, h1 = a0.size // 2, a1.size // 2
+    return a0[:h0], a1[:h1], a0[h0:], a1[h1:]
+
+
+def claimed_outcomes(x_d: np.ndarray, x_dprime: np.ndarray,
+                     claimed: Callable[[float], float]) -> list[tuple[float, float]]:
+    """(outcome, claimed ε) of every outcome :func:`ex_post_bound` may choose: those seen in the selecting
+    halves whose claim is finite. Empty when there is nothing to test (e.g. no instance of a watch
+    halted: every outcome is an open instance, which has no ex-post claim)."""
+    sel0, sel1, _, _ = _halves(x_d, x_dprime)
+    pairs = [(float(o), float(claimed(float(o)))) for o in np.unique(np.concatenate([sel0, sel1]))]
+    return [(o, eps) for o, eps in pairs if math.isfinite(eps)]
+
+
 def ex_post_bound(x_d: np.ndarray, x_dprime: np.ndarray, claimed: Callable[[float], float], *,
                   confidence: float = 0.95) -> ExPostBound:
     """loss_lb at the outcome chosen on the first half of the one-dimensional discrete samples
     ``x_d`` (on D) and ``x_dprime`` (on D′), measured on the second half; ``claimed(o)`` is the
-    ex-post ε the mechanism claims for outcome o (∞: no claim, never chosen)."""
-    a0, a1 = np.asarray(x_d, dtype=float).ravel(), np.asarray(x_dprime, dtype=float).ravel()
-    h0, h1 = a0.size // 2, a1.size // 2
-    sel0, sel1, ev0, ev1 = a0[:h0], a1[:h1], a0[h0:], a1[h1:]
+    ex-post ε the mechanism claims for outcome o (∞: no claim, never chosen). ValueError when no
+    outcome has a claim (:func:`claimed_outcomes` is empty)."""
+    sel0, sel1, ev0, ev1 = _halves(x_d, x_dprime)
+    h0, h1 = sel0.size, sel1.size
     best: tuple[float, float, str, float] | None = None
-    for o in np.unique(np.concatenate([sel0, sel1])):
-        eps = float(claimed(float(o)))
-        if not math.isfinite(eps):
-            continue
+    for o, eps in claimed_outcomes(x_d, x_dprime, claimed):
         k0, k1 = int(np.sum(sel0 == o)), int(np.sum(sel1 == o))
         for order, score in (("D/D′", _smoothed_loss(k0, h0, k1, h1)), ("D′/D", _smoothed_loss(k1, h1, k0, h0))):
             if best is None or score - eps > best[0]:

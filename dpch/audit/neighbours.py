@@ -7,7 +7,8 @@ name, DDL and ``dp:`` annotations, so the analyst's SQL runs unchanged on either
   worst case for the query: its rows copy a row that passes the query's WHERE and lies in the
   targeted (first matching) group, so every row lands in one group; every summed or averaged
   column is set *beyond* its declared bounds on the side of max(|lo|, |hi|), so the clamp
-  decides the shift; and the unit has twice the contribution cap in rows, so the cap decides
+  decides the shift (a column a quantile reads: on the side that moves its rank utility most,
+  :func:`quantile_sides`); and the unit has twice the contribution cap in rows, so the cap decides
   the count. With the policy enforced, the exact aggregates move by exactly the derived
   sensitivity (the runner reports the realized shift); without it they move further.
 - ``remove``: D′ is D without the existing unit that has the most rows passing the WHERE.
@@ -153,27 +154,51 @@ def _condition_sql(plan: QueryPlan) -> str:
     return " AND ".join(f"({_table_sql(plan, c)})" for c in plan.conditions) or "1"
 
 
-def _measured_columns(plan: QueryPlan) -> set[str]:
-    """Columns whose values a measure sums (their bounds are what clamping enforces)."""
+def _columns_of_measure(plan: QueryPlan, sql: str) -> set[str]:
+    """The table's columns a measure's SQL reads."""
     names = set()
-    for m in plan.measures:
-        if m.kind not in ("sum", "histogram"):
-            continue
-        for inner, base in plan.inner_columns:
-            if f"`{inner}`" in m.sql:
-                column = _table_sql(plan, base).strip("`")
-                if column in plan.table.columns:
-                    names.add(column)
+    for inner, base in plan.inner_columns:
+        if f"`{inner}`" in sql:
+            column = _table_sql(plan, base).strip("`")
+            if column in plan.table.columns:
+                names.add(column)
     return names
 
 
-def _extreme(value_type: str, bounds: tuple[float, float]) -> list[Any]:
-    """Candidate worst-case values, most extreme first: beyond the bound of largest magnitude,
-    then the bound itself (if the WHERE excludes the first)."""
+def _measured_columns(plan: QueryPlan) -> set[str]:
+    """Columns whose values a measure sums (their bounds are what clamping enforces)."""
+    return {c for m in plan.measures if m.kind in ("sum", "histogram") for c in _columns_of_measure(plan, m.sql)}
+
+
+Side = Literal["low", "high"] | None
+
+
+def quantile_sides(plan: QueryPlan) -> dict[str, Side]:
+    """For each column a quantile reads, the end of its bounds the added unit's rows go to.
+
+    k rows at the top end move every candidate's rank utility −|#{x ≤ c} − q·n| by q·k, at the bottom
+    by (1 − q)·k: the exponential mechanism's loss is at most ε·max(q, 1 − q) (under add/remove, for its
+    2Δ normalisation), reached on the side of the larger share. So a quantile below the median is
+    audited with rows at the bottom, one above it with rows at the top (with several quantiles of one
+    column, the side of the most extreme)."""
+    measures = {m.name: m for m in plan.measures}
+    levels: dict[str, list[float]] = {}
+    for stat in plan.stats.values():
+        if stat.kind == "quantile":
+            for column in _columns_of_measure(plan, measures[stat.measures[0]].sql):
+                levels.setdefault(column, []).append(stat.quantile)
+    return {c: "low" if 1.0 - min(qs) > max(qs) else "high" for c, qs in levels.items()}
+
+
+def _extreme(value_type: str, bounds: tuple[float, float], side: Side = None) -> list[Any]:
+    """Candidate worst-case values, most extreme first: beyond the bound on ``side`` (default: the bound
+    of largest magnitude, the side that moves a sum most), then the bound itself (if the WHERE excludes
+    the first)."""
     lo, hi = bounds
     width = hi - lo if hi > lo else 1.0
-    beyond = hi + width if abs(hi) >= abs(lo) else lo - width
-    at = hi if abs(hi) >= abs(lo) else lo
+    high = abs(hi) >= abs(lo) if side is None else side == "high"
+    beyond = hi + width if high else lo - width
+    at = hi if high else lo
     kind = base_type(value_type)
     if kind in _INT_RANGES:
         lo_t, hi_t = _INT_RANGES[kind]
@@ -210,7 +235,9 @@ def _worst_case_row(
     if not measured or not found:
         return tuple(base), columns, found
     # try the most extreme variant first; keep the first one the WHERE still accepts
-    options = {c: _extreme(policy.columns[c].type, policy.columns[c].bounds or (0.0, 0.0)) for c in measured}
+    sides = quantile_sides(plan)
+    options = {c: _extreme(policy.columns[c].type, policy.columns[c].bounds or (0.0, 0.0), sides.get(c))
+               for c in measured}
     variants = []
     for level in range(2):
         row = list(base)

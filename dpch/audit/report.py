@@ -12,6 +12,7 @@ import numpy as np
 
 from dpch.audit.estimators import linear_discriminant, threshold_curve
 from dpch.audit.experiment import AuditResult
+from dpch.audit.runner import AuditSamples
 from dpch.errors import ConfigError
 
 
@@ -32,13 +33,20 @@ def summary(result: AuditResult) -> str:
         f"  classifier:      ε_lb {result.classifier.epsilon_lb:.4f} (logistic regression)",
     ]
     if s.exact_d:
-        shifts = ", ".join(
-            f"{k} {v:g} (sensitivity {s.sensitivities[k]:g})" for k, v in s.shifts().items()
-        )
-        lines.append(f"exact shift D→D′: {shifts}")
+        lines.append(f"exact shift D→D′: {_shifts(s)}")
     lines += _profile_lines(result)
     lines.append(f"verdict:    {result.verdict} (all tests together at {result.confidence:.0%} confidence)")
     return "\n".join(lines)
+
+
+def _shifts(samples: AuditSamples) -> str:
+    """Each measure's ℓ1 shift between D and D′ beside its declared sensitivity (the neighbour is the
+    worst case when they are equal); a measure the runner states no sensitivity for says so."""
+    def bound(name: str) -> str:
+        value = samples.sensitivities.get(name)
+        return "no sensitivity stated" if value is None else f"sensitivity {value:g}"
+
+    return ", ".join(f"{name} {shift:g} ({bound(name)})" for name, shift in samples.shifts().items())
 
 
 def _profile_lines(result: AuditResult) -> list[str]:

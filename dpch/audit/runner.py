@@ -239,8 +239,11 @@ class AuditRunner:
             exact_sides.append({top.measure.name: data.measures[top.measure.name]})
             labels = ([f"pick {r + 1}" for r in range(top.top.k)] + ["ordered picks"]
                       + [f"{plan.outputs[j].name} {_group_label(k)}" for j in shown for k in data.keys])
+        # the score's ℓ1 sensitivity, the bound the summary's ℓ1 shift D→D′ is compared with (the rounds
+        # themselves are calibrated to the per-key ℓ∞ bound, which is never larger)
+        sensitivities = {top.measure.name: top.measure.sensitivity}
         return AuditSamples(sides[0], sides[1], labels, claimed, mechanism, "fast", exact_sides[0], exact_sides[1],
-                            {}, discrete=True,
+                            sensitivities, discrete=True,
                             profile_note="top-k selection: a discrete output; its likelihood-ratio and pure-ε "
                                          "bounds are the test")
 
@@ -261,8 +264,9 @@ class AuditRunner:
         target = AccuracyTarget.from_options(opts)
         if target.stop_rule != "released" or rules.data_dependent(plan, target):
             raise QueryRejected(
-                "the audit covers accuracy-first queries whose stop does not depend on the data",
-                hint="audit an absolute dp_accuracy target on counts and sums")
+                "the audit covers accuracy-first queries whose stop does not depend on the data; a noise-reduction "
+                "run (a relative target, an average, dp_stop_rule = 'exact') is audited at the mechanism level only",
+                hint="audit an absolute dp_accuracy target on counts and sums (docs/audit.md, Accuracy-first releases)")
         afplan = plan_for(session.context, plan, opts)
         return afplan, 0
 

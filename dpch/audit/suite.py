@@ -5,8 +5,10 @@
 fails if any entry's ε lower bound exceeds its claimed ε, or a Gaussian entry's privacy-profile
 lower bound δ_lb(ε) exceeds its claimed δ(ε) (:mod:`.profile`). Gaussian entries get 10× the
 trials: (ε, δ) Gaussian noise is only distinguishable far in its tails. Covered: counts, sums, avg
-(Laplace and Gaussian), one, three and nine quantiles of one column, partition selection, a public
-lookup join and a private⋈private join on units, and an accuracy-first count. At the default
+(Laplace and Gaussian), one, three and nine quantiles of one column, partition selection (with a
+value, and keys alone), top-k, a public lookup join and a private⋈private join on units, and an
+accuracy-first count. Watches are audited by :func:`~dpch.audit.watch.audit_watch` on a watch the
+analyst registered (``dpch --analyst NAME audit --query "... SETTINGS dp_watch = '...'"``). At the default
 20 000 trials the suite takes 19–26 s on a loaded 2-core machine.
 """
 
@@ -55,6 +57,13 @@ SUITE: tuple[SuiteEntry, ...] = (
                + " FROM visits WHERE age >= 80", {"epsilon": 1.0}),
     SuiteEntry("partition selection", "SELECT occupation, count(*) FROM people GROUP BY occupation",
                {"epsilon": 1.0, "delta": 1e-5}),
+    # keys alone (no value), over the few people aged 90 or more: several occupations hold a handful,
+    # so whether each is released is random on both sides
+    SuiteEntry("key release", "SELECT occupation FROM people WHERE age >= 90 GROUP BY occupation",
+               {"epsilon": 1.0, "delta": 1e-5}),
+    # top-k over the same few people: four regions with 9–19 each, so the pick is random on both sides
+    SuiteEntry("top-k", "SELECT region FROM people WHERE age >= 90 GROUP BY region ORDER BY count() DESC LIMIT 1 "
+               "SETTINGS dp_select = 'top'", {"epsilon": 1.0}),
     SuiteEntry("public join", "SELECT r.climate, count(*) FROM visits v LEFT JOIN regions r ON v.region = r.region "
                "GROUP BY r.climate", {"epsilon": 1.0}),
     SuiteEntry("private join", "SELECT sum(v.spend) FROM visits v JOIN people p ON v.user_id = p.person_id "

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from dpch.accounting.watches import WatchParams
-from dpch.audit.ex_post import ExPostBound, ex_post_bound
+from dpch.audit.ex_post import ExPostBound, claimed_outcomes, ex_post_bound
 from dpch.audit.experiment import audit_session
 from dpch.audit.neighbours import Direction, build_neighbours
 from dpch.errors import ConfigError, QueryRejected
@@ -49,22 +49,29 @@ class WatchAudit:
     neighbours: str
     #: the question's exact value on D and on D′ (query units, before the watch's clamp)
     values: tuple[float, float]
-    bound: ExPostBound
+    #: None: no instance halted within the questions asked on either side, so no outcome has an
+    #: ex-post claim to test (an open instance is charged ε_max at close, ex ante)
+    bound: ExPostBound | None
     trials: int
     questions: int
 
     @property
     def violation(self) -> bool:
-        return self.bound.violation
+        return self.bound is not None and self.bound.violation
 
     def summary(self) -> str:
-        b = self.bound
-        verdict = "VIOLATION" if self.violation else "consistent"
-        return (f"watch {self.watch}: {self.sql}\nneighbours: {self.neighbours}\n"
+        """What the audit found, in the lines ``dpch audit`` prints."""
+        head = (f"watch {self.watch}: {self.sql}\nneighbours: {self.neighbours}\n"
                 f"exact values: D {self.values[0]:g}, D′ {self.values[1]:g}; {self.trials} instances per side, "
-                f"up to {self.questions} questions each\n"
-                f"outcome ⊤ at position {b.outcome:g} ({b.order}): loss ≥ {b.loss_lb:.4g} with "
-                f"{b.confidence:.0%} confidence, claimed ε_post {b.claimed:.4g} → {verdict}")
+                f"up to {self.questions} questions each\n")
+        b = self.bound
+        if b is None:
+            return head + (f"no instance answered ⊤ within {self.questions} questions on either side: no outcome "
+                           "has an ex-post claim to test (an open instance is charged ε_max when closed) → "
+                           "consistent; audit a value nearer the threshold")
+        verdict = "VIOLATION" if self.violation else "consistent"
+        return head + (f"outcome ⊤ at position {b.outcome:g} ({b.order}): loss ≥ {b.loss_lb:.4g} with "
+                       f"{b.confidence:.0%} confidence, claimed ε_post {b.claimed:.4g} → {verdict}")
 
 
 class WatchAuditor:
@@ -128,5 +135,6 @@ def audit_watch(session: Any, sql: str, *, trials: int = 20_000, questions: int 
     def claimed(t: float) -> float:  # an open instance is charged ε_max at close: no ex-post claim
         return params.epsilon_post(int(t)) if t <= questions else math.inf
 
-    bound = ex_post_bound(on_d, on_dprime, claimed, confidence=confidence)
+    testable = claimed_outcomes(on_d, on_dprime, claimed)
+    bound = ex_post_bound(on_d, on_dprime, claimed, confidence=confidence) if testable else None
     return WatchAudit(sql, question.watch, pair.description, (values[0], values[1]), bound, trials, questions)

@@ -66,7 +66,7 @@ def counting_runner(report: Report, total: int) -> type[AuditRunner]:
 @click.option("--report", "report_path", type=click.Path(dir_okay=False),
               help="Write a report with histograms and the threshold curve (.html, or .png with matplotlib).")
 @click.option("--suite", is_flag=True,
-              help="Audit the fixed query suite (counts, sums, quantiles, partition selection, joins) "
+              help="Audit the fixed query suite (counts, sums, quantiles, partition selection, top-k, joins) "
                    "on the fixture tables; exit 1 on a violation.")
 @click.option("--seed", type=int, hidden=True, help="Fixed noise seed (tests only; needs DPCH_ALLOW_FIXED_SEED=1).")
 @click.pass_obj

@@ -84,6 +84,11 @@ class TopKNoise:
         return f"top-k ({self.top.name})"
 
     @property
+    def mechanisms(self) -> list[object]:
+        """Every mechanism that will draw noise: the k rounds, then the values' own."""
+        return [*self.top.rounds, *(self.values.noise.mechanisms if self.values is not None else [])]
+
+    @property
     def parts(self) -> list[tuple[str, PrivacyCost]]:
         values = self.values.noise.parts if self.values is not None else []
         return [("top-k selection", self.top.cost), *values]
@@ -214,7 +219,7 @@ def check_top_k_cost(plan: QueryPlan, opts: QueryOptions, noise: TopKNoise) -> N
     released = set(noise.values.plan.stats) if noise.values is not None else set()
     if released != shown:
         problems.append(f"released statistics {sorted(released)} ≠ shown {sorted(shown)}")
-    problems += composition_problems(noise.cost, [cost for _, cost in noise.parts], opts)
+    problems += composition_problems(noise.cost, noise.mechanisms, opts)
     if problems:
         raise CostCheckFailed("; ".join(problems))
 

@@ -44,7 +44,7 @@ from dpch.accounting.watches import (
 )
 from dpch.errors import AnalystLocked, QueryRejected
 from dpch.mechanisms.selection import AboveThresholdRun
-from dpch.pipeline import admit, execute
+from dpch.pipeline import admit, cost_audit, execute
 from dpch.pipeline.context import QueryContext
 from dpch.pipeline.report import Explanation, Release
 from dpch.policy.model import TablePolicy
@@ -186,6 +186,8 @@ class Watches:
                 raise QueryRejected(f"watch {name} already exists ({old.state})",
                                     hint=f"close it first (dpch watch close {name}) or choose another name")
             worst = PrivacyCost(params.epsilon, params.delta, ex_post=True, worst_epsilon=params.epsilon)
+            # the independent cost check (docs/design.md rule 7), before anything is reserved
+            cost_audit.require(cost_audit.watch_reservation_problems(params, worst))
             reservation = admit.reserve(self.accountant, worst, datasets, f"watch:{name}", MECHANISM)
             state = new_watch(params, reservation.release_id)
             if old is not None:
@@ -215,8 +217,12 @@ class Watches:
                     reservation.void()
                 else:
                     p = state.params
-                    reservation.settle(PrivacyCost(state.realized_epsilon(), p.delta, ex_post=True,
-                                                   worst_epsilon=p.epsilon))
+                    realized = PrivacyCost(state.realized_epsilon(), p.delta, ex_post=True, worst_epsilon=p.epsilon)
+                    # E recomputed from the watch's rows by the independent check; a mismatch leaves the
+                    # reservation counted at its worst case (closing again retries the settle)
+                    cost_audit.require(cost_audit.watch_settle_problems(self.store.history(self.analyst, name),
+                                                                        realized))
+                    reservation.settle(realized)
             return state
 
     def list(self) -> list[WatchState]:

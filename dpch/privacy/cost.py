@@ -277,7 +277,13 @@ class PrivacyCost:
         return approx_to_zcdp(ApproxDP(self.epsilon, self.delta))
 
     def realized_ex_post(self) -> ExPost:
-        """The ex-post view: realized ε, δ, and the worst case (a fixed cost is its own worst case)."""
+        """The ex-post view: realized ε, δ, and the worst case (a fixed cost is its own worst case).
+
+        For a fixed-cost (ε, δ)-DP release this is *not* a claim that its own privacy loss exceeds ε
+        with probability at most δ (a Gaussian's does so with probability ≈ 16·δ at (1, 1e-5)): the ex-post
+        filters may count it so because it is a post-processing of the randomized response R_{ε,δ},
+        whose loss is bounded that way (Kairouz, Oh & Viswanath 2015; Murtagh & Vadhan 2016, Lemma 3.2;
+        docs/filters-and-ledger.md, "Fixed-cost releases beside ex-post ones")."""
         worst = self.worst_epsilon if self.ex_post and self.worst_epsilon is not None else self.epsilon
         return ExPost(self.epsilon, self.delta, worst)
 

@@ -142,14 +142,14 @@ def _reference(acc: Accountant, options: dict, scope: str) -> dict:
         status = next(d for d in status.datasets if d.dataset == scope)
     flt = make_filter(status.filter, status.budget, options)
     entries = [e for e in acc.recent(10**9) if not scope or scope in e.scopes]
-    pending = [e.worst for e in entries if e.status == "reserved"]
+    pending = [flt.reserved_terms(e.counted) for e in entries if e.status == "reserved"]
     return {
         "status": status, "filter": flt, "history": [e.counted for e in entries],
         "spent": flt.spent([e.counted for e in entries if e.status != "reserved"]),
         "remaining": flt.remaining([e.counted for e in entries]),
         "releases": sum(1 for e in entries if e.status != "voided"),
-        "reserved": (math.fsum(c.epsilon for c in pending), math.fsum(c.delta for c in pending),
-                     math.fsum(c.rho or 0.0 for c in pending)),
+        "reserved": (math.fsum(t[0] for t in pending), math.fsum(t[1] for t in pending),
+                     math.fsum(t[2] for t in pending) if flt.counts_rho else None),
     }
 
 

@@ -16,6 +16,7 @@ from dataclasses import replace
 import pytest
 
 import dpch
+from dpch.accounting.filters import FILTERS, make_filter
 from dpch.accounting.watches import WatchState, WatchStore, watch_violations
 from dpch.errors import AnalystLocked, BudgetExceeded, QueryFailedAfterCharge, QueryRejected
 from dpch.mechanisms.selection_bounds import at_epsilon_post
@@ -151,6 +152,37 @@ def test_close_settles_within_the_reservation(open_session, flt: str, refunded: 
     assert watch_violations(history(session)) == []
     entry = status.recent[-1]
     assert entry.mechanism == "watch" and entry.status == "charged" and entry.worst.epsilon == 1.0
+
+
+#: per filter: the watch's reservation (ε 1, δ 1e-7) in the filter's units — ρ where its budget is in ρ.
+#: ``zcdp``/``zcdp_bm`` count a release without a ρ of its own as δ-approximate ε²/2-zCDP (Rogers et al.
+#: 2023, Lemma 2.3): ρ 0.5; ``mixed`` routes an ex-post release to its ex-post side (ε, no ρ); the
+#: others compose no ρ. ``pure`` and ``advanced`` (pure ε rounds) refuse the watch, whose δ is > 0.
+RESERVED_RHO: dict[str, float | None] = {"basic": None, "ex_post": None, "pure_ex_post": None,
+                                         "zcdp": 0.5, "zcdp_bm": 0.5, "mixed": 0.0}
+
+
+@pytest.mark.parametrize("flt", sorted(FILTERS))
+def test_an_open_watch_shows_reserved_in_the_filters_units(open_session, flt: str) -> None:
+    """Issue 24 item 6: under the zCDP filters an open watch's reservation showed ρ 0 in ``budget()``,
+    while admission counted it at ε²/2. The status now shows what admission counts, per filter: the
+    remaining budget is the budget less exactly the reserved amount, in the filter's units."""
+    session = open_session(filter=flt, default_budget=dpch.Budget(10.0, 1e-5))
+    if flt in ("pure", "advanced"):
+        with pytest.raises(BudgetExceeded, match="δ"):
+            create(session)
+        return
+    create(session)
+    status = session.budget()
+    assert (status.reserved.epsilon, status.reserved.delta) == (1.0, pytest.approx(1e-7))
+    assert status.reserved.rho == (None if RESERVED_RHO[flt] is None else pytest.approx(RESERVED_RHO[flt]))
+    if flt in ("zcdp", "zcdp_bm"):
+        rho_budget = make_filter(flt, status.budget).remaining([]).rho
+        assert status.remaining.rho == pytest.approx(rho_budget - status.reserved.rho, rel=1e-12)
+        assert status.as_dict()["reserved"]["rho"] == pytest.approx(0.5)
+    elif flt != "mixed":  # the ε filters: the budget less the reserved ε
+        assert status.remaining.epsilon == pytest.approx(10.0 - status.reserved.epsilon, rel=1e-12)
+    assert status.spent.epsilon == 0.0
 
 
 def test_a_watch_never_asked_is_voided(session) -> None:
