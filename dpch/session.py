@@ -16,7 +16,7 @@ from dpch.accounting.accountant import Accountant, BudgetStatus
 from dpch.accounting.budget import Budget
 from dpch.accounting.watches import WatchState
 from dpch.mechanisms.sampling import NoiseSource
-from dpch.pipeline import accuracy_first, admit, cost_audit, execute, top_k
+from dpch.pipeline import accuracy_first, admit, execute, top_k
 from dpch.pipeline.calibrate import calibrate
 from dpch.pipeline.check import Probe
 from dpch.pipeline.context import QueryContext
@@ -144,10 +144,7 @@ class Session:
             columns, rows, intervals = domain_rows(plan)
             return free_release(opts, columns, rows, intervals, self.budget(), _ms_since(started))
         check_key_release(plan, opts)
-        if opts.accuracy_first:  # dp_accuracy / dp_relative_error: noise reduction
-            # the independent cost check (docs/design.md rule 7) of every cost the plan can charge, before
-            # anything is reserved; answer() builds the same plan from the same ledger state
-            cost_audit.require(cost_audit.accuracy_plan_problems(accuracy_first.plan_for(self.context, plan, opts)))
+        if opts.accuracy_first:  # dp_accuracy / dp_relative_error: noise reduction (cost-checked in answer)
             return accuracy_first.answer(self.context, self.accuracy_runs, plan, opts, started)
         noise = calibrate(plan, opts)
         mechanism = "partition selection" if plan.key_release else opts.resolved_mechanism

@@ -49,7 +49,7 @@ from dpch.mechanisms.brownian import BrownianMechanism, BrownianRun
 from dpch.mechanisms.lnr import LaplaceNoiseReduction, LNRRun
 from dpch.mechanisms.rat import ReducedAboveThreshold
 from dpch.mechanisms.sampling import NoiseSource
-from dpch.pipeline import admit, execute
+from dpch.pipeline import admit, cost_audit, execute
 from dpch.pipeline.context import QueryContext
 from dpch.pipeline.postprocess import build_rows, having_order_limit
 from dpch.pipeline.report import Explanation, MeasureReport, Release
@@ -242,6 +242,9 @@ def answer(ctx: QueryContext, runs: AccuracyRuns, plan: QueryPlan, opts: QueryOp
     target = AccuracyTarget.from_options(opts)
     datasets = admit.datasets(ctx.database, plan)
     afplan = plan_for(ctx, plan, opts)
+    # the independent cost check (docs/design.md rule 7) of every cost the plan can charge, before
+    # anything is reserved
+    cost_audit.require(cost_audit.accuracy_plan_problems(afplan))
     emitted = emit_sql(plan, ctx.database)
     ctx.probe.check(plan, emitted)
     if afplan.direct:

@@ -337,3 +337,23 @@ def test_accuracy_first_costs_are_recomputed_before_the_reservation(filtered, mo
         s.query(sql)
     assert ledger_rows(s) == before, "refused before anything is reserved or charged"
     assert "is not the" in info.value.detail or "reservation" in info.value.detail
+
+
+def test_report_noisy_max_epsilon_far_out_is_the_asymptotic_form_of_the_integrals(monkeypatch):
+    """Past c/σ = 1e5 the check uses Thm 8's asymptotic form (the exact integrals overflow at the score
+    ranges an analyst may declare, 1e300); where both can be computed they agree to 1e-11."""
+    from dpch.pipeline import cost_audit
+
+    for ratio in (2e4, 9e4):
+        monkeypatch.setattr(cost_audit, "ASYMPTOTIC_RANGE", 1e9)
+        cost_audit.report_noisy_max_epsilon.cache_clear()
+        exact = cost_audit.report_noisy_max_epsilon(ratio, 1.0, 1.0, 4)
+        monkeypatch.setattr(cost_audit, "ASYMPTOTIC_RANGE", 1e3)
+        cost_audit.report_noisy_max_epsilon.cache_clear()
+        asymptotic = cost_audit.report_noisy_max_epsilon(ratio, 1.0, 1.0, 4)
+        assert abs(exact - asymptotic) <= 1e-11 * exact, (ratio, exact, asymptotic)
+    cost_audit.report_noisy_max_epsilon.cache_clear()
+    monkeypatch.undo()
+    # at 1e300 the value is finite and positive: (2k/(k+1))·(Δ/σ)·((c − Δ)/σ) for σ = c/3e149
+    value = cost_audit.report_noisy_max_epsilon(1e300, 1.0, 1e300 / 3e149, 4)
+    assert value == pytest.approx(1.5 * 3e149 / (1e300 / 3e149), rel=1e-9)
