@@ -50,6 +50,8 @@ ORACLES = [
     # DateTime64 + INTERVAL past the type's range, inside AND and inside if
     f"SELECT count() FROM people WHERE {CONDITION} AND ts64 + INTERVAL 9000000000 SECOND > ts64",
     f"SELECT count() FROM people WHERE if({CONDITION}, ts64 + INTERVAL 9000000000 SECOND, ts64) > ts64",
+    f"SELECT count() FROM people WHERE if({CONDITION}, ts64 + INTERVAL 1 DAY, ts64) > ts64",
+    f"SELECT count() FROM people WHERE if({CONDITION}, t3 + INTERVAL 1 MILLISECOND, t3) > ts64",
     # a string branch the row picks, under a function that takes numbers (found by the boundary fuzzer:
     # ClickHouse 26 types if(c, '', 1) as a Variant and raises only on the rows taking the string)
     f"SELECT count() FROM people WHERE NOT (if({CONDITION}, '', 1 = 1))",
