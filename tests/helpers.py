@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -60,3 +61,14 @@ def inject_totality_gap(monkeypatch) -> None:
         return real(self, f"SELECT * FROM ({sql}) AS r WHERE throwIf(r.m0 > 0) = 0")
 
     monkeypatch.setattr(Engine, "run_private", run_private)
+
+
+def raw_http(port: int, request: bytes) -> bytes:
+    """Sends the bytes of ``request`` to a server on 127.0.0.1 and reads until the server closes the
+    connection (no half-close: the client is still there); the socket's 60 s timeout is the deadline."""
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+        sock.sendall(request)
+        out = b""
+        while chunk := sock.recv(65536):
+            out += chunk
+    return out

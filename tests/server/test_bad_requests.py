@@ -9,10 +9,10 @@
 from __future__ import annotations
 
 import base64
-import socket
 
 import pytest
 
+from tests.helpers import raw_http
 from tests.server.http_post import post
 
 SQL = b"SELECT count(*) FROM visits"
@@ -22,23 +22,12 @@ def _auth() -> str:
     return "Basic " + base64.b64encode(b"ana:ana-pw").decode()
 
 
-def _exchange(port: int, request: bytes) -> bytes:
-    """Sends ``request`` and keeps the connection open (no half-close: the client is still there)
-    until the server has answered and closed it; the socket's 60 s timeout is the deadline."""
-    with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
-        sock.sendall(request)
-        out = b""
-        while chunk := sock.recv(65536):
-            out += chunk
-    return out
-
-
 @pytest.mark.parametrize("length", ["-1", "+5", "1_0", "0x10", "abc"])
 def test_a_content_length_that_is_not_digits_is_a_bad_request_at_once(serve, length):
     srv = serve(cache_ttl=0, keep_alive_timeout=600)
     request = (f"POST / HTTP/1.1\r\nHost: x\r\nAuthorization: {_auth()}\r\nContent-Length: {length}\r\n"
                "Connection: keep-alive\r\n\r\n").encode() + SQL
-    out = _exchange(srv.port, request)
+    out = raw_http(srv.port, request)
     head, _, body = out.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 400"), out[:300]
     assert b"X-ClickHouse-Exception-Code: 36" in head
@@ -50,7 +39,7 @@ def test_two_different_content_lengths_are_a_bad_request(serve):
     srv = serve(cache_ttl=0, keep_alive_timeout=600)
     request = (f"POST / HTTP/1.1\r\nHost: x\r\nAuthorization: {_auth()}\r\nContent-Length: {len(SQL)}\r\n"
                f"Content-Length: {len(SQL) + 3}\r\n\r\n").encode() + SQL
-    out = _exchange(srv.port, request)
+    out = raw_http(srv.port, request)
     assert out.startswith(b"HTTP/1.1 400") and b"given twice with different values" in out
 
 
@@ -58,7 +47,7 @@ def test_a_valid_content_length_still_works(serve):
     srv = serve(cache_ttl=0)
     request = (f"POST / HTTP/1.1\r\nHost: x\r\nAuthorization: {_auth()}\r\nContent-Length: {len(SQL)}\r\n"
                "Connection: close\r\n\r\n").encode() + SQL
-    out = _exchange(srv.port, request)
+    out = raw_http(srv.port, request)
     assert out.startswith(b"HTTP/1.1 200"), out[:300]
 
 
@@ -82,6 +71,6 @@ def test_one_upper_case_setting_in_the_url_is_the_setting(serve):
 def _post_query_string(srv, query: str) -> tuple[bytes, bytes]:
     request = (f"POST /?{query} HTTP/1.1\r\nHost: x\r\nAuthorization: {_auth()}\r\n"
                f"Content-Length: {len(SQL)}\r\nConnection: close\r\n\r\n").encode() + SQL
-    out = _exchange(srv.port, request)
+    out = raw_http(srv.port, request)
     head, _, body = out.partition(b"\r\n\r\n")
     return head, body

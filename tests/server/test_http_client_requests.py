@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import base64
 import http.client
-import socket
+
+from tests.helpers import raw_http
 
 SQL = b"SELECT count(*) FROM visits SETTINGS dp_epsilon = 0.5"
 
@@ -49,15 +50,6 @@ def test_a_wrong_password_with_a_chunked_body_is_reported_and_the_connection_sta
     conn.close()
 
 
-def _raw(port: int, request: bytes) -> bytes:
-    with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
-        sock.sendall(request)
-        out = b""
-        while chunk := sock.recv(65536):
-            out += chunk
-    return out
-
-
 def _head(body_lines: bytes, extra: str = "") -> bytes:
     auth = _auth()["Authorization"]
     return (f"POST / HTTP/1.1\r\nHost: x\r\nAuthorization: {auth}\r\nTransfer-Encoding: chunked\r\n{extra}"
@@ -70,13 +62,13 @@ def test_a_chunked_body_over_the_limit_is_refused_and_the_connection_closed(serv
     body = b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in _chunks(big, 16)) + b"0\r\n\r\n"
     # a second request follows on the same connection: the server must close instead of reading the
     # rest of the oversized body as a new request
-    out = _raw(srv.port, _head(body) + _head(b"5\r\nSELEC\r\n0\r\n\r\n"))
+    out = raw_http(srv.port, _head(body) + _head(b"5\r\nSELEC\r\n0\r\n\r\n"))
     assert out.count(b"HTTP/1.1 ") == 1 and b"Code: 307" in out
 
 
 def test_a_malformed_chunk_is_a_clear_error(serve):
     srv = serve(cache_ttl=0)
-    out = _raw(srv.port, _head(b"zz\r\nSELECT 1\r\n0\r\n\r\n"))
+    out = raw_http(srv.port, _head(b"zz\r\nSELECT 1\r\n0\r\n\r\n"))
     assert out.startswith(b"HTTP/1.1 ") and b"Malformed chunked request body" in out
     assert out.count(b"HTTP/1.1 ") == 1  # closed afterwards: the rest is not read as a request
 
@@ -84,7 +76,7 @@ def test_a_malformed_chunk_is_a_clear_error(serve):
 def test_trailer_fields_and_chunk_extensions_are_accepted(serve):
     srv = serve(cache_ttl=0)
     body = b"%x;ext=1\r\n%s\r\n0\r\nX-Trailer: t\r\n\r\n" % (len(SQL), SQL)
-    out = _raw(srv.port, _head(body, "Connection: close\r\n").replace(b"Connection: keep-alive\r\n", b""))
+    out = raw_http(srv.port, _head(body, "Connection: close\r\n").replace(b"Connection: keep-alive\r\n", b""))
     assert out.startswith(b"HTTP/1.1 200"), out[:300]
 
 
