@@ -139,7 +139,7 @@ class Typer:
             return literal_type(node.this.this, negative=True)
         if isinstance(node, exp.Interval) and node.unit is not None:
             return f"Interval{node.unit.name.capitalize().rstrip('s')}"
-        return static_type(node)
+        return static_type(node) or _folded_constant_type(node)
 
     def _typed(self, node: exp.Expr) -> exp.Expr:
         """``node`` with each column replaced by a placeholder of its read type (reads no table)."""
@@ -158,6 +158,22 @@ class Typer:
         if found is not None:
             return found
         return self.types.types([self._typed(node)])[0]
+
+
+#: the types of the exact forms every date and time constant is folded into (:mod:`.time_constants`)
+_FOLDED_TYPES = {"todate": "Date", "todate32": "Date32", "fromunixtimestamp64nano": "DateTime64(9)"}
+
+
+def _folded_constant_type(node: exp.Expr) -> str | None:
+    """The type of a folded date or time constant (``toDateTime(1700000000, 'UTC')``: DateTime('UTC')),
+    known without asking: a dashboard's time filter costs no round trip to type."""
+    if not isinstance(node, exp.Anonymous) or not all(isinstance(a, exp.Literal) for a in node.expressions):
+        return None
+    name = str(node.this).lower()
+    if name == "todatetime" and node.expressions and not node.expressions[0].is_string:
+        zone = node.expressions[1].this if len(node.expressions) > 1 else None
+        return f"DateTime('{zone}')" if zone else "DateTime"
+    return _FOLDED_TYPES.get(name) if len(node.expressions) == 1 else None
 
 
 def _type_questions(node: exp.Expr) -> list[exp.Expr]:

@@ -197,6 +197,11 @@ def test_types_of_literals_and_columns_are_known_without_asking():
     assert typer(_node("300")) == "UInt16"
     assert typer(_node("-129")) == "Int16"
     assert typer(_node("1.5")) == "Float64"
+    # folded time constants (how a dashboard's time filter arrives): typed without a round trip
+    assert typer(_node("toDateTime(1700000000)")) == "DateTime"
+    assert typer(_node("toDateTime(1700000000, 'Asia/Tokyo')")) == "DateTime('Asia/Tokyo')"
+    assert typer(_node("toDate('2021-01-01')")) == "Date"
+    assert typer(_node("fromUnixTimestamp64Nano(1)")) == "DateTime64(9)"
     with pytest.raises(QueryRejected, match="needs the database"):
         typer(_node("lower(c)"))
 
