@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
 import json
 import os
 import random
+import select
 import shutil
 import signal
 import subprocess
@@ -74,6 +76,9 @@ _REGISTRY_TESTS = [
     *_SQL_TESTS,
 ]
 
+#: module → slow generated tests run only for the mutants that survive the fast lane (``TESTS``)
+SLOW_TESTS: dict[str, list[str]] = {}
+
 #: module → the tests that cover it, fastest and most targeted first (pytest stops at the first failure)
 TESTS: dict[str, list[str]] = {
     "dpch/sql/functions.py": _REGISTRY_TESTS,
@@ -81,6 +86,32 @@ TESTS: dict[str, list[str]] = {
     "dpch/sql/expression_types.py": _REGISTRY_TESTS,
     "dpch/sql/value_rules.py": [*_SQL_TESTS, "tests/sql/test_registry.py"],
     "dpch/sql/analyze.py": [*_SQL_TESTS, "tests/soundness/test_rows_cannot_fail.py"],
+    # issue 31: every module that computes sensitivity, caps, clamps, keys, thresholds, calibration,
+    # conversions, costs, admission and periods (without a coverage map: these lanes)
+    "dpch/sql/intervals.py": ["tests/sql/test_registry.py", *_SQL_TESTS],
+    "dpch/sql/cap.py": ["tests/sql/test_sensitivity_mutants.py", "tests/sql/test_corpus.py",
+                        "tests/sql/test_cap_rewrites.py", "tests/soundness/test_values.py"],
+    "dpch/sql/grouping.py": ["tests/sql/test_key_release.py", "tests/sql/test_partition_selection.py",
+                             "tests/sql/test_time.py", *_SQL_TESTS, "tests/soundness/test_rows_cannot_fail.py"],
+    "dpch/sql/rewrite.py": ["tests/sql/test_emit_trees.py", *_SQL_TESTS, "tests/soundness/test_values.py"],
+    "dpch/sql/nodes.py": ["tests/sql/test_emit_trees.py", "tests/sql/test_registry.py", *_SQL_TESTS],
+    "dpch/sql/settings.py": ["tests/sql/test_settings_names.py", "tests/sql/test_rejections.py",
+                             "tests/pipeline/test_plan.py"],
+    "dpch/sql/shape.py": ["tests/pipeline/test_check.py", "tests/soundness/test_totality_overflow.py"],
+    "dpch/sql/time_buckets.py": ["tests/sql/test_time.py", "tests/soundness/test_rows_cannot_fail.py", *_SQL_TESTS],
+    "dpch/sql/time_constants.py": ["tests/sql/test_time_constants_folding.py", "tests/sql/test_time.py", *_SQL_TESTS],
+    "dpch/sql/accuracy_target.py": ["tests/accuracy/test_accuracy_first.py", "tests/sql/test_rejections.py"],
+    "dpch/privacy/conversions.py": ["tests/privacy", "tests/mechanisms/test_zcdp.py", *_ACCOUNTING_TESTS],
+    "dpch/privacy/cost.py": ["tests/privacy", "tests/pipeline/test_cost_audit.py", *_ACCOUNTING_TESTS],
+    **{f"dpch/mechanisms/{name}.py": _MECHANISM_TESTS for name in (
+        "boundaries", "brownian", "exact", "exponential", "grid", "lnr", "normal", "partition_selection", "rat",
+        "representable", "sampling", "selection", "selection_bounds", "svt", "zcdp")},
+    **{f"dpch/accounting/{name}.py": _ACCOUNTING_TESTS for name in (
+        "budget", "commit", "ledger", "locks", "odometers", "periods", "tally")},
+    **{f"dpch/pipeline/{name}.py": ["tests/pipeline", "tests/accuracy"] for name in (
+        "accuracy_first", "admit", "check", "execute", "plan", "release")},
+    **{f"dpch/accuracy/{name}.py": ["tests/accuracy", "tests/mechanisms/test_noise_reduction.py"] for name in (
+        "bounds", "planner", "rules")},
     "dpch/sql/bounds.py": _SQL_TESTS,
     "dpch/sql/aggregates.py": _SQL_TESTS,
     "dpch/sql/relation.py": _SQL_TESTS,
@@ -107,6 +138,68 @@ TESTS: dict[str, list[str]] = {
                                     "tests/soundness/test_cost_consistency.py"],
 }
 
+#: privacy-critical packages: every module in them is mutated (``TESTS``) or listed here with the reason it
+#: is not (tests/test_mutation_modules.py checks that none is forgotten)
+PACKAGES = ("dpch/sql", "dpch/privacy", "dpch/mechanisms", "dpch/accounting", "dpch/pipeline", "dpch/accuracy")
+OUTSIDE: dict[str, str] = {
+    "dpch/sql/parse.py": "parses text into a tree and splits off SETTINGS; whatever it parses is then checked node "
+                         "by node by the analysis, so a wrong parse is refused or bounded as what it is",
+    "dpch/sql/limits.py": "the planner's size and depth limits: refusals of large text, no privacy computation",
+    "dpch/sql/sqlglot_log.py": "routes sqlglot's log records",
+    "dpch/sql/result_types.py": "the column types a client is told (presentation of released values)",
+    "dpch/sql/rewrite_literals.py": "re-exports a literal constructor",
+    "dpch/sql/aliases.py": "refuses an alias that shadows a column name (a clearer error); which column a name "
+                           "reads is resolved, and bounded, by the relation",
+    "dpch/sql/outputs.py": "post-processing of released values (HAVING, ORDER BY, derived columns): it changes "
+                           "what is shown, never what is private",
+    "dpch/sql/post_functions.py": "post-processing functions of released values (as outputs.py)",
+    "dpch/sql/statistics.py": "a statistic's value and interval from its noisy measures (post-processing)",
+    "dpch/pipeline/context.py": "a record of the stages' dependencies",
+    "dpch/pipeline/postprocess.py": "post-processing of released values into rows",
+    "dpch/pipeline/report.py": "the release's presentation (its cost is the ledger's, checked elsewhere)",
+    "dpch/accuracy/doubling.py": "the doubling baseline of the benchmarks, never used to release",
+}
+
+#: where ``--map`` writes which tests reach each line (generated; not in git)
+MAP = ROOT / ".mutation" / "coverage-map.json"
+#: the tests ``--map`` runs to learn who reaches what (the slow CLI and server process tests add little: their
+#: work runs in child processes, which the map does not see)
+MAP_TESTS = ["tests/sql", "tests/privacy", "tests/mechanisms", "tests/accounting", "tests/pipeline", "tests/accuracy",
+             "tests/soundness", "tests/audit", "tests/policy", "tests/dbapi"]
+
+#: a pytest plugin for ``--map``: each test's duration, so a mutant's covering tests run fastest first
+_TIMER = '''
+import json, os, time
+_times, _failed = {}, set()
+def pytest_runtest_logreport(report):
+    _times[report.nodeid] = _times.get(report.nodeid, 0.0) + report.duration
+    if report.failed:
+        _failed.add(report.nodeid)
+def pytest_sessionfinish(session):
+    with open(os.environ["DPCH_MUTATION_TIMES"], "w") as out:
+        json.dump({"times": _times, "failed": sorted(_failed)}, out)
+'''
+
+#: a worker in each sandbox: the heavy third-party imports are done once, and each mutant's pytest run is
+#: a fork of it (about 2 s of imports saved per mutant; dpch itself is never imported here, so each fork
+#: imports the mutated copy). Commands are JSON lines (pytest's arguments); answers are JSON lines.
+_WORKER = '''
+import json, os, sys
+import numpy, scipy.integrate, scipy.optimize, scipy.special, scipy.stats, sqlglot, clickhouse_connect, hypothesis
+import pytest
+for line in sys.stdin:
+    args = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()  # its own process group: a timeout kills the run and whatever it started
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0), os.dup2(null, 1), os.dup2(null, 2)
+        os._exit(int(pytest.main(args)))
+    print(json.dumps({"pid": pid}), flush=True)
+    _, status = os.waitpid(pid, 0)
+    print(json.dumps({"code": os.waitstatus_to_exitcode(status)}), flush=True)
+'''
+
 #: a pytest plugin loaded into every run: Hypothesis derandomized, so verdicts do not depend on the run
 _PLUGIN = '''
 from hypothesis import HealthCheck, settings
@@ -123,6 +216,16 @@ _SYMBOL = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==",
            ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in", ast.Mult: "*",
            ast.Div: "/", ast.Add: "+", ast.Sub: "-", ast.FloorDiv: "//"}
 _SWAP_CALL = {"min": "max", "max": "min"}
+_CEIL_FLOOR = {"ceil": "floor", "floor": "ceil"}
+#: calls whose first argument is not a stand-in for their result (a type, a count, a message): dropping
+#: them is a crash, not a test of the logic, so the "drop a call, keep its argument" operator skips them
+_KEEP_ARG_SKIP = frozenset({
+    "isinstance", "issubclass", "len", "str", "repr", "print", "type", "getattr", "setattr", "hasattr", "delattr",
+    "super", "id", "hash", "range", "enumerate", "zip", "list", "dict", "set", "tuple", "frozenset", "sorted",
+    "reversed", "iter", "next", "any", "all", "callable", "vars", "format", "map", "filter", "open", "dataclass",
+    "field", "replace", "cast", "join", "startswith", "endswith", "split", "strip", "lower", "upper", "append",
+    "extend", "add", "update", "get", "pop", "setdefault", "items", "keys", "values", "copy", "encode", "decode",
+    "warn", "debug", "info", "warning", "error", "exception", "echo", "sub", "search", "match", "compile"})
 
 
 @dataclass(frozen=True)
@@ -216,18 +319,40 @@ def _mutations(node: ast.AST) -> Iterator[tuple[ast.AST | str, str]]:
         target = ast.unparse(node.target)
         yield (f"{target} {_SYMBOL[_BINOP[type(node.op)]]}= {ast.unparse(node.value)}",
                f"operator {_SYMBOL[type(node.op)]}= → {_SYMBOL[_BINOP[type(node.op)]]}=")
-    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-        name = node.func.id
+    elif isinstance(node, ast.Call):
+        name = node.func.id if isinstance(node.func, ast.Name) else \
+            node.func.attr if isinstance(node.func, ast.Attribute) else ""
         if name == "abs" and len(node.args) == 1:
             yield "(" + ast.unparse(node.args[0]) + ")", "drop abs()"
-        elif name in _SWAP_CALL:
+        elif isinstance(node.func, ast.Name) and name in _SWAP_CALL:
             new = _copy(node)
             new.func.id = _SWAP_CALL[name]
             yield new, f"{name}() → {_SWAP_CALL[name]}()"
+        elif name in _CEIL_FLOOR:
+            new = _copy(node)
+            if isinstance(new.func, ast.Name):
+                new.func.id = _CEIL_FLOOR[name]
+            else:
+                new.func.attr = _CEIL_FLOOR[name]
+            yield new, f"{name}() → {_CEIL_FLOOR[name]}()"
+        elif (node.args and name and name not in _KEEP_ARG_SKIP and not name[:1].isupper()
+              and not isinstance(node.args[0], ast.Starred)):
+            # an outsider's operator: the call dropped, its first argument kept (a clamp, a cap, a rounding)
+            yield "(" + ast.unparse(node.args[0]) + ")", f"drop {name}() keeping its argument"
+    elif isinstance(node, ast.Constant) and type(node.value) is bool:
+        yield repr(not node.value), f"{node.value!r} → {not node.value!r}"
     elif isinstance(node, ast.Constant) and type(node.value) in (int, float):
         value = node.value
         new_value = 1 if value == 0 else value + 1
         yield repr(new_value), f"constant {value!r} → {new_value!r}"
+        if type(value) is float and value != 0.0:
+            yield repr(value * 2.0), f"constant {value!r} doubled"
+    elif isinstance(node, ast.BoolOp):
+        new = _copy(node)
+        new.op = ast.Or() if isinstance(node.op, ast.And) else ast.And()
+        yield new, f"{'and → or' if isinstance(node.op, ast.And) else 'or → and'}"
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not | ast.USub):
+        yield "(" + ast.unparse(node.operand) + ")", f"drop unary {'not' if isinstance(node.op, ast.Not) else '-'}"
     elif isinstance(node, ast.If | ast.While | ast.IfExp | ast.Assert):
         test = node.test
         yield _NegatedTest(test), f"negate condition `{_short(ast.unparse(test))}`"
@@ -247,6 +372,27 @@ def _short(text: str, limit: int = 50) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _early_return(func: ast.FunctionDef | ast.AsyncFunctionDef, source: str) -> Mutant | None:
+    """An outsider's operator: ``return`` before the first statement of a function that returns no value
+    (a check that raises, a step that records): everything it does is skipped. Functions that return a
+    value are left out (returning None from them is a crash, not a test of the logic)."""
+    if any(isinstance(n, ast.Return) and n.value is not None for n in ast.walk(func)) or \
+            any(isinstance(n, ast.Yield | ast.YieldFrom) for n in ast.walk(func)):
+        return None
+    body = func.body
+    docstring = isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+        and isinstance(body[0].value.value, str)
+    if docstring and len(body) == 1:
+        return None  # a docstring-only body
+    first = body[1] if docstring else body[0]
+    segment = ast.get_source_segment(source, first)
+    if segment is None:
+        return None
+    text = "return\n" + " " * first.col_offset + segment
+    return Mutant("", first.lineno, first.col_offset, first.end_lineno, first.end_col_offset, text,
+                  f"early return in {func.name}()")
+
+
 def mutants_of(module: str, source: str | None = None) -> list[Mutant]:
     """Every mutant of ``module`` (a path relative to the repository), in source order."""
     source = (ROOT / module).read_text() if source is None else source
@@ -257,6 +403,11 @@ def mutants_of(module: str, source: str | None = None) -> list[Mutant]:
     for node in ast.walk(tree):
         if id(node) in skip_nodes or getattr(node, "lineno", None) in skip_lines:
             continue
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            early = _early_return(node, source)
+            if early is not None and early.line not in skip_lines:
+                out.append(Mutant(module, early.line, early.col, early.end_line, early.end_col, early.text,
+                                  early.description))
         for new, description in _mutations(node):
             if isinstance(new, _NegatedTest):
                 out.append(_replace(new.test, f"not ({ast.unparse(new.test)})", description, module, lines))
@@ -312,7 +463,7 @@ class Sandbox:
         self.sources = sources
         self.dir = Path(tempfile.mkdtemp(prefix="dpch-mutate-"))
         ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".venv", ".git", "*.egg-info", ".hypothesis")
-        for name in ("dpch", "tests", "sql_fixtures"):
+        for name in ("dpch", "tests", "sql_fixtures", "docs"):  # docs: tests check them against the code
             shutil.copytree(ROOT / name, self.dir / name, ignore=ignore)
         shutil.copy(ROOT / "pyproject.toml", self.dir / "pyproject.toml")
         for module, text in sources.items():
@@ -320,45 +471,104 @@ class Sandbox:
         (self.dir / "mutation_profile.py").write_text(_PLUGIN)
         self.env = dict(os.environ, PYTHONPATH=str(self.dir), PYTHONDONTWRITEBYTECODE="1",
                         PYTHONHASHSEED="0", DPCH_ALLOW_FIXED_SEED="1")
+        self.worker: subprocess.Popen[bytes] | None = None
+        self._pending = b""
         # the copy, not an installed dpch, must be what the tests import
         where = subprocess.run([sys.executable, "-c", "import dpch; print(dpch.__file__)"], cwd=self.dir,
                                env=self.env, capture_output=True, text=True, check=True).stdout.strip()
         if not where.startswith(str(self.dir)):
             raise RuntimeError(f"tests would import dpch from {where}, not from the sandbox {self.dir}")
 
-    def run(self, mutant: Mutant | None, module: str, timeout: float) -> tuple[str, float]:
+    def _worker_process(self) -> subprocess.Popen[bytes]:
+        if self.worker is None or self.worker.poll() is not None:
+            self.worker = subprocess.Popen([sys.executable, "-c", _WORKER], cwd=self.dir, env=self.env,
+                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            self._pending = b""
+        return self.worker
+
+    def _answer(self, worker: subprocess.Popen[bytes], timeout: float | None) -> dict[str, int] | None:
+        """The worker's next JSON line, or None when ``timeout`` seconds pass first (read unbuffered, so
+        that select() sees every byte the worker wrote)."""
+        assert worker.stdout is not None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self._pending:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([worker.stdout.fileno()], [], [], left)
+            if not ready:
+                return None
+            chunk = os.read(worker.stdout.fileno(), 4096)
+            if not chunk:
+                raise RuntimeError("the mutation worker died")
+            self._pending += chunk
+        line, self._pending = self._pending.split(b"\n", 1)
+        answer: dict[str, int] = json.loads(line)
+        return answer
+
+    def _pytest(self, tests: list[str], timeout: float) -> str:
+        """One pytest run, forked from the worker: killed, survived, timeout or error."""
+        args = ["-x", "-q", "-p", "no:cacheprovider", "-p", "mutation_profile", "--no-header",
+                "-o", "addopts=--import-mode=importlib", *tests]
+        worker = self._worker_process()
+        assert worker.stdin is not None
+        worker.stdin.write((json.dumps(args) + "\n").encode())
+        worker.stdin.flush()
+        started = self._answer(worker, None)
+        assert started is not None
+        done = self._answer(worker, timeout)
+        if done is None:
+            try:
+                os.killpg(started["pid"], signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self._answer(worker, None)  # the worker reports the killed run
+            return "timeout"
+        code = done["code"]
+        if code == 0:
+            return "survived"
+        return "killed" if code in (1, 2) or code < 0 else "error"  # 2: interrupted/collection error
+
+    def run(self, mutant: Mutant | None, module: str, timeout: float, lane: str = "fast",
+            covering: list[str] | None = None) -> tuple[str, float]:
+        """The mutant's tests: those the coverage map says reach its lines (``covering``, fastest first), or
+        without a map the fast lane (``TESTS``) then, if it survived there, the slow lane (``SLOW_TESTS``:
+        generated tests that take minutes), so a mutant is judged on targeted tests first. A mutant no test
+        reaches is ``uncovered`` (a survivor) without running anything."""
+        if covering is not None and not covering:
+            return "uncovered", 0.0
         path = self.dir / module
         original = self.sources[module]
         if mutant is not None:
             path.write_text(apply(original, mutant))
-        tests = [t for t in TESTS[module] if (self.dir / t).exists()]
-        cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "mutation_profile",
-               "--no-header", "-o", "addopts=--import-mode=importlib", *tests]
+        if covering is not None:
+            lanes = [covering]
+        else:
+            lanes = [TESTS[module]] + ([SLOW_TESTS[module]] if lane == "both" and module in SLOW_TESTS else [])
         start = time.monotonic()
+        status = "survived"
         try:
-            proc = subprocess.run(cmd, cwd=self.dir, env=self.env, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL, timeout=timeout, start_new_session=True)
-            status = "survived" if proc.returncode == 0 else "killed"
-            if proc.returncode not in (0, 1):  # 2: interrupted/collection error, 3/4: internal/usage
-                status = "killed" if proc.returncode == 2 else "error"
-        except subprocess.TimeoutExpired:
-            status = "timeout"
+            for chosen in lanes:
+                tests = [t for t in chosen if (self.dir / t.split("::")[0]).exists()]
+                status = self._pytest(tests, timeout)
+                if status != "survived":
+                    break
         finally:
             path.write_text(original)
         return status, time.monotonic() - start
 
     def close(self) -> None:
+        if self.worker is not None and self.worker.poll() is None:
+            self.worker.kill()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def _baseline(sandbox: Sandbox, modules: list[str]) -> dict[str, float]:
-    """Runs each distinct test set once unmutated: it must pass, and its time sets the timeout."""
+    """Runs each distinct test set (both lanes) once unmutated: it must pass, and its time sets the timeout."""
     times: dict[str, float] = {}
     seen: dict[tuple[str, ...], float] = {}
     for module in modules:
-        key = tuple(TESTS[module])
+        key = tuple(TESTS[module]) + tuple(SLOW_TESTS.get(module, ()))
         if key not in seen:
-            status, seconds = sandbox.run(None, module, timeout=900)
+            status, seconds = sandbox.run(None, module, timeout=1800, lane="both")
             if status != "survived":
                 sys.exit(f"the unmutated tests for {module} do not pass ({status}); fix them first")
             seen[key] = seconds
@@ -367,11 +577,22 @@ def _baseline(sandbox: Sandbox, modules: list[str]) -> dict[str, float]:
 
 
 def run_all(mutants: list[Mutant], sources: dict[str, str], jobs: int, timeout_factor: float) -> list[Outcome]:
-    modules = sorted({m.module for m in mutants})
+    coverage_map = json.loads(MAP.read_text()) if MAP.exists() else None
+    covering = {m.key: covering_tests(m, coverage_map, sources) for m in mutants}
+    # modules the map does not cover as they are now run their lanes; those need a baseline (a test set
+    # that fails unmutated would kill every mutant)
+    unmapped = sorted({m.module for m in mutants if covering[m.key] is None})
+    if coverage_map is not None:
+        print(f"map: {len(mutants) - sum(covering[m.key] is None for m in mutants)} of {len(mutants)} mutants run "
+              f"the tests that reach their lines; {sum(covering[m.key] == [] for m in mutants)} reached by none",
+              flush=True)
     sandboxes = [Sandbox(sources) for _ in range(jobs)]
     try:
-        print(f"baseline: running the unmutated tests of {len(modules)} module(s)…", flush=True)
-        base = _baseline(sandboxes[0], modules)
+        base: dict[str, float] = {}
+        if unmapped:
+            print(f"baseline: running the unmutated tests of {len(unmapped)} module(s)…", flush=True)
+            base = _baseline(sandboxes[0], unmapped)
+        times = coverage_map["times"] if coverage_map is not None else {}
         free = list(sandboxes)
         outcomes: list[Outcome] = []
         counts: dict[str, int] = defaultdict(int)
@@ -379,9 +600,11 @@ def run_all(mutants: list[Mutant], sources: dict[str, str], jobs: int, timeout_f
 
         def work(mutant: Mutant) -> Outcome:
             box = free.pop()
+            tests = covering[mutant.key]
             try:
-                limit = max(30.0, base[mutant.module] * timeout_factor)
-                status, seconds = box.run(mutant, mutant.module, limit)
+                expected = base[mutant.module] if tests is None else 3.0 + sum(times.get(t, 5.0) for t in tests)
+                status, seconds = box.run(mutant, mutant.module, max(30.0, expected * timeout_factor), lane="both",
+                                          covering=tests)
             finally:
                 free.append(box)
             return Outcome(mutant, status, seconds)
@@ -393,12 +616,68 @@ def run_all(mutants: list[Mutant], sources: dict[str, str], jobs: int, timeout_f
                 done = len(outcomes)
                 eta = (time.monotonic() - start) / done * (len(mutants) - done)
                 killed = counts["killed"] + counts["timeout"]
-                print(f"[{done}/{len(mutants)}] {outcome.status:8} {outcome.mutant.module}:{outcome.mutant.line} "
+                print(f"[{done}/{len(mutants)}] {outcome.status:9} {outcome.mutant.module}:{outcome.mutant.line} "
                       f"{outcome.mutant.description}  (score {killed}/{done}, eta {eta / 60:.0f} min)", flush=True)
         return outcomes
     finally:
         for box in sandboxes:
             box.close()
+
+
+# ------------------------------------------------------------------ the coverage map
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def build_map(sources: dict[str, str]) -> None:
+    """Runs :data:`MAP_TESTS` once under coverage with one context per test (pytest-cov's ``--cov-context
+    test``) and writes, per module, which tests reach each line and how long each test takes."""
+    box = Sandbox(sources)
+    try:
+        (box.dir / "mutation_timer.py").write_text(_TIMER)
+        times_file = box.dir / "times.json"
+        env = dict(box.env, DPCH_MUTATION_TIMES=str(times_file), COVERAGE_FILE=str(box.dir / ".coverage"))
+        packages = sorted({module.rsplit("/", 1)[0].replace("/", ".") for module in sources})
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "mutation_profile",
+               "-p", "mutation_timer", "--no-header", "-o", "addopts=--import-mode=importlib",
+               *(f"--cov={p}" for p in packages), "--cov-context=test", "--cov-report=",
+               *[t for t in MAP_TESTS if (box.dir / t).exists()]]
+        print("map: running the tests under coverage (this takes a while)…", flush=True)
+        subprocess.run(cmd, cwd=box.dir, env=env, check=False)
+        import coverage  # noqa: PLC0415 — only --map needs it
+
+        data = coverage.CoverageData(basename=str(box.dir / ".coverage"))
+        data.read()
+        lines: dict[str, dict[str, list[str]]] = {}
+        for filename in data.measured_files():
+            module = str(Path(filename).resolve().relative_to(box.dir.resolve()))
+            if module not in sources:
+                continue
+            by_line = data.contexts_by_lineno(filename)
+            lines[module] = {str(n): sorted({c.split("|")[0] for c in ctx if c}) for n, ctx in by_line.items()}
+        timing = json.loads(times_file.read_text()) if times_file.exists() else {"times": {}, "failed": []}
+        times, failed = timing["times"], set(timing["failed"])
+        if failed:  # a test that fails unmutated would "kill" every mutant it reaches
+            print(f"map: {len(failed)} test(s) failed and are left out: {sorted(failed)[:5]}", flush=True)
+            lines = {m: {n: [x for x in ts if x not in failed] for n, ts in by.items()} for m, by in lines.items()}
+        MAP.parent.mkdir(exist_ok=True)
+        MAP.write_text(json.dumps({"sha": {m: _sha(s) for m, s in sources.items()}, "lines": lines,
+                                   "times": times}))
+        print(f"map: {sum(len(v) for v in lines.values())} lines of {len(lines)} modules → {MAP}", flush=True)
+    finally:
+        box.close()
+
+
+def covering_tests(mutant: Mutant, coverage_map: dict | None, sources: dict[str, str]) -> list[str] | None:
+    """The tests that reach the mutant's lines, fastest first (None: no map for this module as it is now)."""
+    if coverage_map is None or coverage_map["sha"].get(mutant.module) != _sha(sources[mutant.module]):
+        return None
+    by_line = coverage_map["lines"].get(mutant.module, {})
+    tests = {t for n in range(mutant.line, mutant.end_line + 1) for t in by_line.get(str(n), [])}
+    times = coverage_map["times"]
+    return sorted(tests, key=lambda t: (times.get(t, 60.0), t))
 
 
 # ------------------------------------------------------------------ reporting
@@ -408,18 +687,18 @@ def report(outcomes: list[Outcome]) -> str:
     by_module: dict[str, list[Outcome]] = defaultdict(list)
     for o in outcomes:
         by_module[o.mutant.module].append(o)
-    rows = ["module                            mutants  killed  timeout  survived  error  score"]
+    rows = ["module                            mutants  killed  timeout  survived  uncovered  error  score"]
     total_killed = 0
     for module in sorted(by_module):
         group = by_module[module]
-        c = {s: sum(o.status == s for o in group) for s in ("killed", "timeout", "survived", "error")}
+        c = {s: sum(o.status == s for o in group) for s in ("killed", "timeout", "survived", "uncovered", "error")}
         killed = c["killed"] + c["timeout"]
         total_killed += killed
-        rows.append(f"{module:34} {len(group):7} {c['killed']:7} {c['timeout']:8} {c['survived']:9} {c['error']:6}"
-                    f"  {100 * killed / len(group):4.0f}%")
+        rows.append(f"{module:34} {len(group):7} {c['killed']:7} {c['timeout']:8} {c['survived']:9} "
+                    f"{c['uncovered']:10} {c['error']:6}  {100 * killed / len(group):4.0f}%")
     n = len(outcomes)
     rows.append(f"total: {total_killed} of {n} killed ({100 * total_killed / max(n, 1):.1f}%)")
-    survivors = [o for o in outcomes if o.status in ("survived", "error")]
+    survivors = [o for o in outcomes if o.status in ("survived", "uncovered", "error")]
     if survivors:
         rows.append("")
         rows.append("survivors:")
@@ -464,16 +743,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", type=Path, default=Path("mutation-report.txt"),
                         help="text report (a JSON twin is written next to it)")
     parser.add_argument("--list", action="store_true", help="only count and list the mutants")
+    parser.add_argument("--map", action="store_true",
+                        help=f"run the tests once under coverage and write which reach each line ({MAP.name})")
     args = parser.parse_args(argv)
 
     for module in args.module or []:
         if module not in TESTS:
             parser.error(f"{module} has no test mapping; known: {', '.join(TESTS)}")
     sources = {module: (ROOT / module).read_text() for module in TESTS}
+    if args.map:
+        build_map(sources)
+        return 0
     everything = [m for module in TESTS for m in mutants_of(module, sources[module])]
     if args.rerun:
         past = json.loads(args.rerun.read_text())
-        wanted = [o for o in past["outcomes"] if o["status"] in ("survived", "error")]
+        wanted = [o for o in past["outcomes"] if o["status"] in ("survived", "uncovered", "error")]
         chosen = _matching(wanted, everything, sources)
     else:
         chosen = choose(everything, None if args.full else (args.sample or 200), args.seed)
