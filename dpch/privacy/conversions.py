@@ -21,9 +21,11 @@ import math
 
 
 def _log_inv(delta: float) -> float:
+    """log(1/δ) for δ in (0, 1), written −log δ: 1/δ overflows to inf for a subnormal δ (below
+    ~5.6e-309), which the guard admits, and log(inf) would make ρ_max a NaN."""
     if not 0.0 < delta < 1.0:
         raise ValueError(f"delta must be in (0, 1), got {delta!r}")
-    return math.log(1.0 / delta)
+    return -math.log(delta)
 
 
 def pure_dp_to_zcdp_rho(epsilon: float) -> float:

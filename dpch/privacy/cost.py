@@ -237,7 +237,7 @@ class PrivacyCost:
     def __post_init__(self) -> None:
         if not (self.epsilon >= 0 and self.delta >= 0):
             raise ValueError("privacy cost must be non-negative")
-        if self.rho is not None and self.rho < 0:
+        if self.rho is not None and not self.rho >= 0:  # also refuses NaN, as the checks beside it do
             raise ValueError("rho must be non-negative")
         if not self.rho_delta >= 0:
             raise ValueError("rho_delta must be non-negative")
