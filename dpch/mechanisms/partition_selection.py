@@ -46,16 +46,25 @@ class LaplacePartitionSelection:
     def __post_init__(self) -> None:
         if not (self.epsilon > 0 and 0 < self.delta < 1 and self.max_partitions >= 1):
             raise ValueError("partition selection needs ε > 0, 0 < δ < 1 and max_partitions ≥ 1")
-        scale = float(self.scale)
-        p = math.exp(-1.0 / scale)
-        per_key = self.delta / self.max_partitions
-        # smallest integer k with p^{k+1}/(1+p) ≤ per_key
-        k = max(0, math.ceil(math.log(per_key * (1.0 + p)) / math.log(p) - 1.0 - 1e-12))
-        while k > 0 and p**k / (1.0 + p) <= per_key:
+        object.__setattr__(self, "threshold", 1.0 + self._smallest_k())
+
+    def _smallest_k(self) -> int:
+        """The smallest integer k ≥ 0 with P(Z > k) = p^{k+1}/(1+p) ≤ δ/G, decided in log space: the
+        tail and δ/G may be subnormal floats (a δ the guard admits), where p^{k+1}/(1+p) has too few bits
+        to compare (δ = 5e-324 would get a threshold one too low)."""
+        log_p = -1.0 / float(self.scale)
+        log_per_key = math.log(self.delta) - math.log(self.max_partitions)
+        log1p_p = math.log1p(math.exp(log_p))
+
+        def log_tail(k: int) -> float:  # log P(Z > k)
+            return (k + 1) * log_p - log1p_p
+
+        k = max(0, math.ceil((log_per_key + log1p_p) / log_p - 1.0 - 1e-12))
+        while k > 0 and log_tail(k - 1) <= log_per_key:
             k -= 1
-        while p ** (k + 1) / (1.0 + p) > per_key:
+        while log_tail(k) > log_per_key:
             k += 1
-        object.__setattr__(self, "threshold", 1.0 + k)
+        return k
 
     @property
     def scale(self) -> Fraction:

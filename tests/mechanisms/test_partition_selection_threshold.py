@@ -1,0 +1,142 @@
+"""Partition selection's threshold and guard, against an independent reference (issue 31, "Privacy-relevant
+survivors": the threshold-raising loop and the ε/δ/G guard of ``partition_selection.py`` never ran).
+
+The threshold is τ = 1 + k with k the smallest integer ≥ 0 such that a key held by one unit is released
+with probability P(Z > k) ≤ δ/G, Z discrete Laplace of the sampled scale b (p = e^{−1/b}). The code starts
+from the closed-form guess ⌈log(δ/G·(1 + p))/log p − 1 − 1e-12⌉ and corrects it in both directions; the
+guess is one too low exactly when the real solution lies within 1e-12 above an integer m. The cases below
+put it there: δ/G = p^{m+1}/(1 + p)·(1 − η) with η·b < 1e-12, so the guess is m and the loop must raise k
+to m + 1. A threshold one too low would release a single unit's key with probability above δ/G.
+
+The reference k is found here by summing the discrete Laplace pmf P(z) = (1 − p)/(1 + p)·p^{|z|} over
+z > k (math.fsum), scanning k from 0 — neither the closed form nor the code's loop.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from decimal import Decimal, localcontext
+
+import pytest
+
+from dpch.mechanisms.partition_selection import LaplacePartitionSelection
+
+#: (ε, G, m, η): the guess lands on m, the answer is m + 1
+LOOP_CASES = [(1.0, 1, 10, 1e-13), (0.5, 3, 20, 1e-14), (1.0, 1, 30, 1e-13), (2.0, 1, 5, 1e-13),
+              (1.0, 4, 12, 3e-14)]
+WORDS = r"partition selection needs ε > 0, 0 < δ < 1 and max_partitions ≥ 1"
+
+
+def _tail(p: float, k: int) -> float:
+    """P(Z > k) by summing the pmf until the terms vanish below 1e-30 of the sum."""
+    norm = (1 - p) / (1 + p)
+    terms, z = [], k + 1
+    while True:
+        term = norm * p**z
+        terms.append(term)
+        if term < 1e-30 * terms[0]:
+            return math.fsum(terms)
+        z += 1
+
+
+def _reference_k(p: float, per_key: float) -> int:
+    k = 0
+    while _tail(p, k) > per_key:
+        k += 1
+    return k
+
+
+def _p(epsilon: float, groups: int) -> float:
+    """p of the scale actually sampled (a rational ≥ G/ε; G/ε itself for these cases)."""
+    return math.exp(-1.0 / float(LaplacePartitionSelection(epsilon, 0.5, groups).scale))
+
+
+def _loop_delta(epsilon: float, groups: int, m: int, eta: float) -> float:
+    p = _p(epsilon, groups)
+    return groups * p ** (m + 1) / (1 + p) * (1 - eta)
+
+
+@pytest.mark.parametrize(("epsilon", "groups", "m", "eta"), LOOP_CASES)
+def test_negative_control_the_closed_form_guess_is_one_too_low(epsilon, groups, m, eta):
+    """What makes the loop run: the guess the code starts from is m, the reference k is m + 1."""
+    delta = _loop_delta(epsilon, groups, m, eta)
+    p = _p(epsilon, groups)
+    guess = max(0, math.ceil(math.log(delta / groups * (1.0 + p)) / math.log(p) - 1.0 - 1e-12))
+    assert guess == m
+    assert _reference_k(p, delta / groups) == m + 1
+
+
+@pytest.mark.parametrize(("epsilon", "groups", "m", "eta"), LOOP_CASES)
+def test_the_threshold_is_raised_to_the_smallest_one_meeting_delta(epsilon, groups, m, eta):
+    delta = _loop_delta(epsilon, groups, m, eta)
+    selection = LaplacePartitionSelection(epsilon, delta, groups)
+    p = _p(epsilon, groups)
+    k = _reference_k(p, delta / groups)
+    assert selection.threshold == 1.0 + k == m + 2.0
+    # the release probability of a single unit's key meets δ/G, and the threshold below would not
+    assert _tail(p, int(selection.threshold) - 1) <= delta / groups < _tail(p, int(selection.threshold) - 2)
+    assert selection.single_unit_release_probability() <= delta / groups
+
+
+@pytest.mark.parametrize(("epsilon", "delta", "groups"), [
+    (1.0, 1e-6, 1), (0.1, 1e-9, 7), (3.0, 0.3, 2), (1.0, 0.5, 1), (0.25, 1e-5, 100), (1.0, 0.9, 1),
+])
+def test_ordinary_thresholds_match_the_reference(epsilon, delta, groups):
+    """Where the guess is right (or too high) the threshold is the reference's too."""
+    p = _p(epsilon, groups)
+    assert LaplacePartitionSelection(epsilon, delta, groups).threshold == 1.0 + _reference_k(p, delta / groups)
+
+
+# ------------------------------------------------------------------ the ε/δ/G guard at its boundaries
+
+
+@pytest.mark.parametrize(("epsilon", "delta", "groups"), [
+    (0.0, 1e-6, 1), (-0.0, 1e-6, 1), (-math.ulp(0.0), 1e-6, 1), (math.nan, 1e-6, 1),
+    (1.0, 0.0, 1), (1.0, -math.ulp(0.0), 1), (1.0, 1.0, 1), (1.0, math.nextafter(1.0, 2.0), 1), (1.0, math.nan, 1),
+    (1.0, 1e-6, 0), (1.0, 1e-6, -1),
+], ids=["ε=0", "ε=-0", "ε=-ulp", "ε=nan", "δ=0", "δ=-ulp", "δ=1", "δ>1", "δ=nan", "G=0", "G=-1"])
+def test_a_bad_parameter_is_refused_in_words(epsilon, delta, groups):
+    with pytest.raises(ValueError, match=WORDS):
+        LaplacePartitionSelection(epsilon, delta, groups)
+
+
+@pytest.mark.parametrize(("epsilon", "delta", "groups"), [
+    (2.0**-20, 1e-6, 1),                     # a tiny ε (b = 2^20): the smallest whose scale stays exact here
+    (1.0, math.ulp(0.0), 1),                 # the first δ above 0
+    (1.0, sys.float_info.min, 1),
+    (1.0, math.nextafter(1.0, 0.0), 1),      # the last δ below 1: τ = 1 (k = 0)
+    (1.0, 1e-6, 1),                          # G = 1, the smallest
+], ids=["tiny ε", "δ=ulp(0)", "δ=min normal", "δ just below 1", "G=1"])
+def test_the_first_good_parameters_are_accepted_with_the_reference_threshold(epsilon, delta, groups):
+    selection = LaplacePartitionSelection(epsilon, delta, groups)
+    p = math.exp(-1.0 / float(selection.scale))
+    # the reference's scan is long for a tiny ε; its closed form p^{k+1}/(1+p) in log space decides here
+    per_key = delta / groups
+    k = selection.threshold - 1.0
+    assert k >= 0 and k.is_integer()
+    log_tail = lambda j: (j + 1) * math.log(p) - math.log1p(p)  # noqa: E731 — log P(Z > j)
+    assert log_tail(k) <= math.log(per_key) + 1e-12
+    assert k == 0 or log_tail(k - 1) > math.log(per_key) - 1e-12
+
+
+def test_the_last_delta_below_one_releases_every_key_with_a_unit():
+    """δ → 1: k = 0, τ = 1, so a noisy count above 1 is kept (P(Z > 0) = p/(1+p) ≤ δ)."""
+    selection = LaplacePartitionSelection(1.0, math.nextafter(1.0, 0.0), 1)
+    assert selection.threshold == 1.0 == 1.0 + _reference_k(math.exp(-1.0), math.nextafter(1.0, 0.0))
+
+
+@pytest.mark.parametrize(("epsilon", "delta", "groups"), [
+    (0.0025144159917585914, 1.0538919456413308e-15, 1000), (0.007195926838958299, 1.643678099416572e-08, 1000),
+])
+def test_a_large_scale_threshold_meets_delta_in_exact_arithmetic(epsilon, delta, groups):
+    """b = G/ε ≈ 4·10^5 and k ≈ 10^7: p^{k+1} computed in floats drifts by about k ulps, and the linear-space
+    loop stopped one below the smallest k (the tail then exceeds δ/G by ~1e-9 relative). Checked here at 60
+    digits with the sampled rational scale: the threshold meets δ/G and the one below does not."""
+    selection = LaplacePartitionSelection(epsilon, delta, groups)
+    scale, k = selection.scale, int(selection.threshold) - 1
+    with localcontext() as ctx:
+        ctx.prec = 60
+        p = (-(Decimal(scale.denominator) / Decimal(scale.numerator))).exp()
+        per_key = Decimal(delta) / Decimal(groups)
+        assert p ** (k + 1) / (1 + p) <= per_key < p**k / (1 + p)
