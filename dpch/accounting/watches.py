@@ -300,17 +300,16 @@ class WatchStore:
     def _ensure(self) -> None:
         if self._created:
             return
-        self.engine.command(
-            f"CREATE TABLE IF NOT EXISTS {self.table} ("
-            " analyst String, name String, seq UInt64, time DateTime64(6, 'UTC'),"
+        self.engine.create_table(
+            WATCHES_TABLE,
+            "analyst String, name String, seq UInt64, time DateTime64(6, 'UTC'),"
             " event LowCardinality(String), state LowCardinality(String), answer LowCardinality(String),"
             " threshold Float64, upper Float64, sensitivity Float64, sigma Float64,"
             " epsilon Float64, delta Float64, instances_max UInt64, datasets Array(String),"
             " release_id String, instances UInt64, position UInt64, noisy_threshold Nullable(Float64),"
-            " spent Float64, base Float64, charged Float64, lower Float64"
-            ") ENGINE = MergeTree ORDER BY (analyst, name, seq)"
-            " COMMENT 'dpch: threshold watches (append-only; the latest row is the state; holds secret noise)'"
-        )
+            " spent Float64, base Float64, charged Float64, lower Float64",
+            "ORDER BY (analyst, name, seq)"
+            " COMMENT 'dpch: threshold watches (append-only; the latest row is the state; holds secret noise)'")
         self._created = True
 
     @contextmanager
