@@ -358,5 +358,5 @@ class Watches:
             note += "; the watch is now exhausted"
         return Release(columns=[question.column], rows=[(ABOVE if top else BELOW,)], intervals=[[None]],
                        cost=PrivacyCost(charged, 0.0), confidence=confidence, mechanism=f"{MECHANISM} {p.name}",
-                       measures=[], budget=self.accountant.status(), release_id=state.release_id,
+                       measures=[], budget=self.accountant.status(fresh=False), release_id=state.release_id,
                        elapsed_ms=(time.perf_counter() - started) * 1000.0, notes=[note])
