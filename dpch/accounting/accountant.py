@@ -86,14 +86,16 @@ raises :class:`~dpch.errors.AnalystLocked`, until the data owner runs ``dpch bud
 
 from __future__ import annotations
 
+import copy
 import os
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from dpch.accounting.admission import AdmissionStore, admission_for
+from dpch.accounting.admission import AdmissionStore, KeeperAdmission, admission_for
 from dpch.accounting.budget import NO_RENEWAL, Budget, BudgetStore, NoBudgetSet, Renewal
 from dpch.accounting.commit import PendingWrite
 from dpch.accounting.filters import DEFAULT_FILTER, PrivacyFilter, make_filter
@@ -101,6 +103,7 @@ from dpch.accounting.ledger import FAILED_SEQ, Ledger, LedgerEntry
 from dpch.accounting.locks import AnalystLock, LockStore
 from dpch.accounting.periods import Clock, Period, as_utc, period_of, utc_now
 from dpch.accounting.state import AnalystState, AnalystStates
+from dpch.accounting.watches import WatchStore
 from dpch.errors import (
     AnalystLocked,
     BudgetExceeded,
@@ -354,6 +357,12 @@ class Accountant:
         #: where admission is decided (:mod:`.admission`): this process (embedded store), Keeper, or one owner
         self.admission = admission if admission is not None else admission_for(engine)
 
+    def for_analyst(self, analyst: str) -> Accountant:
+        """An accountant for ``analyst`` on the same engine, stores and options (no table is touched)."""
+        other = copy.copy(self)
+        other.analyst = analyst
+        return other
+
     # -- state and filters --------------------------------------------------------------------
 
     def _setting(self, state: AnalystState, dataset: str = "") -> tuple[Budget, Renewal]:
@@ -596,7 +605,7 @@ class Accountant:
                 state.locked = None
                 return was
 
-            was = self.admission.run(self, clear) or self.locks.get(self.analyst) is not None
+            was = self.admission.run(self, clear, decides=False) or self.locks.get(self.analyst) is not None
             if was:
                 self.locks.unlock(self.analyst)  # the owner's history (``dpch budget list``)
             return was
@@ -608,7 +617,7 @@ class Accountant:
             state.locked = None
             return was
 
-        return self.admission.run(self, clear_here)
+        return self.admission.run(self, clear_here, decides=False)
 
     # -- visibility and administration ----------------------------------------------------------
 
@@ -679,18 +688,54 @@ class Accountant:
 
         def apply(state: AnalystState) -> bool:
             if state.settings == settings:
+                state.settings_at = max(state.settings_at, latest)  # the same budget set again
                 return False
-            state.settings = settings
-            if hasattr(state, "settings_at"):
-                state.settings_at = latest
+            state.settings, state.settings_at = settings, latest
             state.drop_totals()  # totals under the old budget would only cost upkeep
             return True
 
-        return self.admission.run(self, apply)
+        return self.admission.run(self, apply, decides=False)
+
+    def reconcile(self, grace: float = 60.0) -> int:
+        """Brings the ledger and the shared admission state into step for this analyst; returns how
+        many ledger rows it wrote. A process that died (kill -9) between its admission and its ledger
+        INSERT left the row only in the shared state: the row is written from there (a crash loses
+        budget, never privacy, and the ledger — the audit log — never misses a counted release). Rows
+        younger than ``grace`` seconds are left to the process that is writing them. A budget row newer
+        than the state (an owner action whose state write failed) is applied too."""
+        if not self.admission.shared:
+            return 0
+        if self.budgets.latest(self.analyst) > self.admission.read(self, lambda state: state.settings_at):
+            self.sync_budget()
+        watches = WatchStore(self.engine, shared=True).reconcile(self.analyst, grace)
+        cutoff = time.time() - grace
+        rows = self.admission.read(self, lambda state: state.unconfirmed(cutoff))
+        if not rows:
+            return watches
+        present = self.ledger.present([key for key, _ in rows])
+        missing = [(key, row) for key, row in rows if key not in present]
+        for (_, seq), row in missing:
+            self.ledger.write(row, seq).wait()
+        done = {key for key, _ in rows}
+        self.admission.run(self, lambda state: state.confirm(done), decides=False)
+        return len(missing) + watches
 
     def recent(self, limit: int = 10) -> list[LedgerEntry]:
         """The analyst's latest ``limit`` releases, oldest first."""
         return self.admission.read(self, lambda state: state.recent(limit))
+
+
+def reconcile_all(engine: Engine, grace: float = 60.0) -> int:
+    """:meth:`Accountant.reconcile` for every analyst with a shared admission state in ``engine``'s
+    database (none without Keeper); returns the ledger rows written."""
+    admission = admission_for(engine)
+    if not isinstance(admission, KeeperAdmission):
+        return 0
+    analysts = admission.analysts(engine)
+    if not analysts:
+        return 0
+    first = Accountant(engine, analysts[0], admission=admission)
+    return sum(first.for_analyst(analyst).reconcile(grace) for analyst in analysts)
 
 
 def _names(dataset: str, datasets: Iterable[str]) -> tuple[str, ...]:

@@ -46,7 +46,7 @@ from dpch.accounting.periods import as_utc
 from dpch.accounting.state import AnalystState, AnalystStates
 from dpch.errors import AdmissionUnavailable, ConfigError, StoreLocked
 from dpch.store.engine import Engine
-from dpch.store.keeper import WRITERS, KeeperNotConfigured, Versioned, VersionedMap, new_token
+from dpch.store.keeper import MODE_ENV, MODES, WRITERS, KeeperNotConfigured, Versioned, VersionedMap, new_token
 from dpch.store.quoting import insert_values
 
 if TYPE_CHECKING:
@@ -56,9 +56,6 @@ T = TypeVar("T")
 
 #: the KeeperMap table of the analysts' shared admission states (one key per analyst)
 ADMISSION_TABLE = "dpch_admission"
-#: where a server's admission is decided: auto (Keeper if the server has it), keeper, owner
-MODE_ENV = "DPCH_ADMISSION"
-MODES = ("auto", "keeper", "owner")
 #: how many changes one shared-state write may carry (a bound on one value's growth per write)
 MAX_BATCH = 256
 #: compare-and-set attempts before a change gives up (each lost attempt means another process wrote)
@@ -75,11 +72,12 @@ class AdmissionStore(ABC):
     shared: ClassVar[bool] = False
 
     @abstractmethod
-    def run(self, accountant: Accountant, change: Callable[[AnalystState], T]) -> T:
+    def run(self, accountant: Accountant, change: Callable[[AnalystState], T], *, decides: bool = True) -> T:
         """Applies ``change`` to the analyst's current state, serialised with every other change to it
         (in every process that shares the store), and returns its result; its exception is raised and
         nothing it did counts. ``change`` may run more than once (the shared store re-runs it on a fresh
-        state after losing a race): it must act on the state only."""
+        state after losing a race): it must act on the state only. ``decides=False``: the data owner's
+        change (a budget, an unlock), which any process may make, not an admission."""
 
     @abstractmethod
     def read(self, accountant: Accountant, view: Callable[[AnalystState], T], *, fresh: bool = True) -> T:
@@ -109,13 +107,15 @@ class InProcessAdmission(AdmissionStore):
         return acc.engine.shared.get(AnalystStates).get(acc.engine.database, acc.analyst, lambda: AnalystState(
             acc.ledger.entries(acc.analyst), acc.budgets.settings(acc.analyst), acc.locks.get(acc.analyst)))
 
-    def run(self, accountant: Accountant, change: Callable[[AnalystState], T]) -> T:
+    def run(self, accountant: Accountant, change: Callable[[AnalystState], T], *, decides: bool = True) -> T:
         state = self._state(accountant)
         with state.lock:
             return change(state)
 
     def read(self, accountant: Accountant, view: Callable[[AnalystState], T], *, fresh: bool = True) -> T:
-        return self.run(accountant, view)
+        state = self._state(accountant)
+        with state.lock:
+            return view(state)
 
     def forget(self, database: str | None = None) -> None:
         """Nothing of its own: the states live in the store's shared state (cleared by the caller)."""
@@ -254,7 +254,7 @@ class KeeperAdmission(AdmissionStore):
 
     # -- changes --------------------------------------------------------------------------------------
 
-    def run(self, accountant: Accountant, change: Callable[[AnalystState], T]) -> T:
+    def run(self, accountant: Accountant, change: Callable[[AnalystState], T], *, decides: bool = True) -> T:
         slot = self._slot(accountant.analyst)
         job = _Job(change)
         with slot.lock:
@@ -402,6 +402,8 @@ class OwnerAdmission(InProcessAdmission):
                             "ORDER BY (owner, heartbeat) COMMENT 'dpch: admission owners of this ledger (no Keeper)'")
         self._claimed = False
         self._lock = threading.Lock()
+        #: (database, analyst) → the budget and lock marks this process last saw (:meth:`_refresh`)
+        self._seen: dict[tuple[str, str], tuple[str, str]] = {}
         self._stop = threading.Event()
         self._renewed = 0.0
 
@@ -446,9 +448,43 @@ class OwnerAdmission(InProcessAdmission):
             except Exception:  # noqa: S112 — the next admission refuses once the claim has lapsed
                 continue
 
-    def run(self, accountant: Accountant, change: Callable[[AnalystState], T]) -> T:
+    def run(self, accountant: Accountant, change: Callable[[AnalystState], T], *, decides: bool = True) -> T:
+        if not decides:  # the owner's change is in its table already; the owning process picks it up
+            return super().run(accountant, change)
         self.claim()
+        self._refresh(accountant)
         return super().run(accountant, change)
+
+    def _marks(self, accountant: Accountant) -> tuple[str, str]:
+        """When the analyst's budget and lock rows last changed (one query)."""
+        acc = accountant
+        rows = acc.engine.query_rows(
+            f"SELECT (SELECT toString(max(set_at)) FROM {acc.budgets.table} WHERE analyst = {{a:String}}),"
+            f" (SELECT toString(max(time)) FROM {acc.locks.table} WHERE analyst = {{a:String}})", {"a": acc.analyst})
+        return str(rows[0][0]), str(rows[0][1])
+
+    def _refresh(self, accountant: Accountant) -> None:
+        """Picks up the data owner's changes made by another process (a budget cut or raise, an unlock:
+        ``dpch budget set|unlock`` beside a running gateway) before this admission."""
+        marks = self._marks(accountant)
+        key = (accountant.engine.database, accountant.analyst)
+        with self._lock:
+            seen = self._seen.get(key)
+            self._seen[key] = marks
+        if seen == marks:
+            return
+        acc = accountant
+
+        def reload(state: AnalystState) -> None:  # the first admission too: the state may have been read earlier
+            if seen is None or marks[0] != seen[0]:
+                state.settings, state.settings_at = acc.budgets.settings(acc.analyst), marks[0]
+                state.drop_totals()
+            if seen is None or marks[1] != seen[1]:  # a lock or unlock row newer than what this process knew
+                state.locked = acc.locks.get(acc.analyst)
+
+        super().run(accountant, reload)
+
+
 
 
 def admission_for(engine: Engine, mode: str | None = None) -> AdmissionStore:

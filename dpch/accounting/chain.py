@@ -72,8 +72,6 @@ class ChainState(AnalystState):
         self.rows: dict[tuple[str, int], tuple[LedgerEntry, datetime | None, float]] = {}
         #: the filter of the latest non-voided release (what :meth:`ledger_filter` answers)
         self.last_filter: str | None = None
-        #: the ``set_at`` of the latest ``dpch_budgets`` row ``settings`` reflect (ISO text, "" = none)
-        self.settings_at = ""
         #: the latest :data:`KEEP` releases at their latest rows, oldest first; ``complete``: they are all of them
         self.latest: list[LedgerEntry] = []
         self.complete = True
@@ -129,6 +127,10 @@ class ChainState(AnalystState):
         """Forgets the rows in ``durable`` (known to be in the ledger)."""
         for key in durable:
             self.rows.pop(key, None)
+
+    def unconfirmed(self, before: float) -> list[tuple[tuple[str, int], LedgerEntry]]:
+        """The rows recorded before wall time ``before`` and not known to be durable, as written."""
+        return [(key, self.row(key)) for key, (_, _, at) in self.rows.items() if at <= before]
 
     def row(self, key: tuple[str, int]) -> LedgerEntry:
         """Row ``key`` as it is written to the ledger."""

@@ -43,6 +43,7 @@ from dpch.accounting.periods import as_utc
 from dpch.errors import ConfigError
 from dpch.privacy.cost import PrivacyCost
 from dpch.store.engine import Engine
+from dpch.store.quoting import quote_string
 
 LEDGER_TABLE = "dpch_ledger"
 #: the seq of a ``failed`` row: above ``charged``/``voided`` (2), so it is always the latest word
@@ -244,6 +245,16 @@ class Ledger:
         return (entry.release_id, seq, entry.time, entry.analyst, entry.dataset, entry.query_hash, entry.mechanism,
                 entry.filter, entry.status, c.epsilon, c.delta, c.rho, w.epsilon, w.delta, w.rho, c.ex_post,
                 list(entry.datasets), c.rho_delta, entry.period)
+
+    def present(self, keys: list[tuple[str, int]]) -> set[tuple[str, int]]:
+        """Which of the rows ``keys`` (release id, seq) the ledger holds."""
+        if not keys:
+            return set()
+        ids = ", ".join(f"toUUID({quote_string(rid)})" for rid in {rid for rid, _ in keys})
+        rows = self.engine.query_rows(f"SELECT DISTINCT toString(release_id), seq FROM {self.table}"
+                                      f" WHERE release_id IN ({ids})")
+        found = {(r[0], int(r[1])) for r in rows}
+        return {key for key in keys if key in found}
 
     def entries(self, analyst: str, limit: int | None = None, *, consistent: bool = False) -> list[LedgerEntry]:
         """Every release of ``analyst`` at its latest row (or its latest ``limit``), oldest first; ``time``

@@ -111,6 +111,8 @@ class AnalystState:
         for e in entries:
             self.put(e)
         self.settings = settings
+        #: when the budget rows ``settings`` reflect were written (ISO text of the latest ``set_at``; "" unknown)
+        self.settings_at = ""
         #: the analyst's lock, read from ``dpch_locks`` with the ledger and kept in step with this
         #: process's trips and unlocks (this process is the single admission owner of the ledger,
         #: docs/design.md "One process per store"); a trip holds here even if its row could not be written
@@ -128,6 +130,14 @@ class AnalystState:
         self._count(entry, 1)
         if self.last_time is None or entry.time > self.last_time:
             self.last_time = entry.time
+
+    def confirm(self, durable: set[tuple[str, int]]) -> None:
+        """Rows known to be durable (the in-process state keeps no rows: nothing to forget)."""
+
+    def unconfirmed(self, before: float) -> list[tuple[tuple[str, int], LedgerEntry]]:
+        """Rows counted here but not known to be durable, recorded before wall time ``before`` (none:
+        the in-process owner writes every row itself, and its state dies with it)."""
+        return []
 
     def now(self, clock: Clock) -> datetime:
         """The admission time: ``clock()``, but never before the last admission (callers hold

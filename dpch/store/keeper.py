@@ -39,6 +39,10 @@ from dpch.errors import AdmissionUnavailable
 from dpch.store.engine import Engine
 from dpch.store.quoting import quote_string
 
+#: where a server's admission is decided (dpch.accounting.admission): auto (Keeper if the server has it),
+#: keeper, owner — here, below the CLI, so that reading the option loads no accounting code
+MODE_ENV = "DPCH_ADMISSION"
+MODES = ("auto", "keeper", "owner")
 #: writers' tokens kept in each value, newest last (how far back a writer can recognise its own write)
 WRITERS = 64
 #: the setting that makes KeeperMap writes conditional (Keeper's create and versioned set)
@@ -148,16 +152,18 @@ class VersionedMap:
 
     # -- writes ---------------------------------------------------------------------------------------
 
-    def create(self, key: str, value: str, token: str) -> bool | None:
-        """Creates ``key`` at version 1 unless it exists. True: created; False: it exists (another
+    def create(self, key: str, value: str, token: str, version: int = 1) -> bool | None:
+        """Creates ``key`` at ``version`` unless it exists. True: created; False: it exists (another
         writer); None: the outcome is unknown (the statement failed in transit): call :meth:`outcome`."""
         sql = (f"INSERT INTO {self.table} (key, version, writers, value) SETTINGS {STRICT}"
-               f" VALUES ({quote_string(key)}, 1, [{quote_string(token)}], {quote_string(value)})")
+               f" VALUES ({quote_string(key)}, {int(version)}, [{quote_string(token)}], {quote_string(value)})")
         return self._write(sql)
 
     def advance(self, key: str, version: int, value: str, token: str) -> bool | None:
         """Sets ``key`` to ``value`` at ``version`` + 1 if it is still at ``version`` (Keeper's versioned
-        set). True: written; False: the key moved on (or vanished); None: unknown, see :meth:`outcome`."""
+        set). True: written; False: the key moved on; None: unknown, see :meth:`outcome`. The key must
+        exist (an UPDATE of a missing key matches no row and reports nothing): callers advance only keys
+        they read, and dpch never deletes a key while processes use it."""
         v = int(version)
         tok = quote_string(token)
         sql = (f"ALTER TABLE {self.table} UPDATE"
