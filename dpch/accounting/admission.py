@@ -267,9 +267,12 @@ class KeeperAdmission(AdmissionStore):
             self._lead(slot, accountant)
         return job.result()  # type: ignore[no-any-return]
 
+    #: most changes one write carries (a class attribute: a test or benchmark may set it to 1)
+    max_batch = MAX_BATCH
+
     def _lead(self, slot: _Slot, accountant: Accountant) -> None:
         with slot.lock:
-            batch = slot.queue[:MAX_BATCH]
+            batch = slot.queue[:self.max_batch]
             del slot.queue[:len(batch)]
         try:
             self._commit(slot, accountant, batch)
@@ -346,6 +349,12 @@ class KeeperAdmission(AdmissionStore):
         self._count("changes", len(batch))
         for job, (ok, value) in zip(batch, outcomes, strict=True):
             job.finish(ok, value)
+
+    def queued(self, analyst: str) -> int:
+        """Changes of ``analyst`` waiting in this process for the next shared-state write."""
+        slot = self._slot(analyst)
+        with slot.lock:
+            return len(slot.queue)
 
     def track(self, accountant: Accountant, key: tuple[str, int], write: PendingWrite) -> None:
         slot = self._slot(accountant.analyst)

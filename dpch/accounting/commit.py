@@ -177,7 +177,9 @@ class GroupCommit:
         for table, rows in by_table.items():
             error: BaseException | None = None
             try:
-                self.insert(rows[0].engine, insert_statement(table, rows[0].columns, [p.values for p in rows]))
+                engine = rows[0].engine
+                self.insert(engine, insert_statement(table, rows[0].columns, [p.values for p in rows],
+                                                     engine.write_settings()))
             except BaseException as exc:  # every waiter must wake, whatever went wrong
                 error = exc
                 if not isinstance(exc, Exception):

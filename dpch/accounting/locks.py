@@ -83,5 +83,6 @@ class LockStore:
         now = datetime.now(UTC)
         # a literal VALUES row (dpch.store.quoting), like the ledger's; written at once, not grouped:
         # a lock is rare and must hold before anything else happens
-        self.engine.command(insert_values(self.table, _COLUMNS, [(analyst, locked, release_id, reason, now, whoami())]))
+        self.engine.command(insert_values(self.table, _COLUMNS, [(analyst, locked, release_id, reason, now, whoami())],
+                                          self.engine.write_settings()))
         return AnalystLock(analyst, release_id, reason, now)

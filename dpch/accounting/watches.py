@@ -419,7 +419,7 @@ class WatchStore:
                new.position, new.noisy_threshold, new.spent, new.base, charged, p.lower)
         if self._map is not None:
             self._advance(analyst, p.name, state.seq, row)
-        self.engine.command(insert_values(self.table, _COLUMNS, [row]))
+        self.engine.command(insert_values(self.table, _COLUMNS, [row], self.engine.write_settings()))
         return new
 
     def _advance(self, analyst: str, name: str, seq: int, row: tuple[Any, ...]) -> None:
@@ -455,7 +455,7 @@ class WatchStore:
                 {"a": analyst, "n": name})}
             missing = [r for r in shared[1] if int(r[2]) not in have and r[3].timestamp() <= cutoff]
             if missing:
-                self.engine.command(insert_values(self.table, _COLUMNS, missing))
+                self.engine.command(insert_values(self.table, _COLUMNS, missing, self.engine.write_settings()))
                 written += len(missing)
         return written
 

@@ -46,7 +46,7 @@ def record(engine: Engine, table: str, unit: str, max_rows: int, parts: str, nam
     columns = [("table", "String"), ("unit", "String"), ("max_rows", "UInt64"), ("parts", "String"),
                ("names", "Array(String)"), ("time", "DateTime64(6, 'UTC')")]
     engine.command(insert_values(engine.table(VERIFIED_TABLE), columns,
-                                 [(table, unit, max_rows, parts, names, _now())]))
+                                 [(table, unit, max_rows, parts, names, _now())], engine.write_settings()))
 
 
 def lookup(engine: Engine, table: str, unit: str, max_rows: int) -> Verification:

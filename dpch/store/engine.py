@@ -422,6 +422,16 @@ class Engine:
         path = f"/clickhouse/tables/{{shard}}/dpch/{self.database}/{name}"
         return f"ReplicatedMergeTree('{path}', '{{replica}}')"
 
+    #: on a cluster, every write of dpch's own rows returns only once a majority of the shard's replicas
+    #: has it (``insert_quorum``), one quorum write at a time (``insert_quorum_parallel = 0``: what lets a
+    #: rebuild read them with ``select_sequential_consistency`` on any replica)
+    QUORUM = {"insert_quorum": "auto", "insert_quorum_parallel": "0"}
+
+    def write_settings(self) -> str:
+        """The SETTINGS of an INSERT of dpch's own rows (ledger, locks, watches, budgets): a quorum on a
+        named cluster, else none."""
+        return "insert_quorum = 'auto', insert_quorum_parallel = 0" if self.cluster else ""
+
     def create_table(self, name: str, columns: str, tail: str) -> None:
         """``CREATE TABLE IF NOT EXISTS`` dpch's own table ``name`` with ``columns`` (the text inside
         the parentheses) and ``tail`` (what follows the engine: ``ORDER BY …``, ``COMMENT …``), on the
@@ -471,6 +481,7 @@ class Engine:
                 column_names=list(column_names),
                 database=self.database,
                 column_oriented=column_oriented,
+                settings=dict(self.QUORUM) if self.cluster else None,
             )
 
     def insert_df(self, table: str, frame: Any) -> None:
