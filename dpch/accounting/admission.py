@@ -171,6 +171,12 @@ class _Slot:
         self.confirmed: set[tuple[str, int]] = set()
         #: tripwire locks not yet in the shared state (held here meanwhile)
         self.trips: dict[str, AnalystLock] = {}
+        #: write from :attr:`head` without reading first: right while this process is the analyst's only
+        #: writer (one gateway); after a write lost to another process, read first (several gateways behind
+        #: a load balancer, where the cached head is usually stale) until a read shows this process wrote last
+        self.optimistic = True
+        #: the token of this process's latest write that won
+        self.last_token = ""
 
 
 def analyst_key(analyst: str) -> str:
@@ -294,9 +300,11 @@ class KeeperAdmission(AdmissionStore):
         key = analyst_key(accountant.analyst)
         vmap = self.map.on(accountant.engine)
         with slot.lock:
-            head, fresh = slot.head, False
+            head, fresh = (slot.head, False) if slot.optimistic else (None, False)
         if head is None:
             head, fresh = self._read(accountant), True
+            with slot.lock:  # nobody else wrote since this process did: next time, write without reading first
+                slot.optimistic = bool(head.writers) and head.writers[-1] == slot.last_token
         attempts: dict[str, list[tuple[bool, Any]]] = {}
         for _ in range(MAX_ATTEMPTS):
             won = next((t for t in head.writers if t in attempts), None) if fresh else None
@@ -328,10 +336,15 @@ class KeeperAdmission(AdmissionStore):
                 continue
             if ok:
                 self._count("committed")
+                with slot.lock:
+                    slot.last_token = token
                 written = Versioned(head.version + 1, text, (*head.writers[-(WRITERS - 1):], token))
                 self._done(slot, written, batch, outcomes, durable, trips)
                 return
             self._count("retries")
+            if not fresh:
+                with slot.lock:
+                    slot.optimistic = False  # another process writes this analyst too: read first from now on
             head, fresh = self._read(accountant), True
         raise AdmissionUnavailable(
             f"analyst {accountant.analyst}'s admission lost {MAX_ATTEMPTS} races in a row to other processes; "
