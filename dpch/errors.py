@@ -103,9 +103,19 @@ class AnalystLocked(BudgetExceeded):
 
 
 class StoreLocked(DpchError):
-    """Another process holds the embedded store."""
+    """Another process holds the embedded store (or, on a server without ClickHouse Keeper, the
+    admission of its ledger)."""
 
     kind = "locked"
+
+
+class AdmissionUnavailable(DpchError):
+    """The shared admission state (ClickHouse Keeper) could not be reached: nothing was admitted,
+    run or released. Admission fails closed (docs/design.md rule 11)."""
+
+    kind = "admission"
+    #: the failure's class name (the data owner's logs; never shown to an analyst)
+    reason = ""
 
 
 class GatewayBusy(DpchError):
@@ -239,6 +249,7 @@ KINDS: dict[str, ErrorKind] = _kinds(
     (BudgetExceeded, 201, "OperationalError"),
     (AnalystLocked, 291, "OperationalError"),
     (StoreLocked, 202, "OperationalError"),
+    (AdmissionUnavailable, 999, "OperationalError"),
     (GatewayBusy, 202, "OperationalError"),
     (GatewayTimeout, 159, "OperationalError"),
     (ExecutionError, 1002, "InternalError"),

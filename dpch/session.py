@@ -168,8 +168,8 @@ class Session:
                 columns, rows, intervals = draw(data, source)
         return Release(
             columns=columns, rows=rows, intervals=intervals, cost=cost, confidence=opts.confidence,
-            mechanism=mechanism, measures=reports, budget=self.budget(), release_id=entry.release_id,
-            elapsed_ms=_ms_since(started), notes=release_notes,
+            mechanism=mechanism, measures=reports, budget=self.accountant.status(fresh=False),
+            release_id=entry.release_id, elapsed_ms=_ms_since(started), notes=release_notes,
         )
 
     def refine(self, release_id: str | None = None, *, accuracy: float | None = None,

@@ -75,3 +75,26 @@ def visits_db(keeper: Engine, store_dsn: str) -> str:
     tables.load_all(engine)
     engine.close()
     return "visits_fixture"
+
+
+@pytest.fixture(scope="session")
+def ch_server(tmp_path_factory: pytest.TempPathFactory):
+    """A test-only ClickHouse HTTP endpoint over its own chdb store, with ClickHouse's in-process test
+    Keeper (tests/chendpoint.py): dpch processes connect to it with http:// DSNs, as to a server."""
+    from tests.chendpoint import start
+
+    with start(tmp_path_factory.mktemp("chserver") / "store", keeper=True) as endpoint:
+        yield endpoint
+
+
+@pytest.fixture
+def server_db(ch_server, request: pytest.FixtureRequest) -> str:
+    """A fresh database on :func:`ch_server` for this test (dropped afterwards)."""
+    name = f"s{next(_counter)}_{request.node.name[:40]}"
+    name = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name)
+    yield name
+    engine = Engine(ch_server.dsn())
+    try:
+        engine.command(f"DROP DATABASE IF EXISTS `{name}` SYNC")
+    finally:
+        engine.close()

@@ -76,6 +76,13 @@ _REGISTRY_TESTS = [
     *_SQL_TESTS,
 ]
 
+#: issue 26's shared admission, targeted tests first
+_ADMISSION_TESTS = [
+    "tests/accounting/test_chain_state.py", "tests/accounting/test_group_admission.py",
+    "tests/accounting/test_shared_budget.py", "tests/accounting/test_shared_failures.py", "tests/store/test_keeper.py",
+    *_ACCOUNTING_TESTS,
+]
+
 #: module → slow generated tests run only for the mutants that survive the fast lane (``TESTS``)
 SLOW_TESTS: dict[str, list[str]] = {}
 
@@ -136,6 +143,8 @@ TESTS: dict[str, list[str]] = {
     # issue 24's independent cost check
     "dpch/pipeline/cost_audit.py": ["tests/pipeline/test_cost_audit.py", "tests/sql/test_top_k_corpus.py",
                                     "tests/soundness/test_cost_consistency.py"],
+    # issue 26's shared admission: the decision state, its chain of compare-and-set writes, the admission store
+    **{f"dpch/accounting/{name}.py": _ADMISSION_TESTS for name in ("state", "chain", "admission")},
 }
 
 #: privacy-critical packages: every module in them is mutated (``TESTS``) or listed here with the reason it

@@ -1,7 +1,7 @@
 """Admission: the filters' decision under one lock per analyst, and the durable ledger write.
 
 The process that holds the store is the single admission owner for its ledger. Inside it,
-every session of the same analyst shares one :class:`_AnalystState` (history loaded from the
+every session of the same analyst shares one :class:`AnalystState` (history loaded from the
 ledger once, then kept in step with each write), and admission is serialised by its lock, so
 concurrent threads can never jointly overspend. The state keeps, per scope (the analyst's and each
 dataset's), running totals in each filter's terms (:mod:`.tally`), built from the ledger on first
@@ -86,23 +86,24 @@ raises :class:`~dpch.errors.AnalystLocked`, until the data owner runs ``dpch bud
 
 from __future__ import annotations
 
-import json
+import copy
 import os
-import threading
-from collections.abc import Callable, Iterable, Iterator
+import time
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from itertools import islice
 from typing import Any
 
-from dpch.accounting.budget import NO_RENEWAL, Budget, BudgetSetting, BudgetStore, NoBudgetSet, Renewal
+from dpch.accounting.admission import AdmissionStore, KeeperAdmission, admission_for
+from dpch.accounting.budget import NO_RENEWAL, Budget, BudgetStore, NoBudgetSet, Renewal
 from dpch.accounting.commit import PendingWrite
 from dpch.accounting.filters import DEFAULT_FILTER, PrivacyFilter, make_filter
 from dpch.accounting.ledger import FAILED_SEQ, Ledger, LedgerEntry
 from dpch.accounting.locks import AnalystLock, LockStore
 from dpch.accounting.periods import Clock, Period, as_utc, period_of, utc_now
-from dpch.accounting.tally import ExactSum
+from dpch.accounting.state import AnalystState, AnalystStates
+from dpch.accounting.watches import WatchStore
 from dpch.errors import (
     AnalystLocked,
     BudgetExceeded,
@@ -222,195 +223,15 @@ class _Check:
     lifetime: bool = False
 
 
-class _ScopeTotals:
-    """One scope's running totals under one filter: what admission and status read, O(1) each."""
-
-    def __init__(self, flt: PrivacyFilter) -> None:
-        self.flt = flt
-        #: every release at its counted cost (a reservation at its worst case): admission, remaining
-        self.counted = flt.tally()
-        #: releases no longer reserved (settled, voided, failed): the odometer ``spent``
-        self.settled = flt.tally()
-        #: Σ worst ε, δ, ρ of reservations still open, in the filter's units (the status' ``reserved``:
-        #: :meth:`PrivacyFilter.reserved_terms`, what admission counts for them)
-        self.reserved = (ExactSum(), ExactSum(), ExactSum())
-        #: releases not voided
-        self.releases = 0
-
-    def add(self, entry: LedgerEntry, sign: int = 1) -> None:
-        """Counts ``entry`` at its latest row (``sign`` = −1: uncounts it, before its next row)."""
-        self.counted.add(entry.counted, sign)
-        if entry.status == "reserved":
-            for total, term in zip(self.reserved, self.flt.reserved_terms(entry.counted), strict=True):
-                total.add(term, sign)
-        else:
-            self.settled.add(entry.counted, sign)
-        if entry.status != "voided":
-            self.releases += sign
-
-    def extend(self, entries: list[LedgerEntry]) -> None:
-        """Counts every entry of ``entries`` into these fresh totals (the rebuild; equal to adding them one by one)."""
-        counted = [e.counted for e in entries]
-        self.counted.extend(counted)
-        if not any(e.status == "reserved" for e in entries):
-            # the usual history (no reservation open): the settled tally is the counted one, built once
-            self.settled = self.counted.copy()
-        else:
-            self.settled.extend([c for c, e in zip(counted, entries, strict=True) if e.status != "reserved"])
-            for e in entries:
-                if e.status == "reserved":
-                    for total, term in zip(self.reserved, self.flt.reserved_terms(e.counted), strict=True):
-                        total.add(term)
-        self.releases += sum(1 for e in entries if e.status != "voided")
-
-    def reserved_cost(self) -> PrivacyCost:
-        """The open reservations in the filter's units (ρ only where the filter has a ρ budget)."""
-        eps, delta, rho = (t.value() for t in self.reserved)
-        return PrivacyCost(eps, delta, rho if self.flt.counts_rho else None)
-
-
-class _AnalystState:
-    def __init__(self, entries: list[LedgerEntry], settings: dict[str, BudgetSetting],
-                 locked: AnalystLock | None = None) -> None:
-        self.lock = threading.Lock()
-        self.entries: dict[str, LedgerEntry] = {}
-        #: how many non-voided releases each filter name admitted (the ledger's filter, in O(1))
-        self.filter_counts: dict[str, int] = {}
-        #: scope → (filter, window) → running totals over the releases admitted in ``window`` (None: all
-        #: of them); built on first use, then kept in step by :meth:`put`
-        self.totals: dict[str, dict[tuple[PrivacyFilter, Period | None], _ScopeTotals]] = {}
-        self._filters: dict[tuple[str, str, Budget], PrivacyFilter] = {}
-        #: the latest admission time of any release (the clock is monotone from it: :meth:`now`)
-        self.last_time: datetime | None = None
-        for e in entries:
-            self.put(e)
-        self.settings = settings
-        #: the analyst's lock, read from ``dpch_locks`` with the ledger and kept in step with this
-        #: process's trips and unlocks (this process is the single admission owner of the ledger,
-        #: docs/design.md "One process per store"); a trip holds here even if its row could not be written
-        self.locked = locked
-
-    def put(self, entry: LedgerEntry) -> None:
-        """Records ``entry`` as its release's latest row: its old row is uncounted from every running
-        total of the scopes it reads, the new one counted (callers hold :attr:`lock`)."""
-        old = self.entries.get(entry.release_id)
-        if old is not None:
-            self._count(old, -1)
-        self.entries[entry.release_id] = entry
-        self._count(entry, 1)
-        if self.last_time is None or entry.time > self.last_time:
-            self.last_time = entry.time
-
-    def now(self, clock: Clock) -> datetime:
-        """The admission time: ``clock()``, but never before the last admission (callers hold
-        :attr:`lock`), so periods only move forward (a clock stepped back admits at the last time)."""
-        t = as_utc(clock())
-        return t if self.last_time is None or t > self.last_time else self.last_time
-
-    def _count(self, entry: LedgerEntry, sign: int) -> None:
-        if entry.status != "voided" and entry.filter:
-            n = self.filter_counts.get(entry.filter, 0) + sign
-            if n:
-                self.filter_counts[entry.filter] = n
-            else:
-                self.filter_counts.pop(entry.filter, None)
-        for scope in ("", *entry.scopes):
-            for (_, window), totals in self.totals.get(scope, {}).items():
-                # a release counts in the period of its admission time, whenever it is settled
-                if window is None or window.contains(entry.time):
-                    totals.add(entry, sign)
-
-    def filter(self, name: str, options: dict[str, Any] | None, budget: Budget) -> PrivacyFilter:
-        """The filter ``name`` on ``budget`` (one object per configuration: its totals are keyed by it)."""
-        key = (name, json.dumps(options or {}, sort_keys=True, default=repr), budget)
-        flt = self._filters.get(key)
-        if flt is None:
-            flt = self._filters[key] = make_filter(name, budget, options)
-        return flt
-
-    def scope_totals(self, scope: str, flt: PrivacyFilter, window: Period | None = None) -> _ScopeTotals:
-        """``scope``'s running totals under ``flt`` ("" is the analyst's) over the releases admitted
-        in ``window`` (None: every release), built from the history once (the one O(history) step,
-        on first use after the store is opened or the budget changed). A period that begins after
-        the last admission starts empty, in O(1): that is the switch at a period boundary, and it
-        forgets the previous period's totals (callers hold :attr:`lock`)."""
-        by_window = self.totals.setdefault(scope, {})
-        totals = by_window.get((flt, window))
-        if totals is not None:
-            return totals
-        totals = _ScopeTotals(flt)
-        if window is not None:
-            for key in [k for k in by_window if k[0] is flt and k[1] is not None]:
-                del by_window[key]  # an earlier period of this scope: no admission reads it again
-        if window is None or self.last_time is None or self.last_time >= window.start:
-            totals.extend([e for e in self.entries.values()
-                           if (not scope or scope in e.scopes) and (window is None or window.contains(e.time))])
-        by_window[(flt, window)] = totals
-        return totals
-
-    def drop_totals(self) -> None:
-        """Forgets every running total (after a budget change): the next use rebuilds what it needs."""
-        self.totals.clear()
-        self._filters.clear()
-
-    def ledger_filter(self) -> str | None:
-        """The filter the latest non-voided release was admitted under."""
-        if not self.filter_counts:
-            return None
-        if len(self.filter_counts) == 1:  # the usual case: admission refuses a second filter
-            return next(iter(self.filter_counts))
-        for e in reversed(self.entries.values()):
-            if e.status != "voided" and e.filter:
-                return e.filter
-        return None
-
-    def recent(self, limit: int) -> list[LedgerEntry]:
-        """The last ``limit`` releases, oldest first."""
-        return list(islice(reversed(self.entries.values()), limit))[::-1]
-
-
-class AnalystStates:
-    """The analysts' filter states on one opening of a store, shared by all its sessions in this
-    process: each loaded from the ledger once, then kept in step with every write. The store owns
-    it (``engine.shared``), so it lives exactly as long as the store stays open."""
-
-    def __init__(self) -> None:
-        self._states: dict[tuple[str, str], _AnalystState] = {}
-        #: one lock per analyst for loading (kept, so that loads of one analyst never run twice at
-        #: once, even across clear()): a load reads the ledger (O(history)), and must hold up only
-        #: that analyst's first queries, never another analyst's
-        self._loading: dict[tuple[str, str], threading.Lock] = {}
-        self._lock = threading.Lock()
-
-    def get(self, database: str, analyst: str, load: Callable[[], _AnalystState]) -> _AnalystState:
-        """The analyst's state, loaded once (under that analyst's loading lock) on first use."""
-        key = (database, analyst)
-        with self._lock:
-            state = self._states.get(key)
-            if state is not None:
-                return state
-            loading = self._loading.setdefault(key, threading.Lock())
-        with loading:
-            with self._lock:
-                state = self._states.get(key)
-            if state is None:  # the first of this analyst's callers: the others wait here, then find it
-                state = load()
-                with self._lock:
-                    self._states[key] = state
-            return state
-
-    def clear(self) -> None:
-        """Drops every state: the next use re-reads the ledger."""
-        with self._lock:
-            self._states.clear()
-
-
 def forget_cached_state(engine: Engine | None = None) -> None:
     """Drops cached filter states (of ``engine``'s store, or of every embedded store open in this
     process): the next use re-reads the ledger, as after a restart. Call it with no release in
-    flight (as tests do): a row still being written is counted by the old state only."""
+    flight (as tests do): a row still being written is counted by the old state only. (The shared
+    state in Keeper is durable: this only drops this process's copy of it.)"""
     for shared in [engine.shared] if engine is not None else open_embedded_states():
         shared.get(AnalystStates).clear()
+    if engine is not None and not engine.embedded:
+        admission_for(engine).forget(engine.database)
 
 
 class PendingCharge:
@@ -520,6 +341,7 @@ class Accountant:
         filter_options: dict[str, Any] | None = None,
         ledger_fsync: bool | None = None,
         clock: Clock | None = None,
+        admission: AdmissionStore | None = None,
     ) -> None:
         self.engine = engine
         self.analyst = analyst
@@ -532,15 +354,18 @@ class Accountant:
         self.budgets = BudgetStore(engine)
         self.ledger = Ledger(engine, fsync=ledger_fsync)
         self.locks = LockStore(engine)
-        self._states = engine.shared.get(AnalystStates)
+        #: where admission is decided (:mod:`.admission`): this process (embedded store), Keeper, or one owner
+        self.admission = admission if admission is not None else admission_for(engine)
+
+    def for_analyst(self, analyst: str) -> Accountant:
+        """An accountant for ``analyst`` on the same engine, stores and options (no table is touched)."""
+        other = copy.copy(self)
+        other.analyst = analyst
+        return other
 
     # -- state and filters --------------------------------------------------------------------
 
-    def _state(self) -> _AnalystState:
-        return self._states.get(self.engine.database, self.analyst, lambda: _AnalystState(
-            self.ledger.entries(self.analyst), self.budgets.settings(self.analyst), self.locks.get(self.analyst)))
-
-    def _setting(self, state: _AnalystState, dataset: str = "") -> tuple[Budget, Renewal]:
+    def _setting(self, state: AnalystState, dataset: str = "") -> tuple[Budget, Renewal]:
         """A scope's budget and renewal; the analyst's is refused if the data owner set none (and
         no ``default_budget`` was given) — from the budget table alone, before anything is charged."""
         setting = state.settings.get(dataset)
@@ -550,7 +375,7 @@ class Accountant:
             raise NoBudgetSet.of(self.analyst)
         return self.default_budget, NO_RENEWAL
 
-    def _checks(self, state: _AnalystState, datasets: tuple[str, ...], now: datetime) -> list[_Check]:
+    def _checks(self, state: AnalystState, datasets: tuple[str, ...], now: datetime) -> list[_Check]:
         """Every filter a release reading ``datasets`` must pass at time ``now``: per scope (the
         analyst's first, then each dataset with a budget), its budget's filter over the releases of
         the current period (a renewing budget) or of all time, and a lifetime cap's filter over all."""
@@ -568,12 +393,12 @@ class Accountant:
                                      lifetime=True))
         return checks
 
-    def _current_lock(self, state: _AnalystState) -> AnalystLock | None:
+    def _current_lock(self, state: AnalystState) -> AnalystLock | None:
         # cached with the filter state: admission costs no extra read (an unlock written by another
         # process is seen after forget_cached_state or a restart — the safe direction)
         return state.locked
 
-    def _admit(self, state: _AnalystState, request: PrivacyCost, datasets: tuple[str, ...],
+    def _admit(self, state: AnalystState, request: PrivacyCost, datasets: tuple[str, ...],
                now: datetime) -> tuple[PrivacyFilter, str]:
         """Raises BudgetExceeded (AnalystLocked while locked, NoBudgetSet without a budget) unless
         every scope's filters admit ``request`` at time ``now`` (the current period's and the
@@ -610,9 +435,8 @@ class Accountant:
         """Raises :class:`BudgetExceeded` if ``cost`` would not be admitted now (spends nothing).
 
         ``datasets`` (and/or one ``dataset``): every private table the release reads, ``db.table``."""
-        state = self._state()
-        with state.lock:
-            self._admit(state, cost, _names(dataset, datasets), state.now(self.clock))
+        names = _names(dataset, datasets)
+        self.admission.read(self, lambda state: self._admit(state, cost, names, state.now(self.clock)))
 
     def charge(self, cost: PrivacyCost, *, dataset: str = "", datasets: Iterable[str] = (), query_hash: str,
                mechanism: str) -> LedgerEntry:
@@ -636,17 +460,26 @@ class Accountant:
             raise ConfigError("an ex-post cost is known only after the release",
                               hint="use Accountant.reserve(worst_cost) and settle the realized cost")
         names = _names(dataset, datasets)
-        state = self._state()
-        with state.lock:  # decision and count only: the write and its wait happen outside the lock
-            now = state.now(self.clock)  # the period is chosen under the lock that admits and counts
+
+        def admit(state: AnalystState) -> LedgerEntry:  # decision and count only: the write comes after
+            now = state.now(self.clock)  # the period is chosen where the release is admitted and counted
             flt, period = self._admit(state, cost, names, now)
             checkpoint()  # the last moment a query can be cancelled for free (dpch.store.cancel)
             entry = self.ledger.new_entry("charged", analyst=self.analyst, datasets=names, query_hash=query_hash,
                                           mechanism=mechanism, filter_name=flt.name, cost=cost, time=now,
                                           period=period)
-            # counted before it is durable: memory never counts less than the ledger (the safe direction)
+            # counted before it is durable: the state never counts less than the ledger (the safe direction)
             state.put(entry)
-        return PendingCharge(entry, self.ledger.write(entry, 1, background=background))
+            return entry
+
+        entry = self.admission.run(self, admit)
+        return PendingCharge(entry, self._write(entry, 1, background=background))
+
+    def _write(self, entry: LedgerEntry, seq: int, *, background: bool = False) -> PendingWrite:
+        """Queues ``entry``'s ledger row ``seq`` (the admission store follows it until it is durable)."""
+        write = self.ledger.write(entry, seq, background=background)
+        self.admission.track(self, (entry.release_id, seq), write)
+        return write
 
     def reserve(self, worst: PrivacyCost, *, dataset: str = "", datasets: Iterable[str] = (), query_hash: str,
                 mechanism: str) -> Reservation:
@@ -657,8 +490,8 @@ class Accountant:
         Returns a :class:`Reservation` to settle with the realized cost, once its row is durable.
         """
         names = _names(dataset, datasets)
-        state = self._state()
-        with state.lock:
+
+        def admit(state: AnalystState) -> LedgerEntry:
             now = state.now(self.clock)
             flt, period = self._admit(state, worst, names, now)
             checkpoint()
@@ -666,18 +499,35 @@ class Accountant:
                                           mechanism=mechanism, filter_name=flt.name, cost=worst, time=now,
                                           period=period)
             state.put(entry)  # counted at its worst case before it is durable, as a charge
-        self.ledger.write(entry, 1).wait()
+            return entry
+
+        entry = self.admission.run(self, admit)
+        self._write(entry, 1).wait()
         return Reservation(self, entry)
 
     def _settle(self, entry: LedgerEntry, realized: PrivacyCost | None) -> LedgerEntry:
-        state = self._state()
-        # Under the lock with its write: a settled cost may count less than the reservation (or, ex
-        # post, more), so neither order of count and write keeps memory >= ledger throughout.
-        # Reservations are the rare, slow path (accuracy-first); a charge never waits here.
-        with state.lock:
-            final = self.ledger.settle(entry, realized, state.now(self.clock))  # keeps the admission time
-            state.put(final)
-            return final
+        if self.admission.write_before_count:
+            # In-process: under the lock with its write: a settled cost may count less than the
+            # reservation (or, ex post, more), so neither order of count and write keeps memory >= ledger
+            # throughout. Reservations are the rare, slow path (accuracy-first); a charge never waits here.
+            def settle(state: AnalystState) -> LedgerEntry:
+                final = self.ledger.settle(entry, realized, state.now(self.clock))  # keeps the admission time
+                state.put(final, 2)
+                return final
+
+            return self.admission.run(self, settle)
+
+        # Shared: the state counts the settled cost first and records the row until it is durable (a crash
+        # before the row leaves it to the reconciler): the state is what every admission decides from
+        def count(state: AnalystState) -> tuple[LedgerEntry, LedgerEntry]:
+            row = Ledger.settled(entry, realized, state.now(self.clock))
+            final = replace(row, time=entry.time)  # counted in the period it was admitted in
+            state.put(final, 2, row)
+            return final, row
+
+        final, row = self.admission.run(self, count)
+        self._write(row, 2).wait()
+        return final
 
     # -- the tripwire (docs/design.md rule 5) --------------------------------------------------------
 
@@ -718,55 +568,82 @@ class Accountant:
         ``reason`` is internal (e.g. ClickHouse's error code name): the data owner sees it in
         ``dpch budget``, the analyst never does. The lock is written first: it is what stops
         the next query, and it holds in this process even if the store cannot be written."""
-        state = self._state()
         failed = self.ledger.failed(entry, as_utc(self.clock()))
-        with state.lock:
-            # in memory first: from here on every admission of this analyst in this process refuses
-            state.locked = AnalystLock(self.analyst, entry.release_id, reason, datetime.now(UTC))
+        counted = replace(failed, time=entry.time)
+        pending = AnalystLock(self.analyst, entry.release_id, reason, datetime.now(UTC))
+        # held by this process at once, even if the admission store cannot be written (Keeper down)
+        self.admission.note_trip(self, pending)
+
+        def lock_and_fail(state: AnalystState) -> None:
+            # from here on every admission of this analyst refuses (in every process sharing the state)
+            state.locked = pending
             # counts what the release already counted, in the period it was admitted in: no total moves
-            state.put(replace(failed, time=entry.time))
-        lock = self.locks.lock(self.analyst, release_id=entry.release_id, reason=reason)
-        self.ledger.write(failed, FAILED_SEQ).wait()
-        with state.lock:
+            state.put(counted, FAILED_SEQ, failed)
+
+        self.admission.run(self, lock_and_fail)
+        lock = self.locks.lock(self.analyst, release_id=entry.release_id, reason=reason)  # the owner's history
+        self._write(failed, FAILED_SEQ).wait()
+
+        def durable_lock(state: AnalystState) -> None:
             if state.locked is not None and state.locked.release_id == entry.release_id:
                 state.locked = lock
-        return replace(failed, time=entry.time)
+
+        if not self.admission.shared:  # the shared state already holds the lock as it was written there
+            self.admission.run(self, durable_lock)
+        return counted
 
     def lock_info(self) -> AnalystLock | None:
         """Why and since when this analyst is locked, or None."""
-        return self._current_lock(self._state())
+        return self.admission.read(self, self._current_lock)
 
     def unlock(self) -> bool:
-        """(Data owner) Clears this analyst's lock, durably; False if the analyst was not locked."""
-        state = self._state()
-        with state.lock:
+        """(Data owner) Clears this analyst's lock, durably and for every process sharing the state;
+        False if the analyst was not locked."""
+        if self.admission.shared:
+            def clear(state: AnalystState) -> bool:
+                was = state.locked is not None
+                state.locked = None
+                return was
+
+            was = self.admission.run(self, clear, decides=False) or self.locks.get(self.analyst) is not None
+            if was:
+                self.locks.unlock(self.analyst)  # the owner's history (``dpch budget list``)
+            return was
+
+        def clear_here(state: AnalystState) -> bool:
             was = self._current_lock(state) is not None or self.locks.get(self.analyst) is not None
             if was:
                 self.locks.unlock(self.analyst)
             state.locked = None
             return was
 
+        return self.admission.run(self, clear_here, decides=False)
+
     # -- visibility and administration ----------------------------------------------------------
 
-    def status(self, *, recent: int = 5) -> BudgetStatus:
-        state = self._state()
-        with state.lock:
-            checks = self._checks(state, tuple(d for d in state.settings if d), state.now(self.clock))
-            statuses: list[BudgetStatus] = []
-            for check in checks:
-                status = self._scope_status(state, check)
-                if check.lifetime:  # the cap of the scope just before it: what is left is the smaller of the two
-                    period = statuses[-1]
-                    left = PrivacyCost(min(period.remaining.epsilon, status.remaining.epsilon),
-                                       min(period.remaining.delta, status.remaining.delta), period.remaining.rho)
-                    statuses[-1] = replace(period, lifetime=status, remaining=left)
-                else:
-                    statuses.append(status)
-            top = statuses[0]
-            tail = tuple(state.recent(recent)) if recent else ()
-            return replace(top, datasets=tuple(statuses[1:]), recent=tail, locked=self._current_lock(state))
+    def status(self, *, recent: int = 5, fresh: bool = True) -> BudgetStatus:
+        """The analyst's budgets: spent, reserved, remaining (per dataset too), the latest ``recent``
+        releases and the lock, from the current admission state (``fresh=False``: as this process last
+        saw it, e.g. right after its own admission — a release's budget; never for a decision)."""
+        return self.admission.read(self, lambda state: self._status(state, recent), fresh=fresh)
 
-    def _scope_status(self, state: _AnalystState, check: _Check) -> BudgetStatus:
+    def _status(self, state: AnalystState, recent: int) -> BudgetStatus:
+        checks = self._checks(state, tuple(d for d in state.settings if d), state.now(self.clock))
+        statuses: list[BudgetStatus] = []
+        for check in checks:
+            status = self._scope_status(state, check)
+            if check.lifetime:  # the cap of the scope just before it: what is left is the smaller of the two
+                period = statuses[-1]
+                left = PrivacyCost(min(period.remaining.epsilon, status.remaining.epsilon),
+                                   min(period.remaining.delta, status.remaining.delta), period.remaining.rho)
+                statuses[-1] = replace(period, lifetime=status, remaining=left)
+            else:
+                statuses.append(status)
+        top = statuses[0]
+        tail = tuple(state.recent(recent)) if recent else ()
+        return replace(top, datasets=tuple(statuses[1:]), recent=tail, locked=self._current_lock(state))
+
+    def _scope_status(self, state: AnalystState, check: _Check) -> BudgetStatus:
         flt, window = check.flt, check.window
         totals = state.scope_totals(check.scope, flt, window)
         guarantee = flt.describe()
@@ -802,15 +679,63 @@ class Accountant:
                 make_filter(filter, renewal.lifetime, filter_options)
         self.budgets.set(self.analyst, budget, dataset=dataset, filter=filter, options=filter_options,
                          renewal=renewal)
-        state = self._state()
-        with state.lock:
-            state.settings = self.budgets.settings(self.analyst)
+        self.sync_budget()
+
+    def sync_budget(self) -> bool:
+        """Makes the admission state hold the analyst's latest budget rows (every process sharing the state
+        admits under them at its next admission); True if they changed it."""
+        settings, latest = self.budgets.settings(self.analyst), self.budgets.latest(self.analyst)
+
+        def apply(state: AnalystState) -> bool:
+            if state.settings == settings:
+                state.settings_at = max(state.settings_at, latest)  # the same budget set again
+                return False
+            state.settings, state.settings_at = settings, latest
             state.drop_totals()  # totals under the old budget would only cost upkeep
+            return True
+
+        return self.admission.run(self, apply, decides=False)
+
+    def reconcile(self, grace: float = 60.0) -> int:
+        """Brings the ledger and the shared admission state into step for this analyst; returns how
+        many ledger rows it wrote. A process that died (kill -9) between its admission and its ledger
+        INSERT left the row only in the shared state: the row is written from there (a crash loses
+        budget, never privacy, and the ledger — the audit log — never misses a counted release). Rows
+        younger than ``grace`` seconds are left to the process that is writing them. A budget row newer
+        than the state (an owner action whose state write failed) is applied too."""
+        if not self.admission.shared:
+            return 0
+        if self.budgets.latest(self.analyst) > self.admission.read(self, lambda state: state.settings_at):
+            self.sync_budget()
+        watches = WatchStore(self.engine, shared=True).reconcile(self.analyst, grace)
+        cutoff = time.time() - grace
+        rows = self.admission.read(self, lambda state: state.unconfirmed(cutoff))
+        if not rows:
+            return watches
+        present = self.ledger.present([key for key, _ in rows])
+        missing = [(key, row) for key, row in rows if key not in present]
+        for (_, seq), row in missing:
+            self.ledger.write(row, seq).wait()
+        done = {key for key, _ in rows}
+        self.admission.run(self, lambda state: state.confirm(done), decides=False)
+        return len(missing) + watches
 
     def recent(self, limit: int = 10) -> list[LedgerEntry]:
-        state = self._state()
-        with state.lock:
-            return state.recent(limit)
+        """The analyst's latest ``limit`` releases, oldest first."""
+        return self.admission.read(self, lambda state: state.recent(limit))
+
+
+def reconcile_all(engine: Engine, grace: float = 60.0) -> int:
+    """:meth:`Accountant.reconcile` for every analyst with a shared admission state in ``engine``'s
+    database (none without Keeper); returns the ledger rows written."""
+    admission = admission_for(engine)
+    if not isinstance(admission, KeeperAdmission):
+        return 0
+    analysts = admission.analysts(engine)
+    if not analysts:
+        return 0
+    first = Accountant(engine, analysts[0], admission=admission)
+    return sum(first.for_analyst(analyst).reconcile(grace) for analyst in analysts)
 
 
 def _names(dataset: str, datasets: Iterable[str]) -> tuple[str, ...]:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from dpch.accounting.periods import SCHEDULES, check_schedule
+from dpch.accounting.periods import SCHEDULES, as_utc, check_schedule
 from dpch.errors import BudgetExceeded, ConfigError
 from dpch.store.engine import Engine
 
@@ -101,15 +101,13 @@ class BudgetStore:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.table = engine.table(BUDGETS_TABLE)
-        engine.command(
-            f"CREATE TABLE IF NOT EXISTS {self.table} ("
-            " analyst String, epsilon Float64, delta Float64,"
+        engine.create_table(
+            BUDGETS_TABLE,
+            "analyst String, epsilon Float64, delta Float64,"
             " set_at DateTime64(6, 'UTC'), set_by String,"
             " dataset String DEFAULT '', filter String DEFAULT '', filter_options String DEFAULT '',"
-            " renew String DEFAULT '', lifetime_epsilon Float64 DEFAULT 0, lifetime_delta Float64 DEFAULT 0"
-            ") ENGINE = MergeTree ORDER BY (analyst, set_at)"
-            " COMMENT 'dpch: per-analyst privacy budgets (latest row wins)'"
-        )
+            " renew String DEFAULT '', lifetime_epsilon Float64 DEFAULT 0, lifetime_delta Float64 DEFAULT 0",
+            "ORDER BY (analyst, set_at) COMMENT 'dpch: per-analyst privacy budgets (latest row wins)'")
         # stores created before per-dataset budgets, filter choice and renewal (old rows: never renew)
         engine.add_missing_columns(BUDGETS_TABLE, [
             ("dataset", "String DEFAULT ''"), ("filter", "String DEFAULT ''"), ("filter_options", "String DEFAULT ''"),
@@ -152,6 +150,14 @@ class BudgetStore:
             ["analyst", "epsilon", "delta", "set_at", "set_by", "dataset", "filter", "filter_options",
              "renew", "lifetime_epsilon", "lifetime_delta"],
         )
+
+    def latest(self, analyst: str) -> str:
+        """When ``analyst``'s budget was last set (ISO text of the latest row's ``set_at``; "" if never)."""
+        rows = self.engine.query_rows(
+            f"SELECT max(set_at), count() FROM {self.table} WHERE analyst = {{a:String}}", {"a": analyst})
+        if not rows or not rows[0][1]:
+            return ""
+        return as_utc(rows[0][0]).isoformat()
 
     def all(self) -> dict[str, Budget]:
         return {analyst: s.budget for analyst, s in self.all_settings().items()}

@@ -30,7 +30,7 @@ benchmark compares the two).
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -51,6 +51,8 @@ class PendingWrite:
         self.values = values_tuple(columns, row)
         self._done = threading.Event()
         self._failed = False
+        self._callbacks: list[Callable[[bool], None]] = []
+        self._callback_lock = threading.Lock()
         #: the failure's class name (internal, for the data owner; never shown to an analyst)
         self.reason = ""
 
@@ -67,11 +69,23 @@ class PendingWrite:
             error.reason = self.reason
             raise error from None  # never chained: the caller may be handling an error that quotes data
 
+    def add_done_callback(self, callback: Callable[[bool], None]) -> None:
+        """Calls ``callback(durable)`` once the row's INSERT has returned (at once if it has)."""
+        with self._callback_lock:
+            if not self._done.is_set():
+                self._callbacks.append(callback)
+                return
+        callback(not self._failed)
+
     def _finish(self, error: BaseException | None) -> None:
         if error is not None:
             self._failed = True
             self.reason = type(error).__name__
-        self._done.set()
+        with self._callback_lock:
+            self._done.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback(error is None)
 
 
 class GroupCommit:
@@ -163,7 +177,9 @@ class GroupCommit:
         for table, rows in by_table.items():
             error: BaseException | None = None
             try:
-                self.insert(rows[0].engine, insert_statement(table, rows[0].columns, [p.values for p in rows]))
+                engine = rows[0].engine
+                self.insert(engine, insert_statement(table, rows[0].columns, [p.values for p in rows],
+                                                     engine.write_settings()))
             except BaseException as exc:  # every waiter must wake, whatever went wrong
                 error = exc
                 if not isinstance(exc, Exception):

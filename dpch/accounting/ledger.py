@@ -43,6 +43,7 @@ from dpch.accounting.periods import as_utc
 from dpch.errors import ConfigError
 from dpch.privacy.cost import PrivacyCost
 from dpch.store.engine import Engine
+from dpch.store.quoting import quote_string
 
 LEDGER_TABLE = "dpch_ledger"
 #: the seq of a ``failed`` row: above ``charged``/``voided`` (2), so it is always the latest word
@@ -141,18 +142,17 @@ class Ledger:
         self.table = engine.table(LEDGER_TABLE)
         #: the store's group-commit writer (a test may put a delaying subclass here)
         self.writer = writer if writer is not None else engine.shared.get(GroupCommit)
-        engine.command(
-            f"CREATE TABLE IF NOT EXISTS {self.table} ("
-            " release_id UUID, seq UInt8, time DateTime64(6, 'UTC'),"
+        engine.create_table(
+            LEDGER_TABLE,
+            "release_id UUID, seq UInt8, time DateTime64(6, 'UTC'),"
             " analyst String, dataset String, query_hash String,"
             " mechanism LowCardinality(String), filter LowCardinality(String),"
             " status LowCardinality(String),"
             " epsilon Float64, delta Float64, rho Nullable(Float64),"
             " worst_epsilon Float64, worst_delta Float64,"
-            " worst_rho Nullable(Float64), ex_post Bool DEFAULT false"
-            ") ENGINE = MergeTree ORDER BY (analyst, time, release_id, seq)"
-            " COMMENT 'dpch: privacy ledger (append-only; never edit by hand)'"
-        )
+            " worst_rho Nullable(Float64), ex_post Bool DEFAULT false",
+            "ORDER BY (analyst, time, release_id, seq)"
+            " COMMENT 'dpch: privacy ledger (append-only; never edit by hand)'")
         # ledgers created before ex-post releases, and before joins counted per dataset
         engine.add_missing_columns(LEDGER_TABLE, [
             ("worst_rho", "Nullable(Float64)"), ("ex_post", "Bool DEFAULT false"),
@@ -167,7 +167,7 @@ class Ledger:
         if fsync is not None and self.fsync != fsync:
             # altered only when it differs: MODIFY SETTING rewrites the table's metadata (~20 ms)
             flag = int(fsync)
-            engine.command(f"ALTER TABLE {self.table} MODIFY SETTING "
+            engine.command(f"ALTER TABLE {self.table}{engine.on_cluster()} MODIFY SETTING "
                            + ", ".join(f"{name} = {flag}" for name in FSYNC_SETTINGS))
 
     @property
@@ -246,9 +246,25 @@ class Ledger:
                 entry.filter, entry.status, c.epsilon, c.delta, c.rho, w.epsilon, w.delta, w.rho, c.ex_post,
                 list(entry.datasets), c.rho_delta, entry.period)
 
-    def entries(self, analyst: str) -> list[LedgerEntry]:
-        """Every release of ``analyst`` at its latest row, oldest first; ``time`` is its admission
-        time (its first row's: a settle may be written later, in another period)."""
+    def present(self, keys: list[tuple[str, int]]) -> set[tuple[str, int]]:
+        """Which of the rows ``keys`` (release id, seq) the ledger holds."""
+        if not keys:
+            return set()
+        ids = ", ".join(f"toUUID({quote_string(rid)})" for rid in {rid for rid, _ in keys})
+        rows = self.engine.query_rows(f"SELECT DISTINCT toString(release_id), seq FROM {self.table}"
+                                      f" WHERE release_id IN ({ids})")
+        found = {(r[0], int(r[1])) for r in rows}
+        return {key for key in keys if key in found}
+
+    def entries(self, analyst: str, limit: int | None = None, *, consistent: bool = False) -> list[LedgerEntry]:
+        """Every release of ``analyst`` at its latest row (or its latest ``limit``), oldest first; ``time``
+        is its admission time (its first row's: a settle may be written later, in another period).
+        ``consistent``: on a cluster, read every row a quorum INSERT wrote, whichever replica answers
+        (``select_sequential_consistency``: what a rebuild of the shared admission state needs)."""
+        order = " ORDER BY argMin(time, seq), release_id"
+        if limit is not None:
+            order = f" ORDER BY argMin(time, seq) DESC, release_id DESC LIMIT {int(limit)}"
+        settings = " SETTINGS select_sequential_consistency = 1" if consistent and self.engine.cluster else ""
         rows = self.engine.query_rows(
             "SELECT toString(release_id), argMin(time, seq), any(analyst), argMax(dataset, seq),"
             " argMax(query_hash, seq), argMax(mechanism, seq), argMax(status, seq),"
@@ -258,9 +274,11 @@ class Ledger:
             " argMax(worst_epsilon, seq), argMax(worst_delta, seq), argMax(tuple(worst_rho), seq).1,"
             " max(ex_post), argMax(filter, seq), argMax(datasets, seq), argMax(rho_delta, seq), argMin(period, seq)"
             f" FROM {self.table} WHERE analyst = {{a:String}}"
-            " GROUP BY release_id ORDER BY argMin(time, seq), release_id",
+            f" GROUP BY release_id{order}{settings}",
             {"a": analyst},
         )
+        if limit is not None:
+            rows.reverse()
         result = []
         for r in rows:
             ex_post = bool(r[13])

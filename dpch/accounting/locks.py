@@ -47,13 +47,10 @@ class LockStore:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.table = engine.table(LOCKS_TABLE)
-        engine.command(
-            f"CREATE TABLE IF NOT EXISTS {self.table} ("
-            " analyst String, locked Bool, release_id String, reason String,"
-            " time DateTime64(6, 'UTC'), set_by String"
-            ") ENGINE = MergeTree ORDER BY (analyst, time)"
-            " COMMENT 'dpch: analysts locked by the tripwire (latest row wins)'"
-        )
+        engine.create_table(
+            LOCKS_TABLE,
+            "analyst String, locked Bool, release_id String, reason String, time DateTime64(6, 'UTC'), set_by String",
+            "ORDER BY (analyst, time) COMMENT 'dpch: analysts locked by the tripwire (latest row wins)'")
 
     def get(self, analyst: str) -> AnalystLock | None:
         """The analyst's lock, or None if the analyst is not locked."""
@@ -86,5 +83,6 @@ class LockStore:
         now = datetime.now(UTC)
         # a literal VALUES row (dpch.store.quoting), like the ledger's; written at once, not grouped:
         # a lock is rare and must hold before anything else happens
-        self.engine.command(insert_values(self.table, _COLUMNS, [(analyst, locked, release_id, reason, now, whoami())]))
+        self.engine.command(insert_values(self.table, _COLUMNS, [(analyst, locked, release_id, reason, now, whoami())],
+                                          self.engine.write_settings()))
         return AnalystLock(analyst, release_id, reason, now)

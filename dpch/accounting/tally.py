@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from dpch.privacy.cost import PrivacyCost
 
@@ -69,6 +70,19 @@ class ExactSum:
         other._infinite = self._infinite
         return other
 
+    def to_data(self) -> list[Any]:
+        """The exact state as plain data: ``[partials, infinite count]`` (floats survive JSON exactly:
+        ``json`` writes the shortest repr that reads back as the same double)."""
+        return [list(self._partials), self._infinite]
+
+    @classmethod
+    def from_data(cls, data: list[Any]) -> ExactSum:
+        """The sum :meth:`to_data` wrote, bit for bit."""
+        out = cls()
+        out._partials = [float(x) for x in data[0]]
+        out._infinite = int(data[1])
+        return out
+
     def value(self, *extra: float) -> float:
         """The correctly rounded sum, with ``extra`` terms (a proposed release) added."""
         if self._infinite > 0 or any(math.isinf(e) for e in extra):
@@ -113,6 +127,18 @@ class Tally:
         """Sum ``i`` (with ``extra`` terms)."""
         return self.sums[i].value(*extra)
 
+    def to_data(self) -> dict[str, Any]:
+        """The exact sums and count as plain data (the shared admission state keeps tallies in Keeper)."""
+        return {"sums": [t.to_data() for t in self.sums], "count": self.count}
+
+    def load(self, data: dict[str, Any]) -> Tally:
+        """Replaces this (fresh) tally's sums and count with what :meth:`to_data` wrote; returns it."""
+        if len(data["sums"]) != len(self.sums):
+            raise ValueError(f"a tally of {len(data['sums'])} sums cannot be read as one of {len(self.sums)}")
+        self.sums = tuple(ExactSum.from_data(d) for d in data["sums"])
+        self.count = int(data["count"])
+        return self
+
 
 class SplitTally:
     """Two tallies, fixed-cost releases in ``fixed`` and ex-post ones in ``post`` (the mixed filter's
@@ -138,3 +164,11 @@ class SplitTally:
 
     def remove(self, cost: PrivacyCost) -> None:
         self.add(cost, -1)
+
+    def to_data(self) -> dict[str, Any]:
+        return {"fixed": self.fixed.to_data(), "post": self.post.to_data()}
+
+    def load(self, data: dict[str, Any]) -> SplitTally:
+        self.fixed.load(data["fixed"])
+        self.post.load(data["post"])
+        return self

@@ -63,6 +63,7 @@ read of the latest row to the write of the next, in the single process that owns
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 from collections.abc import Iterator
@@ -75,6 +76,7 @@ from dpch.errors import QueryRejected
 from dpch.mechanisms.selection import GaussianAboveThreshold
 from dpch.mechanisms.selection_bounds import at_epsilon_max
 from dpch.store.engine import Engine
+from dpch.store.keeper import VersionedMap, new_token
 from dpch.store.quoting import insert_values
 
 WATCHES_TABLE = "dpch_watches"
@@ -289,43 +291,86 @@ class _WatchLocks:
             return self._locks.setdefault(key, threading.Lock())
 
 
-class WatchStore:
-    """Reads and appends ``dpch_watches`` rows in the engine's database (created on first use)."""
+class WatchMoved(QueryRejected):
+    """Another process changed the watch between this process's read and its write (the shared state
+    refused the stale write): the question is asked again from the watch's new state. Nothing was
+    released from the attempt that lost."""
 
-    def __init__(self, engine: Engine) -> None:
+
+#: the KeeperMap table of the watches' latest rows, shared by every process (one key per watch)
+WATCH_STATE_TABLE = "dpch_watch_state"
+#: rows a watch's shared value keeps (the latest, and the ones before it a crash may have left unwritten)
+KEEP_ROWS = 8
+
+
+class WatchStore:
+    """Reads and appends ``dpch_watches`` rows in the engine's database (created on first use).
+
+    With a shared admission state (a ClickHouse server with Keeper: :mod:`dpch.accounting.admission`)
+    every change of a watch is first a compare-and-set of its latest rows in ``dpch_watch_state``
+    (``seq`` is the value's version), so two processes asking one watch never both write row n + 1:
+    the one that loses gets :class:`WatchMoved` and asks again from the new state. The row is then
+    appended to ``dpch_watches`` (the history); a row a crash left only in Keeper is written by the
+    reconciler (:meth:`reconcile`). ``shared`` (default: whether the engine's admission is shared)."""
+
+    def __init__(self, engine: Engine, *, shared: bool | None = None) -> None:
         self.engine = engine
         self.table = engine.table(WATCHES_TABLE)
         self._created = False
+        if shared is None:
+            from dpch.accounting.admission import admission_for  # the store's choice of admission
+
+            shared = not engine.embedded and admission_for(engine).shared
+        self.shared = shared
+        self._map: VersionedMap | None = None
 
     def _ensure(self) -> None:
         if self._created:
             return
-        self.engine.command(
-            f"CREATE TABLE IF NOT EXISTS {self.table} ("
-            " analyst String, name String, seq UInt64, time DateTime64(6, 'UTC'),"
+        self.engine.create_table(
+            WATCHES_TABLE,
+            "analyst String, name String, seq UInt64, time DateTime64(6, 'UTC'),"
             " event LowCardinality(String), state LowCardinality(String), answer LowCardinality(String),"
             " threshold Float64, upper Float64, sensitivity Float64, sigma Float64,"
             " epsilon Float64, delta Float64, instances_max UInt64, datasets Array(String),"
             " release_id String, instances UInt64, position UInt64, noisy_threshold Nullable(Float64),"
-            " spent Float64, base Float64, charged Float64, lower Float64"
-            ") ENGINE = MergeTree ORDER BY (analyst, name, seq)"
-            " COMMENT 'dpch: threshold watches (append-only; the latest row is the state; holds secret noise)'"
-        )
+            " spent Float64, base Float64, charged Float64, lower Float64",
+            "ORDER BY (analyst, name, seq)"
+            " COMMENT 'dpch: threshold watches (append-only; the latest row is the state; holds secret noise)'")
+        if self.shared:
+            self._map = VersionedMap(self.engine, WATCH_STATE_TABLE)
         self._created = True
 
     @contextmanager
     def locked(self, analyst: str, name: str) -> Iterator[None]:
-        """Serialises every change of one watch in this process (read latest → write next)."""
+        """Serialises every change of one watch in this process (read latest → write next); with a
+        shared state, the compare-and-set serialises processes."""
         with self.engine.shared.get(_WatchLocks).get((self.engine.database, analyst, name)):
             yield
+
+    def _shared_rows(self, analyst: str, name: str) -> tuple[int, list[tuple[Any, ...]]] | None:
+        """(version, rows) of the watch's shared value, or None if it has none."""
+        assert self._map is not None
+        found = self._map.read(_key(analyst, name))
+        if found is None:
+            return None
+        return found.version, [_row_from_data(d) for d in json.loads(found.value)]
 
     def latest(self, analyst: str, name: str) -> WatchState | None:
         """The watch's current state, or None if it was never created."""
         self._ensure()
+        if self._map is not None:
+            shared = self._shared_rows(analyst, name)
+            if shared is not None:
+                return _state(shared[1][-1])
         rows = self.engine.query_rows(
             f"SELECT {_NAMES} FROM {self.table} WHERE analyst = {{a:String}} AND name = {{n:String}}"
             " ORDER BY seq DESC LIMIT 1", {"a": analyst, "n": name})
-        return _state(rows[0]) if rows else None
+        if not rows:
+            return None
+        if self._map is not None:  # a watch from before the shared state: its value starts at its latest row
+            self._map.create(_key(analyst, name), json.dumps([_row_data(rows[0])]), new_token(), int(rows[0][2]))
+        return _state(rows[0])
 
     def all(self, analyst: str) -> list[WatchState]:
         """Every watch of ``analyst`` at its latest row, by name."""
@@ -333,20 +378,38 @@ class WatchStore:
         rows = self.engine.query_rows(
             f"SELECT {_NAMES} FROM {self.table} WHERE analyst = {{a:String}}"
             " ORDER BY name, seq DESC LIMIT 1 BY name", {"a": analyst})
-        return [_state(r) for r in rows]
+        states = {r[1]: _state(r) for r in rows}
+        for name in self._shared_names(analyst):
+            latest = self.latest(analyst, name)
+            if latest is not None and (name not in states or latest.seq > states[name].seq):
+                states[name] = latest
+        return [states[n] for n in sorted(states)]
+
+    def _shared_names(self, analyst: str) -> list[str]:
+        if self._map is None:
+            return []
+        prefix = _key(analyst, "")[:-2]  # '["ana",'
+        return [json.loads(k)[1] for k in self._map.keys(prefix)]
 
     def history(self, analyst: str, name: str) -> list[WatchEvent]:
-        """Every row of the watch, oldest first (its events and what each charged)."""
+        """Every row of the watch, oldest first (its events and what each charged): the ledger table's,
+        with the shared value's rows not yet written there."""
         self._ensure()
         rows = self.engine.query_rows(
             f"SELECT {_NAMES} FROM {self.table} WHERE analyst = {{a:String}} AND name = {{n:String}}"
             " ORDER BY seq", {"a": analyst, "n": name})
+        if self._map is not None:
+            shared = self._shared_rows(analyst, name)
+            seqs = {int(r[2]) for r in rows}
+            rows = sorted([*rows, *(r for r in (shared[1] if shared else []) if int(r[2]) not in seqs)],
+                          key=lambda r: int(r[2]))
         return [WatchEvent(r[4], r[6], float(r[21]), _state(r)) for r in rows]
 
     def append(self, analyst: str, state: WatchState, event: str, *, answer: str = "",
                charged: float = 0.0) -> WatchState:
         """Durably writes ``state`` as the watch's next row (one INSERT that has returned) and returns
-        it with its new ``seq``; callers hold :meth:`locked`."""
+        it with its new ``seq``; callers hold :meth:`locked`. With a shared state, raises
+        :class:`WatchMoved` if another process wrote the watch since ``state`` was read."""
         self._ensure()
         now = datetime.now(UTC)
         new = replace(state, seq=state.seq + 1, time=now)
@@ -354,8 +417,66 @@ class WatchStore:
         row = (analyst, p.name, new.seq, now, event, new.state, answer, p.threshold, p.upper, p.sensitivity,
                p.sigma, p.epsilon, p.delta, p.instances, list(p.datasets), new.release_id, new.instances,
                new.position, new.noisy_threshold, new.spent, new.base, charged, p.lower)
-        self.engine.command(insert_values(self.table, _COLUMNS, [row]))
+        if self._map is not None:
+            self._advance(analyst, p.name, state.seq, row)
+        self.engine.command(insert_values(self.table, _COLUMNS, [row], self.engine.write_settings()))
         return new
+
+    def _advance(self, analyst: str, name: str, seq: int, row: tuple[Any, ...]) -> None:
+        """Compare-and-set of the watch's shared value from version ``seq`` to ``seq`` + 1 with ``row``."""
+        assert self._map is not None
+        key, token = _key(analyst, name), new_token()
+        shared = self._shared_rows(analyst, name)
+        if shared is not None and shared[0] != seq:
+            raise _moved(name)
+        kept = [*(shared[1] if shared is not None else [])[-(KEEP_ROWS - 1):], row]
+        value = json.dumps([_row_data(r) for r in kept])
+        ok = (self._map.create(key, value, token, seq + 1) if shared is None
+              else self._map.advance(key, seq, value, token))
+        if ok is None:  # the statement failed in transit: whether it landed decides
+            ok = self._map.outcome(key, {token}) == token
+        if not ok:
+            raise _moved(name)
+
+    def reconcile(self, analyst: str, grace: float = 60.0) -> int:
+        """Writes the rows of ``analyst``'s watches that only the shared state holds (a process died
+        between its compare-and-set and its INSERT), older than ``grace`` seconds; returns how many."""
+        self._ensure()
+        if self._map is None:
+            return 0
+        cutoff = datetime.now(UTC).timestamp() - grace
+        written = 0
+        for name in self._shared_names(analyst):
+            shared = self._shared_rows(analyst, name)
+            if shared is None:
+                continue
+            have = {int(r[0]) for r in self.engine.query_rows(
+                f"SELECT seq FROM {self.table} WHERE analyst = {{a:String}} AND name = {{n:String}}",
+                {"a": analyst, "n": name})}
+            missing = [r for r in shared[1] if int(r[2]) not in have and r[3].timestamp() <= cutoff]
+            if missing:
+                self.engine.command(insert_values(self.table, _COLUMNS, missing, self.engine.write_settings()))
+                written += len(missing)
+        return written
+
+
+def _moved(name: str) -> WatchMoved:
+    return WatchMoved(f"watch {name} changed in another process while this question was asked",
+                      hint="ask again: nothing was released from the attempt")
+
+
+def _key(analyst: str, name: str) -> str:
+    """A watch's key in the shared table (JSON: any analyst or watch name)."""
+    return json.dumps([analyst, name], separators=(",", ":"))
+
+
+def _row_data(r: tuple[Any, ...]) -> list[Any]:
+    time = r[3] if r[3].tzinfo is not None else r[3].replace(tzinfo=UTC)
+    return [*r[:3], time.isoformat(), *r[4:14], list(r[14]), *r[15:]]
+
+
+def _row_from_data(d: list[Any]) -> tuple[Any, ...]:
+    return (*d[:3], datetime.fromisoformat(d[3]), *d[4:14], tuple(d[14]), *d[15:])
 
 
 def _state(r: tuple[Any, ...]) -> WatchState:

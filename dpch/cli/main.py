@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +24,8 @@ from dpch.cli.statements import read_sql, run_statements
 from dpch.cli.watch import watch, watches_of
 from dpch.errors import ConfigError
 from dpch.sql.settings import given_options
-from dpch.store.engine import DSN_ENV
+from dpch.store.engine import CLUSTER_ENV, DSN_ENV
+from dpch.store.keeper import MODE_ENV, MODES
 
 if TYPE_CHECKING:  # types only: the pipeline loads the privacy stack (start-up speed)
     from dpch.pipeline.report import Release
@@ -38,15 +40,24 @@ if TYPE_CHECKING:  # types only: the pipeline loads the privacy stack (start-up 
 @click.option("--database", envvar="DPCH_DATABASE", default=None, help="ClickHouse database (default: 'default').")
 @click.option("--policy", "policy_file", envvar="DPCH_POLICY", type=click.Path(dir_okay=False),
               help="Policy TOML overriding the tables' dp: annotations.")
+@click.option("--cluster", envvar=CLUSTER_ENV, default=None, metavar="NAME",
+              help="(Data owner, ClickHouse server) create dpch's tables ON CLUSTER NAME with replicated engines.")
+@click.option("--admission", envvar=MODE_ENV, type=click.Choice(MODES), default=None,
+              help="(ClickHouse server) where admission is decided: keeper (ClickHouse Keeper, shared by every "
+              "process), owner (this process alone), auto (default: keeper if the server has it).")
 @click.option("--debug", is_flag=True, help="Show tracebacks on errors.")
 @click.pass_context
 def cli(ctx: click.Context, dsn: str | None, analyst: str, database: str | None,
-        policy_file: str | None, debug: bool) -> None:
+        policy_file: str | None, cluster: str | None, admission: str | None, debug: bool) -> None:
     """dpch: differentially private SQL over ClickHouse.
 
     Every answer is noisy, comes with its interval, and is charged to your privacy budget.
     These options may also follow the command (dpch query --analyst ana "SELECT ...").
     """
+    # the engine and the admission store read these when they open (one process: one choice)
+    for name, value in ((CLUSTER_ENV, cluster), (MODE_ENV, admission)):
+        if value:
+            os.environ[name] = value
     ctx.obj = Context(dsn, analyst, database, policy_file, debug)
     ctx.call_on_close(ctx.obj.close)
 

@@ -452,7 +452,7 @@ def _release(ctx: QueryContext, stored: _Stored, noisy: dict[str, np.ndarray], s
                      "charge ε (Whitehouse et al. 2022, Cor 3.7)")
     return Release(columns=plan.columns, rows=rows, intervals=intervals, cost=charged, confidence=conf,
                    mechanism=afplan.mechanism, measures=_measure_reports(plan, afplan, step, charged, conf),
-                   budget=ctx.accountant.status(), release_id=release_id,
+                   budget=ctx.accountant.status(fresh=False), release_id=release_id,
                    elapsed_ms=(time.perf_counter() - started) * 1000.0, notes=notes, accuracy=report)
 
 

@@ -34,6 +34,7 @@ from dpch.accounting.accountant import Accountant, Reservation, qualified_datase
 from dpch.accounting.ledger import LedgerEntry
 from dpch.accounting.watches import (
     DEFAULT_INSTANCES,
+    WatchMoved,
     WatchParams,
     WatchState,
     WatchStore,
@@ -122,6 +123,15 @@ def check_question(question: Question, params: WatchParams, opts: QueryOptions, 
                             hint=f"create a watch with sensitivity {question.sensitivity:g} for this statistic")
 
 
+#: how often a question (or a close) is asked again after another process changed the watch first
+_ATTEMPTS = 50
+
+
+def _busy(name: str) -> QueryRejected:
+    return QueryRejected(f"watch {name} kept changing in other sessions; nothing was released",
+                         hint="ask again in a moment")
+
+
 class _ReservationCache(dict[str, LedgerEntry]):
     """Watches' reservation entries by release id, per opening of a store (``engine.shared``)."""
 
@@ -192,13 +202,26 @@ class Watches:
             state = new_watch(params, reservation.release_id)
             if old is not None:
                 state = replace(state, seq=old.seq)
-            return self.store.append(self.analyst, state, "create")
+            try:
+                return self.store.append(self.analyst, state, "create")
+            except WatchMoved:  # another process created a watch of this name meanwhile: no noise drawn
+                reservation.void()
+                raise QueryRejected(f"watch {name} was just created by another session",
+                                    hint=f"ask it (SETTINGS dp_watch = '{name}'), or choose another name") from None
 
     def close(self, name: str) -> WatchState:
         """Closes a watch: no more questions; an open instance is charged its ε_max (B9). The ``close``
         row is written first, then the reservation is settled to the realized ex-post ε and the
         watch's δ (voided if no instance was ever opened): a crash between the two leaves the watch
         closed and the reservation counted at its worst case (closing again settles it)."""
+        for _ in range(_ATTEMPTS):
+            try:
+                return self._close(name)
+            except WatchMoved:  # another process changed the watch: close it from its new state
+                continue
+        raise _busy(name)
+
+    def _close(self, name: str) -> WatchState:
         with self.store.locked(self.analyst, name):
             state = self._existing(name)
             entry = self._reservation(state)
@@ -281,18 +304,30 @@ class Watches:
         datasets = admit.datasets(self.ctx.database, plan)
         emitted = emitted if emitted is not None else emit_sql(plan, self.ctx.database)
         self.ctx.probe.check(plan, emitted)  # type errors cost nothing
-        with self.store.locked(self.analyst, question.watch):
-            state = self._existing(question.watch)
-            check_question(question, state.params, opts, datasets)
-            if self.accountant.lock_info() is not None:
-                raise AnalystLocked.of(self.analyst)
-            entry = self._reservation_entry(state)
-            state = self._ready(state)
-            with self.accountant.tripwire(entry):  # from here on a failure may depend on the data (rule 5)
-                data = execute.exact(self.ctx.engine, plan, emitted)
-                value = float(data.measures[question.measure][0])
-                state, top, charged = self._step(state, value)
-        return self._release(question, state, top, charged, started, opts.confidence)
+        for _ in range(_ATTEMPTS):
+            with self.store.locked(self.analyst, question.watch):
+                state = self._existing(question.watch)
+                check_question(question, state.params, opts, datasets)
+                if self.accountant.lock_info() is not None:
+                    raise AnalystLocked.of(self.analyst)
+                entry = self._reservation_entry(state)
+                try:
+                    state = self._ready(state)
+                except WatchMoved:  # another process opened (or closed) the instance: use its state
+                    continue
+                moved = False
+                with self.accountant.tripwire(entry):  # from here on a failure may depend on the data (rule 5)
+                    data = execute.exact(self.ctx.engine, plan, emitted)
+                    value = float(data.measures[question.measure][0])
+                    try:
+                        state, top, charged = self._step(state, value)
+                    except WatchMoved:
+                        # another process answered first: this comparison is dropped unreleased (a race
+                        # between processes, not the data: no trip), and the question is asked again
+                        moved = True
+                if not moved:
+                    return self._release(question, state, top, charged, started, opts.confidence)
+        raise _busy(question.watch)
 
     def _ready(self, state: WatchState) -> WatchState:
         """The state with an instance open: refuses a closed or exhausted watch; else opens an
@@ -358,5 +393,5 @@ class Watches:
             note += "; the watch is now exhausted"
         return Release(columns=[question.column], rows=[(ABOVE if top else BELOW,)], intervals=[[None]],
                        cost=PrivacyCost(charged, 0.0), confidence=confidence, mechanism=f"{MECHANISM} {p.name}",
-                       measures=[], budget=self.accountant.status(), release_id=state.release_id,
+                       measures=[], budget=self.accountant.status(fresh=False), release_id=state.release_id,
                        elapsed_ms=(time.perf_counter() - started) * 1000.0, notes=[note])

@@ -33,11 +33,10 @@ class Verification:
 
 def ensure_table(engine: Engine) -> None:
     """Creates ``dpch_verified`` in the engine's database if it does not exist."""
-    engine.command(
-        f"CREATE TABLE IF NOT EXISTS {engine.table(VERIFIED_TABLE)} ("
-        " table String, unit String, max_rows UInt64, parts String, names Array(String),"
-        " time DateTime64(6, 'UTC')"
-        ") ENGINE = MergeTree ORDER BY (table, time)"
+    engine.create_table(
+        VERIFIED_TABLE,
+        "table String, unit String, max_rows UInt64, parts String, names Array(String), time DateTime64(6, 'UTC')",
+        "ORDER BY (table, time)"
         " COMMENT 'dpch: rows-per-unit verifications (written by dpch policy verify; never edit by hand)'")
 
 
@@ -47,7 +46,7 @@ def record(engine: Engine, table: str, unit: str, max_rows: int, parts: str, nam
     columns = [("table", "String"), ("unit", "String"), ("max_rows", "UInt64"), ("parts", "String"),
                ("names", "Array(String)"), ("time", "DateTime64(6, 'UTC')")]
     engine.command(insert_values(engine.table(VERIFIED_TABLE), columns,
-                                 [(table, unit, max_rows, parts, names, _now())]))
+                                 [(table, unit, max_rows, parts, names, _now())], engine.write_settings()))
 
 
 def lookup(engine: Engine, table: str, unit: str, max_rows: int) -> Verification:

@@ -16,6 +16,12 @@ policy = "policy.toml"              # optional TOML overriding the tables' dp: a
 access_log = "-"                    # "-" = stderr, or a file path (JSON lines)
 accept_settings = []                # more URL settings to accept and ignore
 ledger_fsync = true                 # optional: fsync every ledger INSERT (survives power loss; slower)
+admission = "auto"                  # on a ClickHouse server: keeper (every gateway shares one budget through
+                                    # ClickHouse Keeper), owner (this gateway alone), auto (keeper if the
+                                    # server has Keeper); docs/serving.md "One gateway, many gateways"
+cluster = "dpch_cluster"            # optional: create dpch's tables ON CLUSTER with replicated engines
+reconcile_interval = 60             # seconds between passes of the ledger reconciler (Keeper); 0 = start-up only
+reconcile_grace = 30                # a row younger than this is left to the process writing it
 budget_warning_share = 0.1          # X-Dpch-Budget-Warning (and dpch.budget's warning) when remaining ε
                                     # is below this share of the budget; 0 = never warn
 
@@ -47,11 +53,13 @@ from typing import Any
 from dpch.accounting.budget import NO_RENEWAL, Budget, Renewal
 from dpch.errors import ConfigError
 from dpch.sql.settings import INTERVAL_MODES
+from dpch.store.keeper import MODES
 
 _SERVER_KEYS = {
     "dsn", "database", "databases", "host", "port", "display_name", "cache_ttl", "max_request_bytes",
     "query_timeout", "max_concurrent", "policy", "access_log", "accept_settings", "keep_alive_timeout",
-    "metadata_timeout", "ledger_fsync", "budget_warning_share",
+    "metadata_timeout", "ledger_fsync", "budget_warning_share", "admission", "cluster", "reconcile_interval",
+    "reconcile_grace",
 }
 _USER_KEYS = {"password", "password_sha256", "analyst", "epsilon", "delta", "cache_ttl", "budget_warning_share",
               "dp_intervals", "renew", "lifetime_epsilon", "lifetime_delta", "owner"}
@@ -106,6 +114,15 @@ class ServerConfig:
     ledger_fsync: bool | None = None
     #: X-Dpch-Budget-Warning when a user's remaining ε is below this share of its budget (0: never)
     budget_warning_share: float = 0.1
+    #: where admission is decided on a server (dpch.accounting.admission): auto, keeper or owner
+    #: (None: ``$DPCH_ADMISSION``, else auto)
+    admission: str | None = None
+    #: the ClickHouse cluster dpch's own tables are created on (None: ``$DPCH_CLUSTER``, else none)
+    cluster: str | None = None
+    #: seconds between passes of the shared state's ledger reconciler (0: only at start-up)
+    reconcile_interval: float = 60.0
+    #: the reconciler leaves rows younger than this to the process that is writing them
+    reconcile_grace: float = 30.0
     users: dict[str, User] = field(default_factory=dict)
 
     @property
@@ -153,7 +170,7 @@ class ServerConfig:
             kwargs["accept_settings"] = tuple(_str_list(server.pop("accept_settings"), f"{source}: accept_settings"))
         for key, kind in (("port", int), ("max_request_bytes", int), ("max_concurrent", int),
                           ("cache_ttl", float), ("query_timeout", float), ("keep_alive_timeout", float),
-                          ("metadata_timeout", float)):
+                          ("metadata_timeout", float), ("reconcile_interval", float), ("reconcile_grace", float)):
             if key in server:
                 try:
                     kwargs[key] = kind(server.pop(key))
@@ -171,7 +188,12 @@ class ServerConfig:
             if not isinstance(value, bool):
                 raise ConfigError(f"{source}: [server] ledger_fsync must be true or false")
             kwargs["ledger_fsync"] = value
-        for key in ("dsn", "host", "display_name", "policy", "access_log"):
+        if "admission" in server:
+            mode = str(server.pop("admission"))
+            if mode not in MODES:
+                raise ConfigError(f"{source}: [server] admission must be one of {', '.join(MODES)}")
+            kwargs["admission"] = mode
+        for key in ("dsn", "host", "display_name", "policy", "access_log", "cluster"):
             if key in server:
                 kwargs[key] = str(server.pop(key))
         users = {}

@@ -42,6 +42,7 @@ CODES = {
     396: ("TOO_MANY_ROWS_OR_BYTES", 400),
     497: ("ACCESS_DENIED", 403),
     516: ("AUTHENTICATION_FAILED", 401),
+    999: ("KEEPER_EXCEPTION", 503),  # the shared admission state is unreachable: nothing was charged
     1001: ("STD_EXCEPTION", 500),  # a release failed after its charge: one fixed message, nothing more
     1002: ("UNKNOWN_EXCEPTION", 500),
 }

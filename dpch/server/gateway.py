@@ -23,8 +23,9 @@ from sqlglot.dialects.clickhouse import ClickHouse
 from sqlglot.errors import SqlglotError
 from sqlglot.tokens import TokenType
 
-from dpch.accounting.accountant import Accountant, BudgetStatus
-from dpch.errors import AuthenticationFailed, ConfigError, DpchError, QueryRejected
+from dpch.accounting.accountant import Accountant, BudgetStatus, reconcile_all
+from dpch.accounting.admission import OwnerAdmission, admission_for
+from dpch.errors import AdmissionUnavailable, AuthenticationFailed, ConfigError, DpchError, QueryRejected
 from dpch.pipeline.report import Release
 from dpch.policy.annotations import is_annotation
 from dpch.policy.resolve import Policy
@@ -109,19 +110,44 @@ class Gateway:
         self._engines: dict[str, Engine] = {}
         self._sessions: dict[tuple[str, str], Session] = {}
         self._lock = threading.Lock()
+        self._stop = threading.Event()
         try:
             for db in config.databases:
-                self._engines[db] = Engine(config.dsn, database=db)
+                engine = self._engines[db] = Engine(config.dsn, database=db, cluster=config.cluster)
+                if not engine.embedded:
+                    # where this database's admission is decided; without Keeper this gateway must be its
+                    # only owner, and says so now if another process holds it (not at the first query)
+                    admission = admission_for(engine, config.admission)
+                    if isinstance(admission, OwnerAdmission):
+                        admission.claim()
             first = self._engines[config.database]
             self.version, self.timezone = first.query_rows("SELECT version(), timezone()")[0]
             for user in config.users.values():
                 if user.budget is not None:
                     for engine in self._engines.values():
                         Accountant(engine, user.analyst).set_budget(user.budget, renewal=user.renewal)
+            self.reconcile()  # rows a process that died left only in the shared state are written now
         except BaseException:
             self.close()
             raise
+        if config.reconcile_interval > 0 and self._shared_engines():
+            threading.Thread(target=self._reconcile_periodically, name="dpch-reconciler", daemon=True).start()
         self.accept = set(HARMLESS_SETTINGS) | set(config.accept_settings)
+
+    def _shared_engines(self) -> list[Engine]:
+        return [e for e in self._engines.values() if not e.embedded and admission_for(e).shared]
+
+    def reconcile(self) -> int:
+        """One pass of the ledger reconciler over every served database whose admission is in Keeper
+        (:func:`~dpch.accounting.accountant.reconcile_all`); returns the ledger rows it wrote."""
+        return sum(reconcile_all(engine, self.config.reconcile_grace) for engine in self._shared_engines())
+
+    def _reconcile_periodically(self) -> None:
+        while not self._stop.wait(self.config.reconcile_interval):
+            try:
+                self.reconcile()
+            except Exception:  # noqa: S112 — Keeper may be down for a while: the next pass tries again
+                continue
 
     # -- users and sessions ---------------------------------------------------------------------
 
@@ -239,7 +265,7 @@ class Gateway:
                 cached.encoded[encoding_key] = encoded
         # one status per request: a fresh release carries the status taken right after its charge;
         # a cached one is re-read (other releases may have spent since)
-        status = self.session(user, engine.database).budget() if hit else release.budget
+        status = self.current_status(user, engine.database) if hit else release.budget
         headers = {
             "X-Dpch-Release-Id": release.release_id,
             "X-Dpch-Cost": _json({"epsilon": 0.0 if hit else release.cost.epsilon,
@@ -291,6 +317,18 @@ class Gateway:
         except SqlglotError:  # the tokenizer's errors (an unexpanded $macro, an open quote)
             raise syntax_error(sql) from None
 
+    def current_status(self, user: User, database: str | None) -> BudgetStatus:
+        """The analyst's budget now, for a cached answer; while the shared admission state (Keeper) is
+        unreachable, as this process last saw it: a cached answer is post-processing, still served."""
+        try:
+            session = self.session(user, database)
+            try:
+                return session.budget()
+            except AdmissionUnavailable:
+                return session.accountant.status(fresh=False)
+        except DpchError as exc:
+            raise from_dpch(exc) from None
+
     def budget_headers(self, user: User, status: BudgetStatus) -> dict[str, str]:
         """The budget left, and ``X-Dpch-Budget-Warning`` when it is below ``user``'s share."""
         headers = {"X-Dpch-Budget-Remaining": _json({"epsilon": status.remaining.epsilon,
@@ -323,7 +361,7 @@ class Gateway:
         release = cached.release
         wire = release_to_wire(release, cached.types, cached=hit)
         wire["rows"] = [list(r) for r in typed_rows(release.rows, cached.types)]
-        status = self.session(user, database).budget() if hit else release.budget  # one status per request
+        status = self.current_status(user, database) if hit else release.budget  # one status per request
         wire["budget"] = status.as_dict()
         if hit:
             wire["cost"] = {"epsilon": 0.0, "delta": 0.0, "rho": 0.0}
@@ -414,6 +452,7 @@ class Gateway:
         return result
 
     def close(self) -> None:
+        self._stop.set()
         for engine in self._engines.values():
             engine.close()
         self._engines.clear()

@@ -10,7 +10,9 @@ An embedded store can be opened by one process only (ClickHouse locks its data d
 one process can hold one store at a time. Engines on the same path inside a process share one
 :class:`ClientPool` and one :class:`SharedState` (what every session of the store must see, such
 as the analysts' admission states); opening a second path while the first is open is refused with
-a clear error.
+a clear error. Engines on the same server (scheme, host, port, user) share one :class:`SharedState`
+too, whatever database they name, so every connection of a process to one server sees one
+admission state per analyst.
 
 Calls are not serialised: each call borrows a client of its own from the pool, so concurrent
 calls run in parallel inside ClickHouse (chdb runs queries of different connection handles on
@@ -25,17 +27,19 @@ import os
 import re
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from dpch.errors import ConfigError, ExecutionError, QueryRejected, StoreLocked
 from dpch.store.quoting import quote_identifier
 
 DSN_ENV = "DPCH_DSN"
+#: the ClickHouse cluster dpch creates its own tables on (``ON CLUSTER``, replicated engines)
+CLUSTER_ENV = "DPCH_CLUSTER"
 DEFAULT_STORE_DIR = "dpch-data"
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -78,12 +82,13 @@ class SharedState:
     One instance per kind (its class is the key, built with no arguments on first use): e.g. the
     accountant's per-analyst filter states, which all sessions of a store must share so that
     concurrent sessions cannot jointly overspend (docs/design.md "One process per store"). The
-    embedded store's Engines share one; a server Engine has its own. It is dropped with the
-    client when the store's last Engine closes, so a reopened store starts from what is durable.
+    Engines on one embedded store share one, and so do the Engines on one ClickHouse server (same
+    scheme, host, port and user, any database). It is dropped when the last of those Engines
+    closes, so a reopened store starts from what is durable.
     """
 
     def __init__(self) -> None:
-        self._items: dict[type, Any] = {}
+        self._items: dict[Any, Any] = {}
         self._lock = threading.Lock()
 
     def get(self, kind: type[T]) -> T:
@@ -93,6 +98,18 @@ class SharedState:
             if item is None:
                 item = self._items[kind] = kind()
             return cast(T, item)
+
+    def setdefault(self, key: Hashable, make: Callable[[], T]) -> T:
+        """The store's object under ``key``, made by ``make`` on first use (outside this state's lock: it
+        may talk to ClickHouse; if two threads race, the first stored wins). A ``make`` that raises
+        stores nothing, so the next use tries again."""
+        with self._lock:
+            item = self._items.get(key)
+        if item is None:
+            made = make()
+            with self._lock:
+                item = self._items.setdefault(key, made)
+        return cast(T, item)
 
 
 class ClientPool:
@@ -235,6 +252,53 @@ def _release_embedded(shared: _SharedClient) -> None:
             shared.pool.close()
 
 
+class _SharedServer:
+    """What every Engine on one ClickHouse server shares in this process: its :class:`SharedState`
+    (the analysts' admission states, the ledger's group commit), with a reference count. Without it
+    two connections to one server in one process would each keep an analyst's state, and jointly
+    overspend (issue 26, "the one-process hole")."""
+
+    def __init__(self, key: tuple[str, str, int, str]) -> None:
+        self.key = key
+        self.refs = 0
+        self.token = uuid.uuid4().hex
+        self.shared = SharedState()
+
+
+_servers: dict[tuple[str, str, int, str], _SharedServer] = {}
+
+
+def _server_key(parts: Any) -> tuple[str, str, int, str]:
+    """One server as the process sees it: scheme, host, port and user (the database is not part of
+    it: states are keyed by database inside, and one gateway serves several databases)."""
+    default = 8443 if parts.scheme == "https" else 8123
+    return (parts.scheme, (parts.hostname or "localhost").lower(), parts.port or default, parts.username or "default")
+
+
+def _open_server(key: tuple[str, str, int, str]) -> _SharedServer:
+    with _embedded_lock:
+        shared = _servers.get(key)
+        if shared is None:
+            shared = _servers[key] = _SharedServer(key)
+        shared.refs += 1
+        return shared
+
+
+def _release_server(shared: _SharedServer) -> None:
+    with _embedded_lock:
+        shared.refs -= 1
+        if shared.refs <= 0 and _servers.get(shared.key) is shared:
+            del _servers[shared.key]
+
+
+@contextmanager
+def _closing(client: Any) -> Iterator[Any]:
+    try:
+        yield client
+    finally:
+        client.close()
+
+
 #: what a failed probe (synthetic rows only, so the failure says nothing about the data) means
 _PROBE_HINT = "check the columns' types (DESCRIBE TABLE t) and the functions' arguments"
 _PROBE_HINTS = {
@@ -255,14 +319,22 @@ _PROBE_HINTS = {
 class Engine:
     """A connection to ClickHouse (embedded or server) and the one database dpch works in."""
 
-    def __init__(self, dsn: str | None = None, *, database: str | None = None) -> None:
+    def __init__(self, dsn: str | None = None, *, database: str | None = None, cluster: str | None = None) -> None:
         # start-up: clickhouse_connect loads ~0.1 s of HTTP client code; only an opened store needs it
         import clickhouse_connect
         from clickhouse_connect.driver.exceptions import ClickHouseError
 
         self.dsn = dsn or default_dsn()
         parts = urlsplit(self.dsn)
+        #: the cluster dpch's own tables are created on (``--cluster``, ``$DPCH_CLUSTER``), or None
+        self.cluster = cluster or os.environ.get(CLUSTER_ENV) or None
+        if self.cluster is not None:
+            check_identifier(self.cluster, "cluster")
+            if parts.scheme == "chdb":
+                raise ConfigError("an embedded store is one process on one machine: it has no cluster",
+                                  hint=f"name a cluster only with a ClickHouse server DSN (unset ${CLUSTER_ENV})")
         self._shared: _SharedClient | None = None
+        self._server: _SharedServer | None = None
         self.store_path: str | None
         if parts.scheme == "chdb":
             path = (parts.netloc + parts.path) or str(Path.cwd() / DEFAULT_STORE_DIR)
@@ -276,24 +348,34 @@ class Engine:
             self.store_path = None
             url_db = parts.path.strip("/") or None
             self.database = database or url_db or "default"
+            check_identifier(self.database, "database")
             dsn, database = self.dsn, self.database
 
             def open_client() -> Any:
                 return clickhouse_connect.get_client(dsn=dsn, database=database)
 
             try:
+                # a server refuses every request naming a database it does not have (UNKNOWN_DATABASE,
+                # clickhouse-connect's own start-up queries included), so the database is created by a
+                # client that names none (a DSN without its path: the user's default database)
+                no_database = urlunsplit(parts._replace(path=""))
+                with _closing(clickhouse_connect.get_client(dsn=no_database)) as boot:
+                    boot.command(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(self.database)}{self.on_cluster()}")
                 first = open_client()
             except ClickHouseError as exc:
                 raise ConfigError(f"cannot connect to ClickHouse at {parts.hostname}: {exc}") from None
             self.pool = ClientPool(open_client, first)
-            self.token = uuid.uuid4().hex
-            self.shared = SharedState()
+            self._server = _open_server(_server_key(parts))
+            self.token = self._server.token
+            self.shared = self._server.shared
         else:
             raise ConfigError(
                 f"unsupported DSN scheme {parts.scheme!r}",
                 hint="use chdb:///path/to/store (embedded) or http://user:pass@host:8123/db",
             )
         self._closed = False
+        if self._server is not None:
+            return  # the database was created before the pool's clients named it
         try:
             check_identifier(self.database, "database")
             self.command(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(self.database)}")
@@ -326,6 +408,37 @@ class Engine:
         """The fully qualified, quoted name of a table in this engine's database."""
         return f"{quote_identifier(self.database)}.{quote_identifier(name)}"
 
+    def on_cluster(self) -> str:
+        """`` ON CLUSTER `name` `` for dpch's own DDL when a cluster is named, else ""."""
+        return f" ON CLUSTER {quote_identifier(self.cluster)}" if self.cluster else ""
+
+    def table_engine(self, name: str) -> str:
+        """The engine of dpch's own table ``name``: ``MergeTree``, or on a named cluster
+        ``ReplicatedMergeTree`` with one Keeper path per shard (the standard ``{shard}`` and
+        ``{replica}`` macros), so every replica holds the same ledger, budgets, locks and watches and
+        the table is created once for the whole cluster (``ON CLUSTER``)."""
+        if not self.cluster:
+            return "MergeTree"
+        path = f"/clickhouse/tables/{{shard}}/dpch/{self.database}/{name}"
+        return f"ReplicatedMergeTree('{path}', '{{replica}}')"
+
+    #: on a cluster, every write of dpch's own rows returns only once a majority of the shard's replicas
+    #: has it (``insert_quorum``), one quorum write at a time (``insert_quorum_parallel = 0``: what lets a
+    #: rebuild read them with ``select_sequential_consistency`` on any replica)
+    QUORUM = {"insert_quorum": "auto", "insert_quorum_parallel": "0"}
+
+    def write_settings(self) -> str:
+        """The SETTINGS of an INSERT of dpch's own rows (ledger, locks, watches, budgets): a quorum on a
+        named cluster, else none."""
+        return "insert_quorum = 'auto', insert_quorum_parallel = 0" if self.cluster else ""
+
+    def create_table(self, name: str, columns: str, tail: str) -> None:
+        """``CREATE TABLE IF NOT EXISTS`` dpch's own table ``name`` with ``columns`` (the text inside
+        the parentheses) and ``tail`` (what follows the engine: ``ORDER BY …``, ``COMMENT …``), on the
+        cluster with a replicated engine if one is named (:meth:`table_engine`)."""
+        self.command(f"CREATE TABLE IF NOT EXISTS {self.table(name)}{self.on_cluster()} ({columns})"
+                     f" ENGINE = {self.table_engine(name)} {tail}")
+
     # -- raw access: metadata, DDL, ledger (never for analyst SQL) --------------------------
 
     def command(self, sql: str, parameters: dict[str, Any] | None = None) -> None:
@@ -339,7 +452,7 @@ class Engine:
         present = {c.name for c in self.columns(table)}
         missing = [(name, spec) for name, spec in columns if name not in present]
         if missing:
-            self.command(f"ALTER TABLE {self.table(table)} "
+            self.command(f"ALTER TABLE {self.table(table)}{self.on_cluster()} "
                          + ", ".join(f"ADD COLUMN IF NOT EXISTS {quote_identifier(n)} {spec}" for n, spec in missing))
 
     def query_rows(self, sql: str, parameters: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
@@ -368,6 +481,7 @@ class Engine:
                 column_names=list(column_names),
                 database=self.database,
                 column_oriented=column_oriented,
+                settings=dict(self.QUORUM) if self.cluster else None,
             )
 
     def insert_df(self, table: str, frame: Any) -> None:
@@ -471,6 +585,8 @@ class Engine:
             _release_embedded(self._shared)
         else:
             self.pool.close()
+            if self._server is not None:
+                _release_server(self._server)
 
     def __enter__(self) -> Engine:
         return self

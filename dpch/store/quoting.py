@@ -135,19 +135,22 @@ def values_tuple(columns: Sequence[tuple[str, str]], row: Sequence[Any]) -> str:
     return "(" + ", ".join(_renderer(type_name)(v) for (_, type_name), v in zip(columns, row, strict=True)) + ")"
 
 
-def insert_statement(table: str, columns: Sequence[tuple[str, str]], tuples: Sequence[str]) -> str:
-    """``INSERT INTO table (cols) VALUES t1, t2, …`` from rows already rendered by :func:`values_tuple`."""
+def insert_statement(table: str, columns: Sequence[tuple[str, str]], tuples: Sequence[str], settings: str = "") -> str:
+    """``INSERT INTO table (cols) [SETTINGS …] VALUES t1, t2, …`` from rows already rendered by
+    :func:`values_tuple` (``settings``: dpch's own, e.g. :meth:`~dpch.store.engine.Engine.write_settings`)."""
     if not tuples:
         raise ValueError("an INSERT needs at least one row")
     names = ", ".join(quote_identifier(name) for name, _ in columns)
-    return f"INSERT INTO {table} ({names}) VALUES " + ", ".join(tuples)
+    clause = f" SETTINGS {settings}" if settings else ""
+    return f"INSERT INTO {table} ({names}){clause} VALUES " + ", ".join(tuples)
 
 
-def insert_values(table: str, columns: Sequence[tuple[str, str]], rows: Iterable[Sequence[Any]]) -> str:
+def insert_values(table: str, columns: Sequence[tuple[str, str]], rows: Iterable[Sequence[Any]],
+                  settings: str = "") -> str:
     """``INSERT INTO table (cols) VALUES (…), (…)``: ``table`` already qualified and quoted,
     ``columns`` (name, ClickHouse type) pairs, each row's values in that order. One statement:
     ClickHouse writes it as one part, all rows or none."""
-    return insert_statement(table, columns, [values_tuple(columns, row) for row in rows])
+    return insert_statement(table, columns, [values_tuple(columns, row) for row in rows], settings)
 
 
 def _renderer(type_name: str) -> Callable[[Any], str]:

@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from dpch import Budget, BudgetExceeded
-from dpch.accounting import accountant as accountant_module
+from dpch.accounting import state as state_module
 from dpch.accounting.accountant import Accountant, forget_cached_state
 from dpch.accounting.budget import Renewal
 from dpch.accounting.periods import period_of
@@ -227,13 +227,13 @@ def test_totals_restart_at_the_boundary_without_rescanning_the_history(engine, m
     for _ in range(20):
         _charge(acc)
     scanned = []
-    real_extend = accountant_module._ScopeTotals.extend
+    real_extend = state_module.ScopeTotals.extend
 
     def counting_extend(self, entries):
         scanned.append(len(entries))
         return real_extend(self, entries)
 
-    monkeypatch.setattr(accountant_module._ScopeTotals, "extend", counting_extend)
+    monkeypatch.setattr(state_module.ScopeTotals, "extend", counting_extend)
     clock.t = DAY1 + timedelta(days=1)
     _charge(acc)
     assert scanned == [] and acc.status().releases == 1 and acc.status().lifetime.releases == 21

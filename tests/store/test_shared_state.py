@@ -8,9 +8,12 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from dpch.accounting.accountant import Accountant, AnalystStates, forget_cached_state
 from dpch.accounting.budget import Budget
 from dpch.accounting.ledger import Ledger
+from dpch.errors import BudgetExceeded
 from dpch.privacy.cost import PrivacyCost
 from dpch.store.engine import Engine
 
@@ -59,3 +62,30 @@ def test_a_reopened_store_starts_from_the_ledger(tmp_path):
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().endswith("ok")
+
+
+def test_connections_to_one_server_share_one_state(ch_server, server_db, monkeypatch):
+    """Issue 26's one-process hole: two connections of one process to one server each kept an
+    analyst's state, so together they could spend two budgets. Now every Engine on the server shares
+    one SharedState (whatever database it names), and so one admission state per analyst — also for
+    a server without Keeper, where the process is the ledger's single owner."""
+    from dpch.accounting.admission import OwnerAdmission, admission_for
+
+    monkeypatch.setenv("DPCH_ADMISSION", "owner")
+    first, second = Engine(ch_server.dsn(server_db)), Engine(ch_server.dsn(server_db))
+    other_db = Engine(ch_server.dsn(server_db + "_b"))
+    try:
+        assert first.shared is second.shared is other_db.shared
+        assert isinstance(admission_for(first), OwnerAdmission) and admission_for(first) is admission_for(second)
+        a = Accountant(first, "ana", default_budget=Budget(1.0, 1e-6))
+        b = Accountant(second, "ana", default_budget=Budget(1.0, 1e-6))
+        for _ in range(3):
+            a.charge(PrivacyCost(0.25), query_hash="h", mechanism="laplace")
+        b.charge(PrivacyCost(0.25), query_hash="h", mechanism="laplace")
+        with pytest.raises(BudgetExceeded):  # the fifth charge, whichever connection asks
+            a.charge(PrivacyCost(0.25), query_hash="h", mechanism="laplace")
+        assert b.status().spent.epsilon == 1.0
+    finally:
+        other_db.command(f"DROP DATABASE IF EXISTS `{server_db}_b`")
+        for engine in (first, second, other_db):
+            engine.close()
