@@ -640,10 +640,15 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def build_map(sources: dict[str, str]) -> None:
-    """Runs :data:`MAP_TESTS` once under coverage with one context per test (pytest-cov's ``--cov-context
-    test``) and writes, per module, which tests reach each line and how long each test takes."""
+def build_map(sources: dict[str, str], modules: list[str] | None = None, tests: list[str] | None = None) -> None:
+    """Runs :data:`MAP_TESTS` (or ``tests``) once under coverage with one context per test (pytest-cov's
+    ``--cov-context test``) and writes, per module, which tests reach each line and how long each test takes.
+
+    With ``modules`` only those are recorded, merged into the map already written: a campaign split by
+    module maps each part with its own tests (a line reached only by a test left out of ``tests`` then
+    counts as uncovered, a survivor: the partial map can under-state the score, never over-state it)."""
     box = Sandbox(sources)
+    recorded = set(modules or sources)
     try:
         (box.dir / "mutation_timer.py").write_text(_TIMER)
         times_file = box.dir / "times.json"
@@ -652,7 +657,7 @@ def build_map(sources: dict[str, str]) -> None:
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "mutation_profile",
                "-p", "mutation_timer", "--no-header", "-o", "addopts=--import-mode=importlib",
                *(f"--cov={p}" for p in packages), "--cov-context=test", "--cov-report=",
-               *[t for t in MAP_TESTS if (box.dir / t).exists()]]
+               *[t for t in (tests or MAP_TESTS) if (box.dir / t.split("::")[0]).exists()]]
         print("map: running the tests under coverage (this takes a while)…", flush=True)
         subprocess.run(cmd, cwd=box.dir, env=env, check=False)
         import coverage  # noqa: PLC0415 — only --map needs it
@@ -662,7 +667,7 @@ def build_map(sources: dict[str, str]) -> None:
         lines: dict[str, dict[str, list[str]]] = {}
         for filename in data.measured_files():
             module = str(Path(filename).resolve().relative_to(box.dir.resolve()))
-            if module not in sources:
+            if module not in recorded:
                 continue
             by_line = data.contexts_by_lineno(filename)
             lines[module] = {str(n): sorted({c.split("|")[0] for c in ctx if c}) for n, ctx in by_line.items()}
@@ -671,9 +676,11 @@ def build_map(sources: dict[str, str]) -> None:
         if failed:  # a test that fails unmutated would "kill" every mutant it reaches
             print(f"map: {len(failed)} test(s) failed and are left out: {sorted(failed)[:5]}", flush=True)
             lines = {m: {n: [x for x in ts if x not in failed] for n, ts in by.items()} for m, by in lines.items()}
+        old = json.loads(MAP.read_text()) if MAP.exists() and modules else {"sha": {}, "lines": {}, "times": {}}
         MAP.parent.mkdir(exist_ok=True)
-        MAP.write_text(json.dumps({"sha": {m: _sha(s) for m, s in sources.items()}, "lines": lines,
-                                   "times": times}))
+        MAP.write_text(json.dumps({"sha": {**old["sha"], **{m: _sha(sources[m]) for m in recorded}},
+                                   "lines": {**old["lines"], **{m: lines.get(m, {}) for m in recorded}},
+                                   "times": {**old["times"], **times}}))
         print(f"map: {sum(len(v) for v in lines.values())} lines of {len(lines)} modules → {MAP}", flush=True)
     finally:
         box.close()
@@ -753,7 +760,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="text report (a JSON twin is written next to it)")
     parser.add_argument("--list", action="store_true", help="only count and list the mutants")
     parser.add_argument("--map", action="store_true",
-                        help=f"run the tests once under coverage and write which reach each line ({MAP.name})")
+                        help=f"run the tests once under coverage and write which reach each line ({MAP.name}); "
+                             "with --module, only those modules, merged into the map")
+    parser.add_argument("--map-tests", action="append",
+                        help="with --map: the tests to run (repeatable; default: the privacy test directories)")
     args = parser.parse_args(argv)
 
     for module in args.module or []:
@@ -761,7 +771,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"{module} has no test mapping; known: {', '.join(TESTS)}")
     sources = {module: (ROOT / module).read_text() for module in TESTS}
     if args.map:
-        build_map(sources)
+        build_map(sources, args.module, args.map_tests)
         return 0
     everything = [m for module in TESTS for m in mutants_of(module, sources[module])]
     if args.rerun:

@@ -151,6 +151,19 @@ def test_centred_sums_of_avg_and_variance_use_the_half_width(skewed):
         assert move == pytest.approx(s, rel=1e-9)
 
 
+@pytest.mark.parametrize("aggregate", ["varPop(x)", "varSamp(x)", "stddevPop(x)"])
+def test_variance_alone_has_its_own_centred_sensitivities(skewed, aggregate):
+    """The variance's measures without an avg beside it (issue 31: paired with avg, whose identical
+    Σ(e − mid) measure is shared, a var-only mutant k·r → k/r went unnoticed): count k, Σ(e − mid) k·r,
+    Σ(e − mid)² k·r², and a unit of rows at −10 moves each by exactly that."""
+    r = (5 - (-10)) / 2
+    moved = _moves(skewed, f"SELECT {aggregate} FROM s", {"s": [(997, -1e12, 0)] * MANY}, {"s": SKEWED_NAMES})
+    sens = sorted(s for s, _ in moved.values())
+    assert sens == sorted([K1 * r, K1, K1 * r * r])
+    for s, move in moved.values():
+        assert move == pytest.approx(s, rel=1e-9)
+
+
 def test_if_takes_the_union_of_its_branches_bounds(skewed):
     """if(c, n, x): value in [−7, 2] ∪ [−10, 5] = [−10, 5], Δ = k·10; a unit whose rows take
     the x branch at −10 reaches it."""

@@ -1,0 +1,65 @@
+"""Rejections no other test reached (issue 31, "Untested rejections"): each is refused in words before any
+charge (the session has the tests' default budget, so a refusal cannot be the budget's); and the quantile
+forms that are *not* refusals (a level omitted means the median, as in ClickHouse) are pinned by their plan."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from dpch.sql.grouping import MAX_GROUPS
+from tests.helpers import make_table, refused_uncharged
+
+PRIVATE = ("uid UInt64, region String COMMENT 'dp: public, values=[\"a\", \"b\"]', "
+           "x Float64 COMMENT 'dp: bounds=[0, 10]', name String, "
+           "k Int32 COMMENT 'dp: bounds=[0, 999]', j Int32 COMMENT 'dp: bounds=[0, 99]'")
+DIM = "code String, label String"
+
+
+@pytest.fixture
+def session(connect):
+    s = connect(analyst="rare")
+    make_table(s, PRIVATE, [(1, "a", 5.0, "Zelda", 1, 2)], ["uid", "region", "x", "name", "k", "j"])
+    make_table(s, DIM, [("a", "Alpha")], ["code", "label"], name="dim", comment="dp: public")
+    return s
+
+
+RARE = [
+    ("WITH RECURSIVE r AS (SELECT 1 AS n UNION ALL SELECT n + 1 FROM r WHERE n < 3) SELECT count(*) FROM t",
+     "WITH RECURSIVE is not supported"),
+    # region exists on the private side only, code on the public side only
+    ("SELECT count(*) FROM t JOIN dim USING (region)", r"USING \(region\): the column must exist once on each side"),
+    ("SELECT count(*) FROM t JOIN dim USING (code)", r"USING \(code\): the column must exist once on each side"),
+    ("SELECT sum(log(2, x)) FROM t", r"write log\(x\), ln\(x\), log2\(x\) or log10\(x\)"),
+    ("SELECT quantile(name)(x) FROM t", "expected a number"),
+    ("SELECT quantiles(0.5)(x) FROM t", r"quantiles\(\) is not supported.*quantile\(p\)\(x\)"),
+    # 1000 × 100 = 100 000 groups is the limit; one more key value on either side is past it
+    ("SELECT k, j, region, count(*) FROM t GROUP BY k, j, region",
+     f"would release 200000 groups, more than the limit of {MAX_GROUPS}"),
+]
+
+
+@pytest.mark.parametrize("sql, message", RARE, ids=[r[0][:40] for r in RARE])
+def test_refused_in_words_before_any_charge(session, sql, message):
+    error = refused_uncharged(session, sql)
+    assert re.search(message, str(error)), str(error)
+    assert "Zelda" not in str(error) and "Traceback" not in str(error)
+
+
+def test_the_group_limit_is_a_product_of_key_domains_and_its_boundary_passes(session):
+    assert MAX_GROUPS == 100_000
+    plan = session.explain("SELECT k, j, count(*) FROM t GROUP BY k, j")  # 1000 × 100: exactly the limit
+    assert plan.sql
+
+
+@pytest.mark.parametrize("sql", ["SELECT quantile(x) FROM t", "SELECT median(x) FROM t",
+                                 "SELECT quantile(0.5)(x) FROM t"])
+def test_a_quantile_without_a_level_is_the_median(session, sql):
+    (stat,) = session.explain(sql).plan.stats.values()
+    assert stat.kind == "quantile" and stat.quantile == 0.5
+
+
+def test_a_quantile_level_is_kept(session):
+    (stat,) = session.explain("SELECT quantile(0.9)(x) FROM t").plan.stats.values()
+    assert stat.quantile == 0.9
