@@ -22,6 +22,7 @@ and a key of the added unit alone appears — with its noisy count — with prob
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -49,20 +50,27 @@ class LaplacePartitionSelection:
         object.__setattr__(self, "threshold", 1.0 + self._smallest_k())
 
     def _smallest_k(self) -> int:
-        """The smallest integer k ≥ 0 with P(Z > k) = p^{k+1}/(1+p) ≤ δ/G, decided in log space: the
-        tail and δ/G may be subnormal floats (a δ the guard admits), where p^{k+1}/(1+p) has too few bits
-        to compare (δ = 5e-324 would get a threshold one too low)."""
+        """The smallest integer k ≥ 0 whose tail P(Z > k) = p^{k+1}/(1+p) is *certainly* ≤ δ/G, decided in
+        log space: the tail and δ/G may be subnormal floats (a δ the guard admits), where p^{k+1}/(1+p) has
+        too few bits to compare (δ = 5e-324 would get a threshold one too low).
+
+        log P(Z > k) = (k+1)·log p − log(1+p) is computed in floats with an error of a few ulps of its
+        terms, which at k ≈ 10^6 is ~1e-10 — enough to call a tail that exceeds δ/G by 1e-10 relative
+        "within δ". So a k is accepted only when its computed log tail is below log(δ/G) by more than a
+        bound on that error (8 ulps of the terms' magnitudes): the threshold can come out one above the
+        exact smallest at a float-exact boundary (fewer keys, same privacy), never one below."""
         log_p = -1.0 / float(self.scale)
         log_per_key = math.log(self.delta) - math.log(self.max_partitions)
         log1p_p = math.log1p(math.exp(log_p))
 
-        def log_tail(k: int) -> float:  # log P(Z > k)
-            return (k + 1) * log_p - log1p_p
+        def certainly_within(k: int) -> bool:  # log P(Z > k) ≤ log(δ/G), with the float error bounded
+            terms = abs((k + 1) * log_p) + abs(log1p_p) + abs(log_per_key)
+            return (k + 1) * log_p - log1p_p + 8.0 * sys.float_info.epsilon * terms <= log_per_key
 
         k = max(0, math.ceil((log_per_key + log1p_p) / log_p - 1.0 - 1e-12))
-        while k > 0 and log_tail(k - 1) <= log_per_key:
+        while k > 0 and certainly_within(k - 1):
             k -= 1
-        while log_tail(k) > log_per_key:
+        while not certainly_within(k):
             k += 1
         return k
 

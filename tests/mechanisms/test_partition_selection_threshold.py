@@ -128,11 +128,16 @@ def test_the_last_delta_below_one_releases_every_key_with_a_unit():
 
 @pytest.mark.parametrize(("epsilon", "delta", "groups"), [
     (0.0025144159917585914, 1.0538919456413308e-15, 1000), (0.007195926838958299, 1.643678099416572e-08, 1000),
+    # δ/G on the tail of an integer k ≈ 10^4..10^6: the closed-form guess, computed in floats, lands one
+    # *above* the smallest k (its error exceeds the 1e-12 margin), and the downward loop must lower it
+    (0.01, 6.723828352953192e-133, 1), (0.001, 2.872976986821489e-63, 10), (0.01, 2.306426385344379e-13, 1000),
+    (1.0, 1.496126309290805e-11, 100000),
 ])
 def test_a_large_scale_threshold_meets_delta_in_exact_arithmetic(epsilon, delta, groups):
     """b = G/ε ≈ 4·10^5 and k ≈ 10^7: p^{k+1} computed in floats drifts by about k ulps, and the linear-space
     loop stopped one below the smallest k (the tail then exceeds δ/G by ~1e-9 relative). Checked here at 60
-    digits with the sampled rational scale: the threshold meets δ/G and the one below does not."""
+    digits with the sampled rational scale: the threshold meets δ/G and the one below does not (so it is
+    neither too low, a privacy loss, nor too high, keys lost for nothing)."""
     selection = LaplacePartitionSelection(epsilon, delta, groups)
     scale, k = selection.scale, int(selection.threshold) - 1
     with localcontext() as ctx:
