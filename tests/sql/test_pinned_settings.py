@@ -253,3 +253,12 @@ def test_pins_win_over_the_profile_inside_subqueries(session):
     assert all(not isinstance(node.args.get("settings"), list) for node in tree.find_all(exp.Subquery))
     sql = _on(session, emitted, SHARDS, "")
     assert _run(session, sql, {"distributed_group_by_no_merge": 1}) == _run(session, emitted)
+
+
+def test_the_owner_docs_list_every_pin():
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / "docs" / "serving.md").read_text()
+    assert "### Settings dpch pins" in text
+    for pin in PINS:
+        assert f"`{pin.name} = {pin.value!r}`" in text, pin.name
