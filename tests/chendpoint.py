@@ -60,6 +60,14 @@ NO_KEEPER_CONFIG = """<clickhouse>
   <keeper_map_path_prefix remove="1"/>
 </clickhouse>
 """
+#: ``--cluster``: ClickHouse's test clusters on this one process. ``tcp_port`` 9000 (nothing listens on it:
+#: chdb serves no TCP) makes ``localhost:9000`` this server, so a Distributed table on them reads its
+#: local table in-process
+CLUSTER_CONFIG = """  <tcp_port>9000</tcp_port>
+  <remote_servers>
+    <test_shard_localhost><shard><replica><host>localhost</host><port>9000</port></replica></shard></test_shard_localhost>
+  </remote_servers>
+"""
 #: what a ClickHouse server answers when its Keeper is unreachable
 KEEPER_DOWN = "Code: 999. Coordination::Exception: Connection loss, path /keeper_map_tables. (KEEPER_EXCEPTION)"
 
@@ -243,10 +251,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--store", required=True)
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--keeper", action="store_true", help="give the store ClickHouse's in-process test Keeper")
+    parser.add_argument("--cluster", action="store_true", help="define the test cluster test_shard_localhost")
     args = parser.parse_args(argv)
     Path(args.store).mkdir(parents=True, exist_ok=True)
     config = str(Path(args.store).parent / (Path(args.store).name + "-config.xml"))
-    Path(config).write_text(KEEPER_CONFIG if args.keeper else NO_KEEPER_CONFIG)
+    text = KEEPER_CONFIG if args.keeper else NO_KEEPER_CONFIG
+    if args.cluster:
+        text = text.replace("</clickhouse>", CLUSTER_CONFIG + "</clickhouse>")
+    Path(config).write_text(text)
     store = Store(args.store, config)
     with store.connection() as (conn, _):
         conn.query("SELECT 1")  # the engine is up before anyone is told so
@@ -289,10 +301,12 @@ class Endpoint:
 
 
 @contextmanager
-def start(store: Path, *, keeper: bool = True, env: dict[str, str] | None = None) -> Iterator[Endpoint]:
-    """Runs an endpoint over ``store`` in a child process until the block ends."""
+def start(store: Path, *, keeper: bool = True, cluster: bool = False,
+          env: dict[str, str] | None = None) -> Iterator[Endpoint]:
+    """Runs an endpoint over ``store`` in a child process until the block ends (``cluster``: with the
+    test cluster ``test_shard_localhost``, for Distributed tables)."""
     process = subprocess.Popen([sys.executable, "-m", "tests.chendpoint", "--store", str(store),
-                                *(["--keeper"] if keeper else [])],
+                                *(["--keeper"] if keeper else []), *(["--cluster"] if cluster else [])],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                                cwd=Path(__file__).resolve().parents[1])
     assert process.stdout is not None

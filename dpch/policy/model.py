@@ -122,6 +122,9 @@ class TablePolicy:
     #: whether ``dpch_verified`` holds a verification that no unit has more than
     #: ``max_rows_per_unit`` rows (:func:`dpch.policy.verify.verify_rows_per_unit`)
     verified: bool = False
+    #: whether the table's engine is Distributed (system.tables): its rows lie on several shards, where
+    #: the split cap's index and a verification's data parts do not exist (:func:`refuse_on_shards`)
+    distributed: bool = False
     #: whether the table's data is still the verified data, read when the policy was looked up (for
     #: ``dpch policy show`` only: the emitted query checks it again itself, :func:`dpch.sql.cap.verified_guard`)
     verified_current: bool = False
@@ -163,6 +166,24 @@ class TablePolicy:
             return 1
         assert self.max_rows_per_unit is not None
         return self.max_rows_per_unit
+
+    def refuse_on_shards(self) -> None:
+        """Refuses, in words, the cap's single-store forms on a Distributed table: ``split_cap`` reads the
+        split point from one MergeTree's primary index, and a rows-per-unit verification records one
+        MergeTree's data parts; a Distributed table has neither (each shard has its own). Called when a
+        query is planned, so nothing is charged."""
+        if not self.distributed:
+            return
+        if self.split_cap:
+            raise PolicyError(
+                f"table {self.table} is a Distributed table: its split_cap cannot be used (the split point "
+                "is read from one table's primary index, and a Distributed table's rows lie on several shards)",
+                hint=f"remove split_cap from {self.table}'s dp: annotation; the cap then runs in one stream")
+        if self.verified:
+            raise PolicyError(
+                f"table {self.table} is a Distributed table: its rows-per-unit verification cannot be used "
+                "(it records one table's data parts, and a Distributed table's rows lie on several shards)",
+                hint=f"delete {self.table}'s rows from dpch_verified; the cap then applies as usual")
 
     def column(self, name: str) -> ColumnPolicy:
         col = self.columns.get(name)

@@ -99,6 +99,7 @@ class Policy:
             for col, spec in override["columns"].items():
                 column_specs[col] = {**column_specs.get(col, {}), **spec}
             sources.append(self.source or "policy file")
+        primary_key, table_engine = _table_info(engine, table)
         policy = build_table_policy(
             table,
             {c.name: c.type for c in columns},
@@ -106,8 +107,10 @@ class Policy:
             column_specs,
             tuple(sources),
             tuple(engine.sorting_key(table)),
-            _primary_key(engine, table),
+            primary_key,
         )
+        # a Distributed table's rows lie on shards: the cap's single-store forms are refused on it
+        policy = replace(policy, distributed=table_engine == "Distributed")
         if policy.private and policy.max_rows_per_unit is not None and not policy.unique_units:
             # cached with the policy: whether a record exists decides the emitted query's form (its
             # guard checks the record again as it runs, so a cached answer is never unsafe), and
@@ -117,10 +120,10 @@ class Policy:
         return policy
 
 
-def _primary_key(engine: Engine, table: str) -> tuple[str, ...]:
-    """The table's primary key as a tuple of expressions (empty if none)."""
+def _table_info(engine: Engine, table: str) -> tuple[tuple[str, ...], str]:
+    """The table's primary key as a tuple of expressions (empty if none), and its engine's name."""
     rows = engine.query_rows(
-        "SELECT primary_key FROM system.tables WHERE database = {db:String} AND name = {t:String}",
+        "SELECT primary_key, engine FROM system.tables WHERE database = {db:String} AND name = {t:String}",
         {"db": engine.database, "t": table})
     key = str(rows[0][0]) if rows else ""
-    return tuple(part.strip() for part in key.split(",") if part.strip())
+    return tuple(part.strip() for part in key.split(",") if part.strip()), str(rows[0][1]) if rows else ""

@@ -58,6 +58,10 @@ def verify_rows_per_unit(engine: Engine, policy: Policy, table: str) -> Verified
     if not table_policy.private or table_policy.max_rows_per_unit is None or table_policy.unique_units:
         raise PolicyError(f"table {table}: only a private table with max_rows_per_unit can be verified",
                           hint="annotate it 'dp: privacy_unit=COL, max_rows_per_unit=K'")
+    if table_policy.distributed:
+        raise PolicyError(f"table {table} is a Distributed table: its rows per unit cannot be verified (a "
+                          "verification records one table's data parts; each shard has its own)",
+                          hint="queries on it are capped as usual; nothing was recorded")
     parts = current_parts(engine, table)
     names = part_names(parts)
     if not names:

@@ -14,6 +14,7 @@ from sqlglot import exp
 from sqlglot.dialects.clickhouse import ClickHouse
 
 from dpch.sql.parse import DIALECT
+from dpch.sql.pins import PINS
 
 
 class _Shown(ClickHouse):
@@ -129,21 +130,10 @@ def setting(name: str, value: exp.Expr) -> exp.EQ:
 
 def pinned_settings() -> list[exp.EQ]:
     """Settings every emitted query (and every query that types one) carries, whatever the server
-    profile says, because the row rule (docs/design.md rule 5) was checked under them:
-
-    - ``use_variant_as_common_type = 0``: otherwise ``if(c, '', 1)`` is a ``Variant(String, UInt8)``
-      and a function over it runs per variant, so a type error surfaces only when a row takes the
-      other branch (an error oracle the boundary fuzzer found); with 0 it is refused before the charge;
-    - ``date_time_overflow_behavior = 'ignore'``: date arithmetic wraps or saturates; ``'throw'``
-      would raise on a row's value;
-    - ``enable_analyzer = 1``: the analyzer whose types the registry's checks ask for;
-    - ``join_use_nulls = 0``: a LEFT join's unmatched rows carry the column type's default, which the
-      key domain counts on (a profile with 1 would silently drop that group).
-    """
-    return [setting("join_use_nulls", exp.Literal.number(0)),
-            setting("use_variant_as_common_type", exp.Literal.number(0)),
-            setting("date_time_overflow_behavior", exp.Literal.string("ignore")),
-            setting("enable_analyzer", exp.Literal.number(1))]
+    profile says: the row rule (docs/design.md rule 5), the cap and the exact value were checked
+    under them. :data:`dpch.sql.pins.PINS` lists each with why it is pinned."""
+    return [setting(pin.name, exp.Literal.number(pin.value) if isinstance(pin.value, int)
+                    else exp.Literal.string(pin.value)) for pin in PINS]
 
 
 def literal_node(value: object) -> exp.Expr:

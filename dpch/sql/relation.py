@@ -234,6 +234,7 @@ class RelationBuilder:
             raise QueryRejected(f"table {policy.table} has no privacy policy",
                                 hint="the data owner must annotate it: COMMENT 'dp: privacy_unit=COL, "
                                 "max_rows_per_unit=K'")
+        policy.refuse_on_shards()  # split_cap or a verification on a Distributed table: refused, uncharged
         inner = self._alias()
         qualifiers = frozenset({inner, (alias or policy.table).lower()})  # an alias hides the table name
         columns = [_column(policy, c, column(c.name, inner), qualifiers) for c in policy.columns.values()]

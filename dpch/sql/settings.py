@@ -13,6 +13,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from dpch.errors import QueryRejected
+from dpch.sql.pins import PINNED_NAMES
 
 MECHANISMS = ("laplace", "gaussian")
 #: how a ClickHouse client receives a release's confidence intervals (``dp_intervals``):
@@ -130,6 +131,12 @@ def option_overrides(settings: dict[str, Any]) -> dict[str, Any]:
                     f"unknown dpch setting {name!r}",
                     hint=f"known settings: {', '.join(sorted(SETTING_NAMES))}",
                 )
+            if name.lower() in PINNED_NAMES:
+                # a pinned setting decides whether the exact value is the one the proof is about
+                raise QueryRejected(
+                    f"SETTINGS {name} is not allowed: dpch fixes it in every private query, because "
+                    "another value can change the answer (docs/serving.md, 'Settings dpch pins')",
+                    hint="only dpch's dp_* settings can be given")
             raise QueryRejected(
                 f"SETTINGS {name} is not allowed: only dpch's dp_* settings can be given",
                 hint="ClickHouse settings are fixed by the data owner",

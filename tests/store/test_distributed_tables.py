@@ -1,0 +1,94 @@
+"""``split_cap`` and verified tables on a Distributed table are refused in words, before any charge
+(issue 26, part 3): the split point is read from one MergeTree's primary index and a verification
+records one MergeTree's data parts, and a Distributed table's rows lie on several shards.
+
+Runs against the test ClickHouse endpoint (tests/chendpoint.py) started with the test cluster
+``test_shard_localhost`` (one shard: this process), so the Distributed table is real — ClickHouse's
+own engine, shown as ``Distributed`` in system.tables — and a query on it runs. Negative control: the
+same annotations on the local table are used, and the Distributed table without them is queried.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import dpch
+from dpch.policy.verify import verify_rows_per_unit
+from dpch.store.engine import Engine
+from tests.helpers import ledger_rows
+
+COLUMNS = "uid UInt32, v Int32 COMMENT 'dp: bounds=[0, 10]'"
+
+
+@pytest.fixture(scope="module")
+def cluster_server(tmp_path_factory: pytest.TempPathFactory):
+    from tests.chendpoint import start
+
+    with start(tmp_path_factory.mktemp("chcluster") / "store", keeper=False, cluster=True) as endpoint:
+        yield endpoint
+
+
+@pytest.fixture
+def session(cluster_server, request: pytest.FixtureRequest):
+    database = "d_" + "".join(ch if ch.isalnum() else "_" for ch in request.node.name[:40])
+    s = dpch.connect(cluster_server.dsn(database), analyst="ana", seed=7, default_budget=dpch.Budget())
+    engine = s.engine
+    engine.command(f"CREATE TABLE {engine.table('local')} ({COLUMNS}) ENGINE = MergeTree ORDER BY uid")
+    engine.command(f"INSERT INTO {engine.table('local')} SELECT number % 20, number % 10 FROM numbers(100)")
+    engine.command(f"CREATE TABLE {engine.table('dist')} ({COLUMNS}) "
+                   f"ENGINE = Distributed('test_shard_localhost', '{database}', 'local')")
+    yield s
+    s.close()
+    admin = Engine(cluster_server.dsn())
+    try:
+        admin.command(f"DROP DATABASE IF EXISTS `{database}` SYNC")
+    finally:
+        admin.close()
+
+
+def _annotate(session: dpch.Session, table: str, comment: str) -> None:
+    session.engine.command(f"ALTER TABLE {session.engine.table(table)} MODIFY COMMENT '{comment}'")
+    session.policy.reload()
+
+
+def _refused(session: dpch.Session, sql: str) -> str:
+    before = ledger_rows(session)
+    with pytest.raises(dpch.PolicyError) as info:
+        session.query(sql)
+    assert ledger_rows(session) == before, "refused before anything is charged"
+    return str(info.value)
+
+
+def test_the_distributed_table_is_one(session):
+    rows = session.engine.query_rows("SELECT engine FROM system.tables WHERE database = {db:String} AND name = 'dist'",
+                                     {"db": session.engine.database})
+    assert rows == [("Distributed",)]
+    assert session.engine.query_rows(f"SELECT count() FROM {session.engine.table('dist')}") == [(100,)]
+
+
+def test_split_cap_on_a_distributed_table_is_refused_in_words(session):
+    _annotate(session, "dist", "dp: privacy_unit=uid, max_rows_per_unit=3, split_cap")
+    message = _refused(session, "SELECT sum(v) FROM dist")
+    assert "dist is a Distributed table" in message and "split_cap" in message
+    assert "remove split_cap" in message  # what to do
+    assert "Code:" not in message and "exp." not in message
+    # negative controls: the same annotation on the local table, and the Distributed table without it
+    _annotate(session, "local", "dp: privacy_unit=uid, max_rows_per_unit=3, split_cap")
+    assert session.query("SELECT sum(v) FROM local").rows
+    _annotate(session, "dist", "dp: privacy_unit=uid, max_rows_per_unit=3")
+    assert session.query("SELECT sum(v) FROM dist").rows
+
+
+def test_a_verification_of_a_distributed_table_is_refused(session):
+    _annotate(session, "dist", "dp: privacy_unit=uid, max_rows_per_unit=5")
+    with pytest.raises(dpch.PolicyError, match="dist is a Distributed table: its rows per unit cannot be verified"):
+        verify_rows_per_unit(session.engine, session.policy, "dist")
+    # a record that names the table anyway (an older dpch, or written by hand): refused when queried
+    _annotate(session, "local", "dp: privacy_unit=uid, max_rows_per_unit=5")
+    verify_rows_per_unit(session.engine, session.policy, "local")
+    session.engine.command(f"INSERT INTO {session.engine.table('dpch_verified')} SELECT 'dist', unit, max_rows, "
+                           f"parts, names, time FROM {session.engine.table('dpch_verified')} WHERE table = 'local'")
+    session.policy.reload()
+    message = _refused(session, "SELECT sum(v) FROM dist")
+    assert "dist is a Distributed table" in message and "verification" in message and "dpch_verified" in message
+    assert session.query("SELECT sum(v) FROM local").rows  # negative control: the local table's record is used
