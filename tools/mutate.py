@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import hashlib
 import json
 import os
@@ -687,10 +688,22 @@ def build_map(sources: dict[str, str], modules: list[str] | None = None, tests: 
         box.close()
 
 
+@functools.cache
+def _function_lines(source: str) -> frozenset[int]:
+    """The lines inside function bodies: the rest of a module (constants, class attributes, defaults) runs
+    when it is imported, which coverage records under no test's context."""
+    return frozenset(n for node in ast.walk(ast.parse(source))
+                     if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+                     for stmt in node.body
+                     for n in range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1))
+
+
 def covering_tests(mutant: Mutant, coverage_map: dict | None, sources: dict[str, str]) -> list[str] | None:
     """The tests that reach the mutant's lines, fastest first (None: no map for this module as it is now)."""
     if coverage_map is None or coverage_map["sha"].get(mutant.module) != _sha(sources[mutant.module]):
         return None
+    if mutant.line not in _function_lines(sources[mutant.module]):
+        return None  # runs at import, before any test's coverage context opens: the lanes judge it
     by_line = coverage_map["lines"].get(mutant.module, {})
     tests = {t for n in range(mutant.line, mutant.end_line + 1) for t in by_line.get(str(n), [])}
     times = coverage_map["times"]
