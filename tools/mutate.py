@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -698,14 +698,31 @@ def _function_lines(source: str) -> frozenset[int]:
                      for n in range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1))
 
 
+@functools.cache
+def _readers(source: str, line: int) -> frozenset[int]:
+    """The lines inside functions that read a name the module-level assignment at ``line`` binds."""
+    tree = ast.parse(source)
+    names = {t.id for stmt in tree.body if isinstance(stmt, ast.Assign | ast.AnnAssign)
+             and stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno)
+             for t in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]) if isinstance(t, ast.Name)}
+    inside = _function_lines(source)
+    return frozenset(node.lineno for node in ast.walk(tree)
+                     if isinstance(node, ast.Name) and node.id in names and node.lineno in inside)
+
+
 def covering_tests(mutant: Mutant, coverage_map: dict | None, sources: dict[str, str]) -> list[str] | None:
     """The tests that reach the mutant's lines, fastest first (None: no map for this module as it is now)."""
     if coverage_map is None or coverage_map["sha"].get(mutant.module) != _sha(sources[mutant.module]):
         return None
-    if mutant.line not in _function_lines(sources[mutant.module]):
-        return None  # runs at import, before any test's coverage context opens: the lanes judge it
     by_line = coverage_map["lines"].get(mutant.module, {})
-    tests = {t for n in range(mutant.line, mutant.end_line + 1) for t in by_line.get(str(n), [])}
+    lines: Iterable[int] = range(mutant.line, mutant.end_line + 1)
+    if mutant.line not in _function_lines(sources[mutant.module]):
+        # runs at import, before any test's coverage context opens: the tests that reach the functions
+        # reading the constant it assigns judge it; anything else (a class attribute, a default) the lanes
+        lines = _readers(sources[mutant.module], mutant.line)
+        if not lines:
+            return None
+    tests = {t for n in lines for t in by_line.get(str(n), [])}
     times = coverage_map["times"]
     return sorted(tests, key=lambda t: (times.get(t, 60.0), t))
 
