@@ -640,7 +640,7 @@ def test_the_cluster_checks_catch_each_mistake():
     assert any("macros ('1', 'ch-s1r1') are also ch-s1r1's" in p for p in cluster_problems(layout))
 
 
-def test_dpch_creates_its_tables_on_the_cluster_the_servers_define(tmp_path, monkeypatch):
+def test_dpch_creates_its_tables_on_the_cluster_the_servers_define(store_dsn, database, monkeypatch):
     """dpch's own DDL, as a gateway with this config sends it (tests/store/test_cluster_ddl.py checks the
     statements with ClickHouse's parser): ON CLUSTER the cluster in remote_servers, replicated engines
     whose {shard}/{replica} macros every replica defines, KeeperMap tables the servers allow."""
@@ -653,7 +653,7 @@ def test_dpch_creates_its_tables_on_the_cluster_the_servers_define(tmp_path, mon
 
     layout = cluster_layout()
     config = layout.gateway_config["dpch1"]
-    engine = Engine(f"chdb://{tmp_path / 'store'}")  # records dpch's cluster DDL instead of sending it
+    engine = Engine(store_dsn, database=database)  # records dpch's cluster DDL instead of sending it
     statements: list[str] = []
     real = engine.command
 
