@@ -1,8 +1,13 @@
+-- Run by every replica's first start (/docker-entrypoint-initdb.d). Each replica creates its own copy
+-- of both tables; the {shard} and {replica} macros (node-<service>.xml) make the two replicas of a
+-- shard share one Keeper path, so they hold the same rows.
 CREATE TABLE default.visits_local (
   user_id UInt64, region LowCardinality(String), device LowCardinality(String), age UInt8, spend Float64
-) ENGINE = MergeTree ORDER BY user_id;
+) ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/default/visits_local', '{replica}')
+ORDER BY user_id;
 
--- The table analysts query: the dp: annotations are on the Distributed table.
+-- The table analysts query, on every replica (a gateway may use any): the dp: annotations are on the
+-- Distributed table. Sharded by the privacy unit, so each person's rows live on one shard.
 CREATE TABLE default.visits (
   user_id UInt64,
   region  LowCardinality(String) COMMENT 'dp: public, values=["north", "south", "east", "west"]',
@@ -11,13 +16,3 @@ CREATE TABLE default.visits (
   spend   Float64                COMMENT 'dp: bounds=[0, 500]'
 ) ENGINE = Distributed(dpch_cluster, default, visits_local, user_id)
 COMMENT 'dp: privacy_unit=user_id, max_rows_per_unit=10';
-
--- Inserted through the Distributed table: rows go to the shard of their user_id.
-INSERT INTO default.visits
-SELECT intDiv(number, 5) AS user_id,
-       ['north', 'south', 'east', 'west'][number % 4 + 1] AS region,
-       ['mobile', 'desktop', 'tablet'][cityHash64(number) % 3 + 1] AS device,
-       18 + cityHash64(intDiv(number, 5)) % 70 AS age,
-       round((cityHash64(number, 1) % 50000) / 100, 2) AS spend
-FROM numbers(1000000)
-SETTINGS insert_distributed_sync = 1;
