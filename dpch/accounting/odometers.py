@@ -19,7 +19,9 @@ LOG_110E = math.log(110.0 * math.e)
 def _check_delta(delta_g: float) -> float:
     if not 0.0 < delta_g < 1.0 / math.e:
         raise ValueError(f"δg must be in (0, 1/e), got {delta_g!r}")
-    return math.log(1.0 / delta_g)
+    # −log δg, not log(1/δg): below ~5.6e-309 the quotient overflows to inf, and x = εg²/(28.04·inf) = 0
+    # made Thm 5.1's K a ZeroDivisionError for an accepted δg
+    return -math.log(delta_g)
 
 
 def _drift(epsilons: Iterable[float]) -> float:
@@ -52,7 +54,7 @@ def filter_k_of_sums(squares: float, drift: float, epsilon_g: float, delta_g: fl
 def odometer_lemma_6_4(epsilons: Sequence[float], x: float, delta_g: float) -> float:
     """Lemma 6.4 odometer for a fixed x > 0 (B4): the same form as K with log(2/δg)."""
     _check_delta(delta_g)
-    if x <= 0:
+    if not x > 0:  # `not >`: a NaN x gave a NaN odometer
         raise ValueError("x must be positive")
     s = math.fsum(e * e for e in epsilons)
     return _drift(epsilons) + math.sqrt(
@@ -72,7 +74,7 @@ def odometer_thm_6_5(epsilons: Sequence[float], n: float, delta_g: float) -> flo
 def odometer_thm_6_5_of_sums(squares: float, drift: float, n: float, delta_g: float) -> float:
     """:func:`odometer_thm_6_5` from the rounds' sums Σ ε_j² and Σ ε_j(e^{ε_j}−1)/2."""
     _check_delta(delta_g)
-    if n <= math.e:
+    if not n > math.e:  # `not >`: a NaN n gave a NaN odometer
         raise ValueError("n must exceed e (log log n > 0)")
     s = squares
     if 1.0 / (n * n) <= s <= 1.0:

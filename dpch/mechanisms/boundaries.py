@@ -18,6 +18,13 @@ import math
 from dataclasses import dataclass
 
 
+def _check_delta(delta: float) -> None:
+    # Whitehouse et al. 2022, Thm 3.6: ψ is a δ-boundary for δ in (0, 1) (2ab = log(1/δ) > 0 needs δ < 1;
+    # δ ≥ 1 gave b < 0 and a negative time, a NaN δ a NaN time); written `not (…)` so NaN is refused
+    if not 0.0 < delta < 1.0:
+        raise ValueError(f"δ must be in (0, 1), got {delta!r}")
+
+
 @dataclass(frozen=True)
 class LinearBoundary:
     """ψ^L_{a,b}(t) = (Δ2/t)(Δ2/2 + b) + Δ2·a with 2ab = log(1/δ) (Whitehouse et al. 2022, Thm 3.6)."""
@@ -26,9 +33,14 @@ class LinearBoundary:
     delta: float
     sensitivity: float = 1.0
 
+    def __post_init__(self) -> None:
+        _check_delta(self.delta)
+        if not self.a > 0:  # Thm 3.6 needs a, b > 0
+            raise ValueError(f"the linear boundary needs a > 0, got {self.a!r}")
+
     @property
     def b(self) -> float:
-        return math.log(1.0 / self.delta) / (2.0 * self.a)
+        return -math.log(self.delta) / (2.0 * self.a)  # −log δ: 1/δ overflows for a subnormal δ
 
     def __call__(self, t: float) -> float:
         d = self.sensitivity
@@ -37,14 +49,15 @@ class LinearBoundary:
     def time_for(self, epsilon: float) -> float:
         """Smallest t with ψ(t) ≤ ε: Δ2(Δ2/2 + b)/(ε − Δ2·a); needs ε > Δ2·a."""
         d = self.sensitivity
-        if epsilon <= d * self.a:
+        if not epsilon > d * self.a:  # `not >`: a NaN ε gave a NaN time
             raise ValueError(f"ε={epsilon} is at or below the linear boundary's floor Δ2·a")
         return d * (d / 2.0 + self.b) / (epsilon - d * self.a)
 
     @classmethod
     def optimal(cls, epsilon: float, delta: float, sensitivity: float = 1.0) -> LinearBoundary:
         """(a*, b*) minimising the time to reach ε (A2 [derived])."""
-        big_l = math.log(1.0 / delta)
+        _check_delta(delta)  # before log(1/δ): δ = 0 was a ZeroDivisionError, not a refusal
+        big_l = -math.log(delta)  # not log(1/δ): inf for a subnormal δ, and then a* = inf − inf = NaN
         a = (math.sqrt(big_l**2 + big_l * epsilon) - big_l) / sensitivity
         return cls(a, delta, sensitivity)
 
@@ -57,9 +70,14 @@ class MixtureBoundary:
     delta: float
     sensitivity: float = 1.0
 
+    def __post_init__(self) -> None:
+        _check_delta(self.delta)
+        if not self.rho > 0:  # Thm 3.6's mixture needs ρ > 0 (log((t+ρ)/ρ))
+            raise ValueError(f"the mixture boundary needs ρ > 0, got {self.rho!r}")
+
     def __call__(self, t: float) -> float:
         d, r = self.sensitivity, self.rho
-        inner = math.log(1.0 / self.delta) + 0.5 * math.log((t + r) / r)
+        inner = -math.log(self.delta) + 0.5 * math.log((t + r) / r)
         return d * d / (2.0 * t) + (d / t) * math.sqrt(2.0 * (t + r) * inner)
 
     def time_for(self, epsilon: float) -> float:
@@ -67,7 +85,7 @@ class MixtureBoundary:
         # start-up: scipy.optimize takes 0.1–0.5 s to import; load it when a root or minimum is first needed
         from scipy.optimize import brentq
 
-        if epsilon <= 0:
+        if not epsilon > 0:  # `not >`: a NaN ε reached brentq
             raise ValueError("epsilon must be positive")
         hi = 1.0
         while self(hi) > epsilon:

@@ -41,7 +41,7 @@ from dpch.privacy.cost import PrivacyCost
 
 def bridge_step(noise: np.ndarray, t_prev: float, t_next: float, rng: np.random.Generator) -> np.ndarray:
     """B_{t_next} given B_{t_prev} = noise (t_next ≤ t_prev), the corrected Whitehouse et al. 2022, App. E bridge."""
-    if t_next > t_prev:
+    if not t_next <= t_prev:  # `not <=`: a NaN time gave NaN noise
         raise ValueError("Brownian times must be non-increasing")
     if t_next == t_prev:
         return noise
@@ -59,7 +59,7 @@ def simulated_path(times: Sequence[float] | np.ndarray, rng: np.random.Generator
     A release never uses it — :class:`BrownianRun` walks the bridge so that only the current noise
     exists. Shape (K,) or (size, K)."""
     t = np.asarray(times, dtype=float)
-    if t.size == 0 or np.any(t <= 0) or np.any(np.diff(t) > 0):
+    if t.size == 0 or not np.all(t > 0) or np.any(np.diff(t) > 0):
         raise ValueError("times must be positive and non-increasing")
     u = t[::-1]  # increasing
     steps = np.sqrt(np.diff(u, prepend=0.0))
@@ -93,7 +93,7 @@ class BrownianMechanism:
 
     def __init__(self, sensitivity: float, times: Sequence[float] | np.ndarray, boundary: Boundary) -> None:
         t = np.asarray(times, dtype=float)
-        if t.size == 0 or np.any(t <= 0) or np.any(np.diff(t) > 0):
+        if t.size == 0 or not np.all(t > 0) or np.any(np.diff(t) > 0):
             raise ValueError("times must be positive and non-increasing")
         if boundary.sensitivity != sensitivity:
             raise ValueError("the boundary must be built for the same sensitivity")
@@ -177,7 +177,8 @@ class BrownianRun:
 
     def _advance(self, time: float) -> np.ndarray:
         floor = float(self._mechanism.times[-1])
-        if time < floor * (1 - 1e-12):
+        # `not >=`: a NaN time passed, released NaN and left the run a NaN time and cost (Cor 3.7 needs T > 0)
+        if not time >= floor * (1 - 1e-12):
             raise ValueError(f"time {time} is below the mechanism's finest grid point {floor}")
         if self._noise is None:
             self._noise = self._rng.normal(0.0, math.sqrt(time), self._values.shape)

@@ -48,7 +48,9 @@ def calibrated_sigma(epsilon: float, delta: float, sensitivity: float, integer: 
     dimension matters to σ only through it, so releases of any size share one entry. A refusal
     (an exception) is not cached and is raised again on the next call.
     """
-    if sensitivity <= 0:
+    # only an exact 0 needs no noise: a negative Δ2 is a planner bug, and `<= 0` released it without noise
+    # at ρ = 0; it now reaches analytic_gaussian_sigma's positive-Δ check and is refused (Balle & Wang, Thm 8)
+    if sensitivity == 0:
         return 0.0
     sigma = calibration.analytic_gaussian_sigma(epsilon, delta, sensitivity)
     if integer:

@@ -44,7 +44,7 @@ def markov_laplace_path(scales: Sequence[float] | np.ndarray, size: int | tuple[
                         rng: np.random.Generator) -> np.ndarray:
     """ζ_1..ζ_K for increasing ``scales`` (Whitehouse et al. 2022, eq. 5), shape (K, *size); ζ_n ~ Lap(t_n)."""
     t = np.asarray(scales, dtype=float)
-    if t.ndim != 1 or t.size == 0 or np.any(t <= 0) or np.any(np.diff(t) <= 0):
+    if t.ndim != 1 or t.size == 0 or not np.all(t > 0) or np.any(np.diff(t) <= 0):
         raise ValueError("scales must be positive and strictly increasing")
     shape = (size,) if isinstance(size, int) else tuple(size)
     out = np.empty((t.size, *shape))
@@ -65,7 +65,7 @@ class LaplaceNoiseReduction:
 
     def __init__(self, sensitivity: float, epsilons: Sequence[float] | np.ndarray) -> None:
         eps = np.asarray(epsilons, dtype=float)
-        if eps.size == 0 or np.any(eps <= 0) or np.any(np.diff(eps) <= 0):
+        if eps.size == 0 or not np.all(eps > 0) or np.any(np.diff(eps) <= 0):
             raise ValueError("epsilons must be positive and strictly increasing")
         self.sensitivity = float(sensitivity)
         self.epsilons = eps
@@ -163,7 +163,8 @@ class LaplacePath:
 
     def value(self, t: float) -> np.ndarray:
         """Z_t for every coordinate (t ≥ η)."""
-        if t < self.floor:
+        # `not >=`: Z_NaN was 0 (no arrival is ≤ NaN), i.e. no noise at all (Thm D.1 needs t ≥ η)
+        if not t >= self.floor:
             raise ValueError(f"t={t} is below the floor η={self.floor}")
         self._extend(t)
         mask = self._time <= t

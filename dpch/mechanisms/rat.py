@@ -97,9 +97,10 @@ class ReducedAboveThreshold:
 
     def __post_init__(self) -> None:
         eps = np.asarray(self.epsilons, dtype=float)
-        if eps.size == 0 or np.any(eps <= 0) or np.any(np.diff(eps) < 0):
+        if eps.size == 0 or not np.all(eps > 0) or np.any(np.diff(eps) < 0):
             raise ValueError("the privacy schedule E_n must be positive and non-decreasing")
-        if eps[-1] > self.epsilon_max:
+        # `not <=`: a NaN E_n or ε_max passed, and the threshold path's noise at 2Δ/NaN was 0
+        if not eps[-1] <= self.epsilon_max:
             raise ValueError("E_n must not exceed ε_max (A7 pitfall 5: the floor is fixed)")
         if self.margins and len(self.margins) != eps.size:
             raise ValueError("one margin per round")

@@ -57,6 +57,11 @@ def _too_small(what: str, epsilon: float, detail: str, hint: str) -> QueryReject
 def check_laplace(epsilon: float, sensitivity: float, integer: bool, dimension: int) -> None:
     """The Laplace noise of scale Δ1/ε on ``dimension`` coordinates can be sampled exactly."""
     check_epsilon(epsilon)
+    # Lemma 2.1 calibrates to |f(x) − f(x')| ≤ Δ1, so Δ1 ≥ 0: a Δ1 of −5e-324 passed the grid's checks
+    # (its width came from frexp of −0.0), and a NaN or negative one is a planner bug to refuse in words
+    if not sensitivity >= 0:
+        raise QueryRejected(f"the Laplace noise needs a sensitivity ≥ 0, got {sensitivity!r}",
+                            hint="this is a bug in dpch's sensitivity analysis; please report the query")
     if sensitivity == 0:
         return
     scale = sensitivity / epsilon

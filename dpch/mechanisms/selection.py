@@ -151,7 +151,7 @@ class GaussianAboveThreshold:
     @property
     def epsilon_max(self) -> float:
         """Ex-ante ε at ``delta`` (Thm 7 → pDP, B8); needs lower ≥ 0."""
-        if self.lower < 0:
+        if not self.lower >= 0:  # `not >=`: a NaN lower bound passed
             raise ValueError("Thm 7 needs non-negative queries (lower ≥ 0)")
         return at_epsilon_max(self.sensitivity, self.sigma_x, self.sigma_z, self.threshold, self.delta)
 

@@ -119,8 +119,9 @@ def rnm_epsilon(c: float, sensitivity: float, sigma: float, d: int) -> float:
         raise ValueError("Report Noisy Max needs d > 1 queries")
     if not 0 < 2 * sensitivity <= c:
         raise ValueError("need 0 < 2Δ ≤ c = b − a")
-    if not (math.isfinite(c) and math.isfinite(sigma) and sigma > 0):
-        raise ValueError("need a finite range and a positive finite σ")
+    # c/σ must be finite too: for σ below c/1.8e308 it overflows and J(∞) made ε a NaN, not a refusal
+    if not (math.isfinite(c) and math.isfinite(sigma) and sigma > 0 and math.isfinite(c / sigma)):
+        raise ValueError("need a finite range and a positive finite σ (with c/σ finite)")
     k = d - 1
     quadratic = k * ((2.0 * sensitivity) / sigma) * ((2.0 * c - 2.0 * sensitivity) / sigma) / (2.0 * (k + 1))
     return quadratic + _log_rnm_integral((c - 2.0 * sensitivity) / sigma, k) - _log_rnm_integral(c / sigma, k)
@@ -164,13 +165,20 @@ def at_epsilon_max(sensitivity: float, sigma_x: float, sigma_z: float, threshold
 
     Requires σ_Z ≥ √3·σ_X, threshold ρ ≥ 0 and non-negative Δ-sensitive queries.
     """
-    if sigma_z < math.sqrt(3.0) * sigma_x * (1 - 1e-12):
+    # Lebensold et al. 2024, Thm 7: σ_X > 0 (a negative σ_X passed σ_Z ≥ √3·σ_X whatever σ_Z, and only
+    # σ_X² entered ε), and the pDP conversion needs δ in (0, 1) (δ > 1 gave a smaller ε_max, δ = 0 a
+    # ZeroDivisionError); every check is `not (…)` so that a NaN is refused, not turned into a NaN ε
+    if not (sigma_x > 0 and math.isfinite(sigma_x)):
+        raise ValueError(f"Thm 7 needs a positive finite σ_X, got {sigma_x!r}")
+    if not sigma_z >= math.sqrt(3.0) * sigma_x * (1 - 1e-12):
         raise ValueError("Thm 7 needs σ_Z ≥ √3·σ_X")
-    if threshold < 0:
+    if not threshold >= 0:
         raise ValueError("Thm 7 needs a non-negative threshold")
+    if not 0.0 < delta < 1.0:
+        raise ValueError(f"Thm 7's failure probability δ must be in (0, 1), got {delta!r}")
     big_a = sensitivity**2 / sigma_x**2 + 2.0 * sensitivity**2 / sigma_z**2
     r = threshold**2 / sigma_x**2
     c = 2.0 * math.sqrt(3.0) * math.pi * (1.0 + 9.0 * r)
     big_l = r + math.log(c) + math.log1p(math.exp(-r) / c)
-    big_b = big_l / 2.0 + math.log(1.0 / delta)
+    big_b = big_l / 2.0 - math.log(delta)  # −log δ: log(1/δ) is inf for a subnormal δ (an infinite ε_max)
     return big_a + 2.0 * math.sqrt(big_a * big_b)

@@ -58,7 +58,9 @@ class GaussianSparseVector:
     def _open(self, source: NoiseSource) -> AboveThresholdRun:
         eps_max = self.instance.epsilon_max
         delta_next = (self.instances + 1) * self.instance.delta
-        if self.spent + eps_max >= self.budget or delta_next > self.delta_budget:
+        # written as what admits, so a NaN budget (or δ budget) halts: `spent + ε_max ≥ NaN` is False and
+        # never halted, an unlimited filter (Lebensold et al. 2024, Alg 2: HALT unless the instance fits)
+        if not (self.spent + eps_max < self.budget and delta_next <= self.delta_budget):
             self.halted = True
             raise BudgetExhausted("the sparse-vector budget cannot cover another instance")
         self.instances += 1
