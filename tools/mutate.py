@@ -217,6 +217,21 @@ from hypothesis import HealthCheck, settings
 settings.register_profile("mutation", derandomize=True, deadline=None, print_blob=False,
                           suppress_health_check=list(HealthCheck))
 settings.load_profile("mutation")
+
+import json, pathlib
+_SELECTION = pathlib.Path(".mutation-selection.json")
+
+
+def pytest_collection_modifyitems(config, items):
+    """With a selection file (a mutant's covering tests by node id), keep those tests in its order: node
+    ids are matched after collection, so an id pytest could not parse back from the command line (a
+    parameter holding a quote, a bracket, '::') still runs, and one no longer collected is skipped."""
+    if not _SELECTION.exists():
+        return
+    order = {nodeid: i for i, nodeid in enumerate(json.loads(_SELECTION.read_text()))}
+    kept = sorted((item for item in items if item.nodeid in order), key=lambda item: order[item.nodeid])
+    config.hook.pytest_deselected(items=[item for item in items if item.nodeid not in order])
+    items[:] = kept
 '''
 
 _FLIP = {ast.Lt: ast.GtE, ast.LtE: ast.Gt, ast.Gt: ast.LtE, ast.GtE: ast.Lt, ast.Eq: ast.NotEq,
@@ -550,8 +565,12 @@ class Sandbox:
         original = self.sources[module]
         if mutant is not None:
             path.write_text(apply(original, mutant))
+        selection = self.dir / ".mutation-selection.json"
+        selection.unlink(missing_ok=True)
         if covering is not None:
-            lanes = [covering]
+            # by file, filtered to the covering node ids after collection (mutation_profile's hook)
+            selection.write_text(json.dumps(covering))
+            lanes = [list(dict.fromkeys(t.split("::")[0] for t in covering))]
         else:
             lanes = [TESTS[module]] + ([SLOW_TESTS[module]] if lane == "both" and module in SLOW_TESTS else [])
         start = time.monotonic()
