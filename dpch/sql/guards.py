@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from datetime import date, timedelta
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 
 from sqlglot import exp
 
@@ -89,14 +90,20 @@ def _zone(type_: str) -> str | None:
     return None
 
 
-def date_literal(type_: str, seconds: int) -> exp.Expr:
-    """The instant ``seconds`` (Unix time, within the type's range) as a constant of date type ``type_``."""
+def date_literal(type_: str, seconds: int | Decimal) -> exp.Expr:
+    """The instant ``seconds`` (Unix time, within the type's range) as a constant of date type ``type_``;
+    a DateTime64 instant with a fraction is given as a Decimal128 of its scale (a Float64 literal would
+    round it)."""
     base = unwrap(type_)
     zone = [exp.Literal.string(z)] if (z := _zone(type_)) else []
     if base.startswith("DateTime64"):
-        return call("toDateTime64", number(seconds), number(_scale_and_zone(type_)[0]), *zone)
+        scale = _scale_and_zone(type_)[0]
+        if isinstance(seconds, Decimal) and seconds != seconds.to_integral_value():
+            exact = call("toDecimal128", exp.Literal.string(format(seconds, "f")), number(scale))
+            return call("toDateTime64", exact, number(scale), *zone)
+        return call("toDateTime64", number(int(seconds)), number(scale), *zone)
     if base.startswith("DateTime"):
-        return call("toDateTime", number(seconds), *zone)
+        return call("toDateTime", number(int(seconds)), *zone)
     day = (date(1970, 1, 1) + timedelta(days=math.floor(seconds / 86_400))).isoformat()
     return call("toDate32" if base == "Date32" else "toDate", exp.Literal.string(day))
 
@@ -131,6 +138,16 @@ def interval_seconds(interval: exp.Interval) -> float:
     return (-value if negative else value) * UNIT_SECONDS[unit]
 
 
+def _exact_seconds(interval: exp.Interval) -> Decimal:
+    """:func:`interval_seconds` in exact decimal arithmetic (``INTERVAL 1 MILLISECOND`` is 0.001, not the
+    double nearest it)."""
+    count = interval.this
+    negative = isinstance(count, exp.Neg)
+    unit = str(interval.unit.name if interval.unit is not None else "").upper().rstrip("S")
+    value = Decimal((count.this if negative else count).this) * Decimal(repr(UNIT_SECONDS[unit]))
+    return -value if negative else value
+
+
 def date_arithmetic(node: exp.Expr, date_side: str, date_type: str, result_type: str) -> exp.Expr:
     """``node`` (``x + INTERVAL …`` or ``x - INTERVAL …``, x at arg ``date_side`` of type
     ``date_type``) with x clamped so that a DateTime64 result stays in :data:`DATETIME64_RANGE`."""
@@ -139,11 +156,16 @@ def date_arithmetic(node: exp.Expr, date_side: str, date_type: str, result_type:
     if not isinstance(other, exp.Interval):
         raise QueryRejected(f"{what}: arithmetic on a DateTime64 takes a constant INTERVAL",
                             hint="write e.g. ts + INTERVAL 1 HOUR")
-    shift = interval_seconds(other) * (-1 if isinstance(node, exp.Sub) else 1)
+    interval_seconds(other)  # refuses an interval that is not <number> <unit>
+    shift = _exact_seconds(other) * (-1 if isinstance(node, exp.Sub) else 1)
     lo, hi = DATETIME64_RANGE
     own_lo, own_hi = type_range(date_type)
-    low = max(own_lo, math.ceil(lo - min(0.0, shift)))
-    high = min(own_hi, math.floor(hi - max(0.0, shift)))
+    # the clamp's ends in the operand's own ticks (a DateTime64's scale, else whole seconds): an end
+    # rounded to the second would move in-range values of the last second before the limit
+    tick = Decimal(1).scaleb(-_scale_and_zone(date_type)[0]) if unwrap(date_type).startswith("DateTime64(") \
+        else Decimal(1)
+    low = max(Decimal(own_lo), ((lo - min(Decimal(0), shift)) / tick).to_integral_value(ROUND_CEILING) * tick)
+    high = min(Decimal(own_hi), ((hi - max(Decimal(0), shift)) / tick).to_integral_value(ROUND_FLOOR) * tick)
     if low > high:
         raise QueryRejected(f"{what}: the interval is longer than the range of dates ClickHouse can hold "
                             f"in the result ({result_type})", hint="use a shorter interval")
