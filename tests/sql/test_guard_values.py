@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 import pytest
 import sqlglot
 
+from dpch.errors import QueryRejected
 from dpch.sql import guards
 from dpch.sql.nodes import pinned_settings
 
@@ -76,3 +77,33 @@ def test_the_guard_keeps_every_result_that_is_in_range(keeper, type_, result, va
             assert got == raw, f"{value} {op} {interval}: the guard changed an in-range result"
             compared += 1
     assert compared >= 1
+
+
+def _interval(text: str):
+    return sqlglot.parse_one(f"v + {text}", read="clickhouse").expression
+
+
+@pytest.mark.parametrize("text, seconds", [("INTERVAL 2 HOUR", 7200.0), ("INTERVAL -2 HOUR", -7200.0),
+                                           ("INTERVAL 3 MILLISECOND", 0.003), ("INTERVAL 1 WEEK", 604_800.0),
+                                           ("INTERVAL 1 MONTH", 31 * 86_400.0), ("INTERVAL 1 YEAR", 366 * 86_400.0)])
+def test_an_interval_is_its_signed_length_with_calendar_units_at_their_longest(text, seconds):
+    assert guards.interval_seconds(_interval(text)) == pytest.approx(seconds, rel=1e-15)
+
+
+@pytest.mark.parametrize("text", ["INTERVAL x DAY", "INTERVAL 1 FORTNIGHT"])
+def test_an_interval_that_is_not_a_number_and_a_unit_is_refused_in_words(text):
+    with pytest.raises(QueryRejected, match=r"write the interval as INTERVAL <number> <unit>"):
+        guards.interval_seconds(_interval(text))
+
+
+def test_an_interval_that_exactly_fills_the_range_is_kept_and_one_second_more_is_refused(keeper):
+    type_ = "DateTime64(0, 'UTC')"
+    settings = ", ".join(s.sql("clickhouse") for s in pinned_settings())
+    fits = sqlglot.parse_one(f"v + INTERVAL {HI - LO} SECOND", read="clickhouse")
+    guarded = guards.date_arithmetic(fits, "this", type_, type_).sql("clickhouse")
+    value = _utc(keeper, guarded, type_, "'2026-06-01 12:00:00'", settings)
+    assert value == "2262-04-11 23:47:16", "every operand is clamped to the one start that fits"
+    too_long = sqlglot.parse_one(f"v + INTERVAL {HI - LO + 1} SECOND", read="clickhouse")
+    with pytest.raises(QueryRejected, match="longer than the range of dates") as info:
+        guards.date_arithmetic(too_long, "this", type_, type_)
+    assert "v + INTERVAL" in str(info.value), "the message shows the SQL the analyst wrote"
