@@ -84,8 +84,17 @@ _ADMISSION_TESTS = [
     *_ACCOUNTING_TESTS,
 ]
 
-#: module → slow generated tests run only for the mutants that survive the fast lane (``TESTS``)
-SLOW_TESTS: dict[str, list[str]] = {}
+#: module → slow generated tests run only for the mutants that survive the fast lane (``TESTS``): the
+#: neighbour fuzzer (minutes) for the analysis, the whole boundary fuzzer for the registry and its guards
+#: (with a coverage map, a mutant's covering tests run fastest first, which orders them the same way)
+_NEIGHBOURS = ["tests/soundness/test_neighbours.py"]
+SLOW_TESTS: dict[str, list[str]] = {
+    **{f"dpch/sql/{name}.py": _NEIGHBOURS for name in (
+        "analyze", "aggregates", "bounds", "cap", "grouping", "relation", "rewrite", "value_rules", "time_buckets",
+        "time_constants")},
+    **{f"dpch/sql/{name}.py": ["tests/soundness/test_boundaries.py", *_NEIGHBOURS] for name in (
+        "functions", "guards", "expression_types", "intervals")},
+}
 
 #: module → the tests that cover it, fastest and most targeted first (pytest stops at the first failure)
 TESTS: dict[str, list[str]] = {
