@@ -510,6 +510,7 @@ class Sandbox:
         self.env = dict(os.environ, PYTHONPATH=str(self.dir), PYTHONDONTWRITEBYTECODE="1",
                         PYTHONHASHSEED="0", DPCH_ALLOW_FIXED_SEED="1")
         self.worker: subprocess.Popen[bytes] | None = None
+        self.running: int | None = None  # the process group of the pytest run in progress
         self._pending = b""
         # the copy, not an installed dpch, must be what the tests import
         where = subprocess.run([sys.executable, "-c", "import dpch; print(dpch.__file__)"], cwd=self.dir,
@@ -552,7 +553,9 @@ class Sandbox:
         worker.stdin.flush()
         started = self._answer(worker, None)
         assert started is not None
+        self.running = started["pid"]
         done = self._answer(worker, timeout)
+        self.running = None
         if done is None:
             try:
                 os.killpg(started["pid"], signal.SIGKILL)
@@ -598,6 +601,11 @@ class Sandbox:
         return status, time.monotonic() - start
 
     def close(self) -> None:
+        if self.running is not None:  # a run in its own process group outlives the worker: stop it too
+            try:
+                os.killpg(self.running, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         if self.worker is not None and self.worker.poll() is None:
             self.worker.kill()
         shutil.rmtree(self.dir, ignore_errors=True)
