@@ -493,10 +493,15 @@ def choose(mutants: list[Mutant], sample: int | None, seed: int) -> list[Mutant]
     return sorted(chosen, key=lambda m: (m.module, m.line, m.col, m.description))
 
 
+#: the sandboxes alive, so that a SIGTERM can stop their runs and remove them at once
+_OPEN: list[Sandbox] = []
+
+
 class Sandbox:
     """A private copy of the repository in which one mutant at a time is written."""
 
     def __init__(self, sources: dict[str, str]) -> None:
+        _OPEN.append(self)
         #: the module texts the mutants were made from; the sandbox never reads the working tree again
         self.sources = sources
         self.dir = Path(tempfile.mkdtemp(prefix="dpch-mutate-"))
@@ -872,7 +877,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds, so the sandboxes are removed
+    # stop every run and remove every copy here: unwinding would wait for the thread blocked on a run
+    signal.signal(signal.SIGTERM, lambda *_: ([box.close() for box in list(_OPEN)], os._exit(143)))
     try:
         sys.exit(main())
     except KeyboardInterrupt:  # sandboxes are removed by run_all's finally; the tree was never touched
