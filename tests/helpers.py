@@ -57,8 +57,8 @@ def inject_totality_gap(monkeypatch) -> None:
 
     real = Engine.run_private
 
-    def run_private(self: Engine, sql: str) -> list[tuple]:
-        return real(self, f"SELECT * FROM ({sql}) AS r WHERE throwIf(r.m0 > 0) = 0")
+    def run_private(self: Engine, sql: str, parameters: dict | None = None) -> list[tuple]:
+        return real(self, f"SELECT * FROM ({sql}) AS r WHERE throwIf(r.m0 > 0) = 0", parameters)
 
     monkeypatch.setattr(Engine, "run_private", run_private)
 

@@ -125,6 +125,9 @@ class TablePolicy:
     #: whether the table's engine is Distributed (system.tables): its rows lie on several shards, where
     #: the split cap's index and a verification's data parts do not exist (:func:`refuse_on_shards`)
     distributed: bool = False
+    #: the table's engine (system.tables), e.g. ``MergeTree``; empty for a policy built without its table.
+    #: It decides how the cap tells rows apart (:func:`dpch.sql.cap.row_identity`)
+    engine: str = ""
     #: whether the table's data is still the verified data, read when the policy was looked up (for
     #: ``dpch policy show`` only: the emitted query checks it again itself, :func:`dpch.sql.cap.verified_guard`)
     verified_current: bool = False
