@@ -35,6 +35,7 @@ from dpch.pipeline import execute
 from dpch.pipeline.calibrate import calibrate
 from dpch.pipeline.postprocess import grid_utilities
 from dpch.sql.rewrite import emit_sql
+from tests.helpers import CAP_KEY
 
 TRIALS = 20_000
 
@@ -83,7 +84,7 @@ def _largest_loss(session, sql: str, factor: float) -> float:
                 stat = next(s for s in p.stats.values() if s.kind == "quantile")
                 selector = calibrate(p, o).selectors[stat.name]
                 mech = ExponentialMechanism(factor * selector.epsilon, selector.sensitivity, selector.monotonic)
-                data = execute.exact(side.engine, p, emit_sql(p, side.engine.database))
+                data = execute.exact(side.engine, p, emit_sql(p, side.engine.database), CAP_KEY)
                 logits = mech.logits(grid_utilities(stat, data.histograms[stat.measures[0]][0]))
                 sides.append(logits - np.logaddexp.reduce(logits))
             finally:
