@@ -422,6 +422,8 @@ class RelationBuilder:
             return select
         unit = column(relation.unit_name)
         order = [unit, row_order(row_identity(relation.tables[0].engine, None))]
+        if relation.order_columns and relation.tables[0].cap_order == "stored":
+            order = [column(c) for c in relation.order_columns]  # the owner's choice: first k as stored
         select.set("order", exp.Order(expressions=[ordered(o) for o in order]))
         select.set("limit", limit_by(relation.cap, unit))
         return select

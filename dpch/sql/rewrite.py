@@ -88,6 +88,8 @@ def _capped(plan: QueryPlan, select: exp.Select, *, split: bool) -> exp.Query:
     # by the unit as the table stores it first: on a table sorted by its unit ClickHouse reads in that
     # order and sorts each unit's rows by the key alone
     order = [relation.unit.copy(), row_order(relation.row_id)]
+    if relation.order and relation.tables[0].cap_order == "stored":
+        order = relation.order  # the owner's explicit choice: each unit's first k rows as stored
     source = _split_source(plan)
     if split and source is not None:
         # stored ordered by the unit: two branches over the two halves of the unit range

@@ -218,3 +218,27 @@ def test_equal_values_do_not_tie(session):
     control = float(exact(engine, plan, render(tree), keys[0]).measures["m0"][0])
     print(f"value-hash order: capped sum {control:.1f}")
     assert abs(control - expected) >= tolerance
+
+
+def test_stored_order_is_the_owners_explicit_choice(session):
+    """``cap_order=stored`` (the owner's annotation, for speed) keeps each unit's first k rows as
+    stored: the emitted SQL has no key, EXPLAIN and `dpch policy show` say so, and the monthly ratio
+    is the biased one. A table not stored ordered by its unit cannot declare it."""
+    _visits(session, "(uid, ts)")
+    engine = session.engine
+    engine.command(f"ALTER TABLE {engine.table('visits')} MODIFY COMMENT "
+                   f"'dp: privacy_unit=uid, max_rows_per_unit={CAP}, cap_order=stored'")
+    session.policy.reload()
+    policy = session.policy.table(engine, "visits")
+    assert policy.cap_order == "stored" and "cap_order=stored" in policy.annotation()
+    assert "first k rows in the stored order" in policy.describe()
+    explained = session.explain(MONTH_SQL)
+    assert "sipHash64Keyed" not in explained.sql and "dpch_cap_key" not in explained.sql
+    assert any("cap_order=stored" in note for note in explained.notes)
+    ratios = _ratios(session, MONTH_SQL, _keys(1)[:1])
+    assert ratios[1] == 1.0 and ratios[MONTHS] < 0.2  # January kept whole, December mostly dropped
+    engine.command(f"CREATE TABLE {engine.table('heap')} (uid UInt32, ts DateTime) ENGINE = MergeTree "
+                   "ORDER BY ts COMMENT 'dp: privacy_unit=uid, max_rows_per_unit=3, cap_order=stored'")
+    session.policy.reload()
+    with pytest.raises(Exception, match="cap_order=stored needs a table stored ORDER BY its privacy_unit"):
+        session.explain("SELECT count(*) FROM heap")
