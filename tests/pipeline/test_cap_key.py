@@ -139,3 +139,30 @@ def test_the_key_is_never_shown(session, runs):
     failed_key = _key(runs[-1][1])
     for form in [str(k) for k in failed_key] + [f"{k:x}" for k in failed_key]:
         assert form not in str(failed.value) and form not in repr(failed.value) and form not in _texts(session)
+
+
+def test_row_identity_per_engine():
+    """MergeTree: the row number; Distributed: the shard too (each shard numbers its own rows); an
+    engine without these virtual columns: no identity, and the order is rand64()."""
+    from dpch.sql.cap import row_identity, row_order
+    from dpch.sql.nodes import render
+
+    assert [render(e) for e in row_identity("ReplacingMergeTree", "t0")] == \
+        ["t0._part_starting_offset + t0._part_offset"]
+    assert [render(e) for e in row_identity("Distributed", "t0")] == \
+        ["t0._shard_num", "t0._part_starting_offset + t0._part_offset"]
+    assert row_identity("Memory", "t0") is None
+    assert render(row_order(None)) == "rand64()"
+
+
+def test_a_table_without_row_numbers_is_capped_at_random(connect):
+    """A Memory table has no _part_offset: its rows are ordered by rand64() (uniform; not repeatable,
+    and read once per release)."""
+    s = connect(analyst="memory")
+    s.engine.command(f"CREATE TABLE {s.engine.table('m')} (uid UInt32, x UInt8 COMMENT 'dp: bounds=[0, 10]') "
+                     "ENGINE = Memory COMMENT 'dp: privacy_unit=uid, max_rows_per_unit=2'")
+    s.engine.insert("m", [(u, 10 if i == 0 else 0) for u in range(50) for i in range(10)], ["uid", "x"])
+    s.policy.reload()
+    assert "rand64()" in s.explain("SELECT sum(x) FROM m").sql
+    release = s.query("SELECT sum(x) FROM m", epsilon=1.0)
+    assert release.rows
