@@ -162,7 +162,7 @@ class Session:
         # admitted and counted now; the ledger row is written while the aggregate runs
         pending = admit.begin_charge(self.accountant, cost, self.datasets(plan), plan, mechanism)
         with self.accountant.tripwire(pending):  # any failure from here on may depend on the data (rule 5);
-            data = execute.exact(self.engine, plan, emitted)  # acted on only once the charge is durable
+            data = execute.exact(self.engine, plan, emitted, self.context.noise.cap_key())  # acted on once durable
             entry = pending.wait()  # durable before any noise is drawn (docs/design.md rule 2)
             with self.context.noise.drawing() as source:
                 columns, rows, intervals = draw(data, source)

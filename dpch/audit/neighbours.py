@@ -32,8 +32,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from dpch.errors import QueryRejected
+from dpch.mechanisms.sampling import NoiseSource
 from dpch.policy.model import base_type
 from dpch.sql.analyze import QueryPlan
+from dpch.sql.cap import keyed
 from dpch.sql.rewrite_literals import literal
 from dpch.store.engine import Engine
 from dpch.store.quoting import quote_identifier
@@ -99,6 +101,7 @@ def build_neighbours(
         d_table = f"{quote_identifier(pair_dbs[0])}.{quote_identifier(policy.table)}"
         dp_table = f"{quote_identifier(pair_dbs[1])}.{quote_identifier(policy.table)}"
         engine.command(f"INSERT INTO {d_table} SELECT * FROM {source}")
+        _copy_rows(engine, d_table, dp_table, policy.engine)  # D′ starts as D, row for row
         if direction == "remove":
             chosen = engine.query_rows(
                 f"SELECT {quote_identifier(unit)}, count() AS n FROM {source} WHERE {condition} "
@@ -110,14 +113,11 @@ def build_neighbours(
                     hint="audit with direction 'add' instead",
                 )
             victim, count = chosen[0]
-            engine.command(
-                f"INSERT INTO {dp_table} SELECT * FROM {source} WHERE {quote_identifier(unit)} != {literal(victim)}"
-            )
+            _remove_unit(engine, dp_table, unit, victim, policy.engine)
             description = (f"D′ = D minus unit {unit}={victim}, which has {count} rows passing the query's filter "
                            f"(cap {policy.contribution_cap})")
             return NeighbourPair(policy.table, *pair_dbs, "remove", victim, int(count), description)
 
-        engine.command(f"INSERT INTO {dp_table} SELECT * FROM {source}")
         row, columns, where_holds = _worst_case_row(engine, plan, source, condition, pair_dbs[1])
         rows = 1 if policy.unique_units else policy.contribution_cap * max(1, rows_factor)
         _insert(engine, pair_dbs[1], policy.table, [row] * rows, columns)
@@ -265,6 +265,33 @@ def _worst_case_row(
     return tuple(base), columns, True
 
 
+def _keyed_rows(engine: Engine, sql: str) -> list[tuple[Any, ...]]:
+    """Rows of ``sql`` over a FROM of capped subqueries (a private join's): bound to a fresh cap key.
+    Which rows the caps keep does not matter here (a unit's joined row count, one template row)."""
+    return engine.query_rows(sql, keyed(sql, NoiseSource().cap_key()))
+
+
+def _copy_rows(engine: Engine, d_table: str, dp_table: str, table_engine: str) -> None:
+    """D′'s rows as D's, *row for row*: a MergeTree's parts are attached from D (the same parts, the same
+    row numbers), so that under one cap key every unit both share keeps the same rows in both (the cap
+    orders a unit's rows by a keyed hash of their row numbers, docs/algorithms.md C3a: the audit observes
+    the release given its key, on neighbours coupled as the privacy argument couples them). Another
+    engine is copied by INSERT … SELECT."""
+    if table_engine.endswith("MergeTree") or not table_engine:
+        engine.command(f"ALTER TABLE {dp_table} ATTACH PARTITION ALL FROM {d_table}")
+    else:
+        engine.command(f"INSERT INTO {dp_table} SELECT * FROM {d_table}")
+
+
+def _remove_unit(engine: Engine, table: str, unit: str, victim: Any, table_engine: str) -> None:
+    """Removes ``victim``'s rows from ``table``: a lightweight DELETE on a MergeTree (it masks the rows;
+    every other row keeps its row number), else by rewriting the table without them."""
+    if table_engine.endswith("MergeTree") or not table_engine:
+        engine.command(f"DELETE FROM {table} WHERE {quote_identifier(unit)} = {literal(victim)}")
+    else:
+        engine.command(f"ALTER TABLE {table} DELETE WHERE {quote_identifier(unit)} = {literal(victim)}")
+
+
 _ALIASED_COLUMN = re.compile(r"^(t\d+)\.`([^`]+)`$")
 
 
@@ -303,22 +330,21 @@ def _join_neighbours(
             engine.command(f"INSERT INTO {table_in(pair_dbs[1], t.table)} SELECT * FROM {table_in(source_db, t.table)}")
         names = ", ".join(t.table for _, t in private)
         if direction == "remove":
-            chosen = engine.query_rows(
-                f"SELECT {relation.unit_sql} AS u, count() AS n FROM {from_in(source_db)} WHERE {condition} "
+            chosen = _keyed_rows(
+                engine, f"SELECT {relation.unit_sql} AS u, count() AS n FROM {from_in(source_db)} WHERE {condition} "
                 f"GROUP BY u ORDER BY n DESC, u LIMIT 1")
             if not chosen:
                 raise QueryRejected("no privacy unit has joined rows that pass the query's WHERE, so none can be "
                                     "removed", hint="audit with direction 'add' instead")
             victim, count = chosen[0]
             for _, t in private:
-                engine.command(
-                    f"INSERT INTO {table_in(pair_dbs[1], t.table)} SELECT * FROM {table_in(source_db, t.table)} "
-                    f"WHERE {quote_identifier(t.unit_column)} != {literal(victim)}")
+                _copy_rows(engine, table_in(pair_dbs[0], t.table), table_in(pair_dbs[1], t.table), t.engine)
+                _remove_unit(engine, table_in(pair_dbs[1], t.table), t.unit_column, victim, t.engine)
             return NeighbourPair(plan.table.table, *pair_dbs, "remove", victim, int(count),
                                  f"D′ = D minus unit {victim} from {names}, which has {count} joined rows passing "
                                  "the query's filter")
         for _, t in private:
-            engine.command(f"INSERT INTO {table_in(pair_dbs[1], t.table)} SELECT * FROM {table_in(source_db, t.table)}")
+            _copy_rows(engine, table_in(pair_dbs[0], t.table), table_in(pair_dbs[1], t.table), t.engine)
         return _add_joined_unit(engine, plan, private, pair_dbs, from_in, condition, rows_factor, names)
     except Exception:
         for db in pair_dbs:
@@ -333,7 +359,7 @@ def _add_joined_unit(engine: Engine, plan: QueryPlan, private: list, pair_dbs: t
     relation = plan.relation
     layout = [(i, t, [c.name for c in engine.columns(t.table)]) for i, t in private]
     select = ", ".join(f"t{i}.{quote_identifier(c)}" for i, _, cols in layout for c in cols)
-    template = engine.query_rows(f"SELECT {select} FROM {from_in(engine.database)} WHERE {condition} LIMIT 1")
+    template = _keyed_rows(engine, f"SELECT {select} FROM {from_in(engine.database)} WHERE {condition} LIMIT 1")
     if not template:
         raise QueryRejected("no joined row passes the query's filter: the added unit could not count",
                             hint="audit a query whose filter some row of the data satisfies")
@@ -379,7 +405,7 @@ def _add_joined_unit(engine: Engine, plan: QueryPlan, private: list, pair_dbs: t
         for i, t, cols in layout:
             counts[t.table] = 1 if t.unique_units else t.contribution_cap * max(1, rows_factor)
             _insert(engine, pair_dbs[1], t.table, [tuple(variant[i])] * counts[t.table], cols)
-        if engine.query_rows(check)[0][0] or attempt == len(variants) - 1:
+        if _keyed_rows(engine, check)[0][0] or attempt == len(variants) - 1:
             break
         for _, t, _ in layout:
             engine.command(f"DELETE FROM {quote_identifier(pair_dbs[1])}.{quote_identifier(t.table)} "

@@ -84,6 +84,10 @@ class AuditRunner:
         self.sql = sql
         self.options = options
         self._noise = NoiseSource(seed)
+        # one cap key for both sides: the audit observes the mechanism given its key, on the two
+        # neighbours, where every unit both share keeps the same rows (docs/algorithms.md, "Which rows
+        # the cap keeps")
+        self._cap_key = self._noise.cap_key()
 
     # -- seams (tests override these to inject broken variants) --------------------------------
 
@@ -155,7 +159,7 @@ class AuditRunner:
             plan, opts = session.plan(self.sql, **self.options)
             noise = self.noise_plan(plan, opts)
             noise.additive = self.calibrate(plan, opts)
-            data = execute.exact(session.engine, plan, self.emit(plan, session.engine.database))
+            data = execute.exact(session.engine, plan, self.emit(plan, session.engine.database), self._cap_key)
             prepared.append((plan, noise, data))
         keys = list(dict.fromkeys([*prepared[0][2].keys, *prepared[1][2].keys]))
         sides: list[np.ndarray] = []
@@ -222,7 +226,7 @@ class AuditRunner:
         for session in self.sessions:
             plan, opts = session.plan(self.sql, **self.options)
             top = self.top_k_plan(plan, opts)
-            data = execute.exact(session.engine, plan, self.emit(plan, session.engine.database))
+            data = execute.exact(session.engine, plan, self.emit(plan, session.engine.database), self._cap_key)
             shown = [j for j, out in enumerate(plan.outputs) if not out.is_key]
             d = len(data.keys)
             rows = []
@@ -275,7 +279,8 @@ class AuditRunner:
         for session in self.sessions:
             plan, opts = session.plan(self.sql, **self.options)
             afplan, step = self._accuracy_plan(session, plan, opts)
-            exact = execute.exact(session.engine, plan, self.emit(plan, session.engine.database)).measures
+            emitted = self.emit(plan, session.engine.database)
+            exact = execute.exact(session.engine, plan, emitted, self._cap_key).measures
             blocks = afplan.blocks
             # observed in units of each measure's sensitivity (a neighbour moves each coordinate by at
             # most 1); the plan's noise on measure j is norm_j × the normalized noise

@@ -117,12 +117,13 @@ def audit_watch(session: Any, sql: str, *, trials: int = 20_000, questions: int 
     pair = build_neighbours(session.engine, plan, direction=direction)
     sessions = []
     values = []
+    key = NoiseSource(seed).cap_key()  # one key for both sides, as in the query audit
     try:
         for i, database in enumerate((pair.d_database, pair.dprime_database)):
             side = audit_session(session, database, None if seed is None else seed + i)
             sessions.append(side)
             side_plan, _ = side.plan(sql, **options)
-            data = execute.exact(side.engine, side_plan, emit_sql(side_plan, side.engine.database))
+            data = execute.exact(side.engine, side_plan, emit_sql(side_plan, side.engine.database), key)
             values.append(float(data.measures[question.measure][0]))
     finally:
         for s in sessions:

@@ -32,6 +32,9 @@ from dpch.mechanisms.exact import discrete_gaussian, discrete_laplace, rational_
 
 FIXED_SEED_ENV = "DPCH_ALLOW_FIXED_SEED"
 
+#: spawn key of the cap-key stream under a fixed seed ("cap-key")
+_CAP_KEY_STREAM = 0x6361702D6B6579
+
 
 def fixed_seeds_allowed() -> bool:
     """Whether this process may use a deterministic seed (tests and benchmarks only)."""
@@ -53,6 +56,17 @@ class NoiseSource:
                 )
             self.deterministic = True
         self.generator = np.random.Generator(np.random.PCG64DXSM(seed))
+        # the cap's keys come from a stream of their own, so that drawing one leaves the noise as it was
+        self._keys = np.random.Generator(np.random.PCG64DXSM(np.random.SeedSequence([seed, _CAP_KEY_STREAM])))
+
+    def cap_key(self) -> tuple[int, int]:
+        """A fresh 128-bit key for one release's contribution cap (the order in which each unit's rows
+        are kept, :func:`dpch.sql.cap.row_order`), as two 64-bit halves. From OS entropy, or under a
+        fixed seed from a stream of its own (the noise draws do not move). Never shown to anyone."""
+        if not self.deterministic:
+            return secrets.randbits(64), secrets.randbits(64)
+        first, second = self._keys.integers(0, 2**64, size=2, dtype=np.uint64, endpoint=False)
+        return int(first), int(second)
 
     def laplace(self, scale: float, size: int | tuple[int, ...] | None = None) -> np.ndarray:
         """Draws from Lap(scale), density exp(-|z|/scale) / (2 scale)."""

@@ -255,7 +255,7 @@ def answer(ctx: QueryContext, runs: AccuracyRuns, plan: QueryPlan, opts: QueryOp
                                 afplan.mechanism)
     # any failure from here on may depend on the data: the tripwire (docs/design.md rule 5)
     with reservation, ctx.accountant.tripwire(reservation):
-        data = execute.exact(ctx.engine, plan, emitted)
+        data = execute.exact(ctx.engine, plan, emitted, ctx.noise.cap_key())
         values = afplan.blocks.stack(data.measures)
         with ctx.noise.drawing() as source:
             path, run = start(afplan, values, source)
@@ -279,7 +279,7 @@ def _answer_direct(ctx: QueryContext, runs: AccuracyRuns, plan: QueryPlan, opts:
     cost = afplan.worst_cost
     entry = admit.charge(ctx.accountant, cost, datasets, plan, afplan.mechanism)
     with ctx.accountant.tripwire(entry):
-        data = execute.exact(ctx.engine, plan, emitted)
+        data = execute.exact(ctx.engine, plan, emitted, ctx.noise.cap_key())
         values = afplan.blocks.stack(data.measures)
         with ctx.noise.drawing() as source:
             path, run = start(afplan, values, source)

@@ -12,7 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from dpch.mechanisms.sampling import NoiseSource
 from dpch.sql.analyze import QueryPlan
+from dpch.sql.cap import keyed
 from dpch.store.engine import Engine
 
 
@@ -27,9 +29,13 @@ class GroupData:
     units: np.ndarray
 
 
-def exact(engine: Engine, plan: QueryPlan, sql: str) -> GroupData:
-    """Runs the emitted ``sql``; returns the exact inputs of every group."""
-    rows = engine.run_private(sql)
+def exact(engine: Engine, plan: QueryPlan, sql: str, key: tuple[int, int] | None = None) -> GroupData:
+    """Runs the emitted ``sql`` with the release's cap ``key`` (which rows each unit keeps,
+    :func:`dpch.sql.cap.row_order`); returns the exact inputs of every group. Without a key, a fresh
+    one from OS entropy: each call is then a release of its own, with its own choice of rows."""
+    if key is None:
+        key = NoiseSource().cap_key()
+    rows = engine.run_private(sql, keyed(sql, key))
     nkeys = len(plan.keys)
     additive = [m for m in plan.measures if m.kind != "histogram"]
     hists = [m for m in plan.measures if m.kind == "histogram"]

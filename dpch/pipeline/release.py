@@ -40,6 +40,11 @@ class Noise:
         self.source = NoiseSource(seed)
         self._lock = threading.Lock()
 
+    def cap_key(self) -> tuple[int, int]:
+        """A fresh key for one release's contribution cap (:meth:`NoiseSource.cap_key`)."""
+        with self._lock:
+            return self.source.cap_key()
+
     @contextmanager
     def drawing(self) -> Iterator[NoiseSource]:
         """The source, held for one release's draws."""

@@ -370,6 +370,11 @@ def notes(plan: QueryPlan, noise: NoisePlan, opts: QueryOptions) -> list[str]:
             out.append(f"{stat.label}: exponential mechanism on a grid of {grid_of(stat)[2]} points; with "
                        f"{opts.confidence:.0%} confidence its rank is within "
                        f"{rank_error(stat, noise, opts.confidence):.0f} rows of the exact quantile's")
+    stored = [t.table for t in plan.relation.tables if t.private and t.cap_order == "stored" and not t.unique_units]
+    if stored:
+        out.append(f"the contribution cap keeps each unit's first rows in the stored order of {', '.join(stored)} "
+                   "(the owner's cap_order=stored), not rows chosen at random: groups whose rows are stored later "
+                   "(e.g. later times) lose more of them")
     if noise.selection is not None:
         out.append(f"keys released by partition selection: a key appears only if its noisy count of distinct "
                    f"units exceeds {noise.selection.threshold:g}")

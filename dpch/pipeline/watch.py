@@ -317,7 +317,7 @@ class Watches:
                     continue
                 moved = False
                 with self.accountant.tripwire(entry):  # from here on a failure may depend on the data (rule 5)
-                    data = execute.exact(self.ctx.engine, plan, emitted)
+                    data = execute.exact(self.ctx.engine, plan, emitted, self.ctx.noise.cap_key())
                     value = float(data.measures[question.measure][0])
                     try:
                         state, top, charged = self._step(state, value)

@@ -16,7 +16,11 @@ from dpch.errors import PolicyError
 #: ``dpch policy verify`` removes the item
 LEGACY_VERIFIED = "verified_parts"
 TABLE_KEYS = {"privacy_unit", "max_rows_per_unit", "unique_units", "max_groups_per_unit", "public", "split_cap",
-              LEGACY_VERIFIED}
+              "cap_order", LEGACY_VERIFIED}
+#: which rows the cap keeps: ``random`` (the default: k rows per unit chosen at random per row, under a key
+#: drawn for each release) or ``stored`` (the owner's explicit choice: each unit's first k rows in the
+#: table's stored order — faster on a table sorted by its unit, and biased towards the rows stored first)
+CAP_ORDERS = ("random", "stored")
 COLUMN_KEYS = {"bounds", "public", "values"}
 
 _WRAPPER = re.compile(r"^(?:Nullable|LowCardinality)\((.*)\)$")
@@ -119,12 +123,17 @@ class TablePolicy:
     #: cap runs in two parallel branches (:func:`dpch.sql.cap.capped_rows`) — faster on large tables,
     #: a few ms slower on small ones, the same rows always
     split_cap: bool = False
+    #: which rows the cap keeps (:data:`CAP_ORDERS`): ``stored`` only where the owner wrote ``cap_order=stored``
+    cap_order: str = "random"
     #: whether ``dpch_verified`` holds a verification that no unit has more than
     #: ``max_rows_per_unit`` rows (:func:`dpch.policy.verify.verify_rows_per_unit`)
     verified: bool = False
     #: whether the table's engine is Distributed (system.tables): its rows lie on several shards, where
     #: the split cap's index and a verification's data parts do not exist (:func:`refuse_on_shards`)
     distributed: bool = False
+    #: the table's engine (system.tables), e.g. ``MergeTree``; empty for a policy built without its table.
+    #: It decides how the cap tells rows apart (:func:`dpch.sql.cap.row_identity`)
+    engine: str = ""
     #: whether the table's data is still the verified data, read when the policy was looked up (for
     #: ``dpch policy show`` only: the emitted query checks it again itself, :func:`dpch.sql.cap.verified_guard`)
     verified_current: bool = False
@@ -222,6 +231,10 @@ class TablePolicy:
                 lines.append("  split cap: the cap runs in two parallel branches" if self.unit_indexed and
                              not self.nullable_unit else "  split cap declared, but the table is not stored "
                              "ordered by its (non-Nullable) unit first in the primary key: the cap runs in one stream")
+            if not self.unique_units:
+                lines.append("  cap keeps: each unit's first k rows in the stored order (cap_order=stored: biased "
+                             "towards the rows stored first)" if self.cap_order == "stored" else
+                             "  cap keeps: k rows per unit chosen at random per row, afresh for each release")
             if self.max_groups_per_unit is not None:
                 lines.append(f"  max groups per unit: {self.max_groups_per_unit}")
         if self.sources:
@@ -245,6 +258,8 @@ class TablePolicy:
             items.append(f"max_groups_per_unit={self.max_groups_per_unit}")
         if self.split_cap:
             items.append("split_cap")
+        if self.cap_order != "random":
+            items.append(f"cap_order={self.cap_order}")
         return f"dp: {', '.join(items)}" if items else ""
 
     def as_dict(self) -> dict[str, Any]:
@@ -257,6 +272,7 @@ class TablePolicy:
             "nullable_unit": self.nullable_unit,
             "max_groups_per_unit": self.max_groups_per_unit,
             "split_cap": self.split_cap,
+            "cap_order": self.cap_order,
             # current/stale only: the record itself (its parts' checksums) is never shown
             "rows_verified": ("current" if self.verified_current else "stale") if self.verified else None,
             "columns": {
@@ -325,6 +341,13 @@ def build_table_policy(
     split = _flag(table_spec.get("split_cap", False), f"table {table}: split_cap")
     if split and unit is None:
         raise PolicyError(f"table {table}: split_cap needs a privacy_unit (it splits the contribution cap)")
+    order = table_spec.get("cap_order", "random")
+    if order not in CAP_ORDERS:
+        raise PolicyError(f"table {table}: cap_order must be one of {', '.join(CAP_ORDERS)}, not {order!r}")
+    if order == "stored" and (unit is None or not sorting_key or sorting_key[0] != unit):
+        raise PolicyError(
+            f"table {table}: cap_order=stored needs a table stored ORDER BY its privacy_unit first",
+            hint="without it the stored order is not a per-unit order; leave cap_order out (random rows)")
     if unit is None and (cap is not None or unique):
         raise PolicyError(
             f"table {table} sets a contribution cap but names no privacy_unit",
@@ -340,6 +363,7 @@ def build_table_policy(
         public=public,
         sources=sources,
         split_cap=split,
+        cap_order=order,
         sorting_key=tuple(k for k in sorting_key if k in column_types)
         if all(k in column_types for k in sorting_key)
         else (),

@@ -110,7 +110,7 @@ class Policy:
             primary_key,
         )
         # a Distributed table's rows lie on shards: the cap's single-store forms are refused on it
-        policy = replace(policy, distributed=table_engine == "Distributed")
+        policy = replace(policy, distributed=table_engine == "Distributed", engine=table_engine)
         if policy.private and policy.max_rows_per_unit is not None and not policy.unique_units:
             # cached with the policy: whether a record exists decides the emitted query's form (its
             # guard checks the record again as it runs, so a cached answer is never unsafe), and

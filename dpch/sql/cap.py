@@ -1,6 +1,19 @@
 """The per-unit contribution cap as emitted SQL: which rows each unit keeps, and how it runs fast.
 
-The cap keeps each unit's first k rows (``ORDER BY <order> LIMIT k BY <unit>``). ClickHouse runs
+**Which rows.** The cap keeps k rows of each unit chosen uniformly at random, per row, afresh for
+each release (docs/design.md rule 10): ``ORDER BY <unit>, sipHash64Keyed(<key>, <row number>) LIMIT
+k BY <unit>`` (:func:`row_order`). The row number is the row's position in the table as the query
+reads it (``_part_starting_offset + _part_offset``, and the shard on a Distributed table,
+:func:`row_identity`): distinct for every row, whatever its values, so equal rows do not tie. The
+key is 128 bits drawn for the release (:meth:`dpch.mechanisms.sampling.NoiseSource.cap_key`) and
+bound as two query parameters (:data:`CAP_KEY_PARAMETERS`): it is in no SQL text dpch shows, logs or
+stores; EXPLAIN shows the placeholders. SipHash is a pseudo-random function, so under a key nobody
+sees the order of a unit's rows is a uniformly random permutation, independent across units
+(docs/algorithms.md, "Which rows the cap keeps"). Before issue 27 the cap kept the first k rows in
+the table's stored order (usually time: every time series bent downwards) or by a hash of the
+selected values (equal values tied, so a unit kept all of one value or none).
+
+The cap keeps them with ``ORDER BY … LIMIT k BY <unit>``. ClickHouse runs
 ``LIMIT BY`` after merging its sorted read streams into one, so on a large table the cap runs on
 one core. Two rewrites keep exactly the same rows and run on more:
 
@@ -11,7 +24,7 @@ one core. Two rewrites keep exactly the same rows and run on more:
   half is capped on its own in one branch of a ``UNION ALL``; ClickHouse runs the branches in
   parallel, each reading only its half of the granules. Every unit lies wholly in one branch
   (``u < p`` and ``NOT (u < p)`` are complements for any non-NULL ``u`` and ``p``; NULL units are
-  already excluded or not allowed here), so each unit keeps the same k rows in the same order:
+  already excluded or not allowed here), so each unit keeps the same k rows under the same key:
   the split point decides only the speed, never the answer, and it is computed inside the query
   (nothing of the data is written in the SQL dpch shows). Splitting by a *hash* of the unit keeps
   the same rows too, but each branch then reads the whole table: measured ~2× slower than one
@@ -46,6 +59,59 @@ INDEX_ALIAS = "__index"
 
 #: name of the per-unit row count in :func:`count_by_unit`
 UNIT_ROWS = "__n"
+
+
+#: the query parameters holding the two 64-bit halves of a release's cap key (:func:`row_order`)
+CAP_KEY_PARAMETERS = ("dpch_cap_key0", "dpch_cap_key1")
+
+#: marks a virtual column of :func:`row_identity` (the probe's synthetic row has none: it reads 0)
+ROW_MARK = "dpch_row"
+
+
+def row_identity(engine: str, qualifier: str | None) -> list[exp.Expr] | None:
+    """The expressions that tell a row from every other row the query reads, whatever its values:
+    on a MergeTree-family table its row number, ``_part_starting_offset + _part_offset`` (the part's
+    first row in the parts the query reads, which no filter changes, plus the row's offset in its
+    part); on a Distributed table that and ``_shard_num`` (each shard numbers its own rows). None for
+    an engine without these virtual columns (Memory, Log, …): the cap then orders by ``rand64()``."""
+    def virtual(name: str) -> exp.Column:
+        node = exp.Column(this=exp.Identifier(this=name, quoted=False),
+                          table=exp.Identifier(this=qualifier, quoted=False) if qualifier else None)
+        node.meta[ROW_MARK] = True
+        return node
+
+    row = exp.Add(this=virtual("_part_starting_offset"), expression=virtual("_part_offset"))
+    if engine == "Distributed":
+        return [virtual("_shard_num"), row]
+    if engine.endswith("MergeTree") or not engine:  # not engine: a policy built without its table
+        return [row]
+    return None
+
+
+def cap_key_placeholders() -> exp.Tuple:
+    """``({dpch_cap_key0: UInt64}, {dpch_cap_key1: UInt64})``: the key as bound query parameters."""
+    uint64 = exp.DataType(this=exp.DataType.Type.UBIGINT, nullable=False)  # not Nullable(UInt64): the key is no NULL
+    return exp.Tuple(expressions=[exp.Placeholder(this=exp.var(name), kind=uint64.copy())
+                                  for name in CAP_KEY_PARAMETERS])
+
+
+def cap_parameters(key: tuple[int, int]) -> dict[str, int]:
+    """The query parameters binding ``key`` to :func:`cap_key_placeholders`."""
+    return dict(zip(CAP_KEY_PARAMETERS, key, strict=True))
+
+
+def keyed(sql: str, key: tuple[int, int]) -> dict[str, int]:
+    """The cap parameters ``sql`` uses (none when it emits no random cap): a query given a parameter it
+    does not name would be formatted client-side by clickhouse-connect, ``%`` and all."""
+    return {name: value for name, value in cap_parameters(key).items() if "{" + name + ":" in sql}
+
+
+def row_order(identity: list[exp.Expr] | None) -> exp.Expr:
+    """The order of a unit's rows the cap keeps the first k of: ``sipHash64Keyed(<key>, <row>)``
+    (a keyed pseudo-random function of the row's identity), or ``rand64()`` without an identity."""
+    if identity is None:
+        return call("rand64")
+    return call("sipHash64Keyed", cap_key_placeholders(), *identity)
 
 
 def split_point(database: str, table: str, unit: str) -> exp.Subquery:
@@ -209,5 +275,7 @@ def _where(select: exp.Select, condition: exp.Expr) -> exp.Select:
     return select
 
 
-__all__ = ["PART_MARK", "SPLIT_MARKS", "UNIT_ROWS", "capped", "capped_rows", "count_by_unit", "current_parts",
+__all__ = ["CAP_KEY_PARAMETERS", "PART_MARK", "ROW_MARK", "cap_key_placeholders", "cap_parameters", "keyed",
+           "row_identity", "row_order", "SPLIT_MARKS", "UNIT_ROWS", "capped", "capped_rows", "count_by_unit",
+           "current_parts",
            "split_index_table", "split_point", "VERIFIED", "VerifiedTable", "verified_branches", "verified_record"]

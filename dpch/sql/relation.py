@@ -37,7 +37,7 @@ from dpch.errors import DpchError, QueryRejected
 from dpch.policy.model import ColumnPolicy, TablePolicy, base_type, is_integer_type
 from dpch.sql.aliases import check_shadowing
 from dpch.sql.bounds import ColumnRef, Interval, ValueTranslator, condition, expression_type
-from dpch.sql.cap import VerifiedTable
+from dpch.sql.cap import VerifiedTable, row_identity, row_order
 from dpch.sql.expression_types import ExpressionTypes
 from dpch.sql.nodes import column, limit_by, ordered, paren, show, subquery, table
 from dpch.sql.parse import DIALECT
@@ -106,6 +106,9 @@ class Relation:
     #: one table whose rows per unit the owner verified: its rows are read in the two guarded branches
     #: of :func:`.cap.verified_branches` (uncapped while the data is the verified data, else capped)
     verified: VerifiedTable | None = None
+    #: what tells the private table's rows apart as the relation reads them (:func:`.cap.row_identity`;
+    #: None: no row identity, the cap orders by ``rand64()``)
+    row_id: list[exp.Expr] | None = None
 
     @property
     def order(self) -> list[exp.Expr]:
@@ -262,6 +265,7 @@ class RelationBuilder:
             max_groups_per_unit=policy.max_groups_per_unit,
             unit_name=policy.privacy_unit or "",
             verified=verified,
+            row_id=row_identity(policy.engine, inner),
         )
 
     def _derived(self, select: exp.Select, alias: str | None, ctes: dict[str, exp.Select]) -> Relation:
@@ -346,7 +350,7 @@ class RelationBuilder:
                           cap=left.cap, tables=left.tables + [policy], conditions=left.conditions,
                           joins=list(left.joins), needs_cap=left.needs_cap,
                           max_groups_per_unit=left.max_groups_per_unit, unit_name=left.unit_name,
-                          verified=left.verified)
+                          verified=left.verified, row_id=left.row_id)
         if on is not None:
             _check_lookup_condition(merged, on, {c.base_sql for c in right_columns}, asof="ASOF" in words)
         elif "ASOF" in words:
@@ -408,7 +412,8 @@ class RelationBuilder:
         )
 
     def _capped(self, relation: Relation) -> exp.Select:
-        """The relation's one table with each unit cut to its k rows (in stored order, else by unit)."""
+        """The relation's one table with each unit cut to k of its rows, chosen at random per row under
+        the release's key (:func:`.cap.row_order`)."""
         assert relation.source is not None
         database, name, _ = relation.source
         select = exp.Select(expressions=[exp.Star()]).from_(table(database, name), copy=False)
@@ -416,7 +421,9 @@ class RelationBuilder:
         if not relation.needs_cap:
             return select
         unit = column(relation.unit_name)
-        order = [column(c) for c in relation.order_columns] or [unit]
+        order = [unit, row_order(row_identity(relation.tables[0].engine, None))]
+        if relation.order_columns and relation.tables[0].cap_order == "stored":
+            order = [column(c) for c in relation.order_columns]  # the owner's choice: first k as stored
         select.set("order", exp.Order(expressions=[ordered(o) for o in order]))
         select.set("limit", limit_by(relation.cap, unit))
         return select

@@ -5,14 +5,13 @@ Shape of the emitted query:
     WITH __rows AS (                      -- the capped rows
         SELECT <column> AS c0, …, <unit> AS __unit
         FROM <tables and joins> WHERE <filters, key domains>
-        ORDER BY <stored order, or unit + row hash> LIMIT k BY <unit>)
+        ORDER BY <unit>, <keyed hash of the row number> LIMIT k BY <unit>)
     SELECT <key> AS k0, …, <measure> AS m0, …
     FROM __rows [WHERE (__unit, keys) IN <each unit's first G keys>]
     GROUP BY k0, …
 
-Rows of a unit are kept deterministically: in the table's stored order when it is sorted by
-the unit (ClickHouse then streams ``LIMIT BY``: 0.22 s vs 0.62 s with a hash sort on 10 M rows
-here), else by unit and a hash of the row. Nothing of the analyst's text reaches ClickHouse
+The rows a unit keeps are chosen at random per row under a key drawn for each release, bound as
+query parameters (:func:`.cap.row_order`; docs/design.md rule 10). Nothing of the analyst's text reaches ClickHouse
 except through this module: the query is one tree assembled from the plan's trees (built by
 :mod:`.nodes`, never parsed from text) and rendered once (docs/design.md rule 4).
 """
@@ -24,10 +23,13 @@ from sqlglot import exp
 from dpch.policy.model import TablePolicy, base_type
 from dpch.sql.analyze import UNIT_COLUMN, QueryPlan
 from dpch.sql.cap import (
+    CAP_KEY_PARAMETERS,
     PART_MARK,
+    ROW_MARK,
     capped,
     capped_rows,
     count_by_unit,
+    row_order,
     split_index_table,
     split_point,
     verified_branches,
@@ -77,20 +79,21 @@ def _inner(plan: QueryPlan, *, cap: bool = True, fast: bool = True) -> exp.Query
 
 
 def _capped(plan: QueryPlan, select: exp.Select, *, split: bool) -> exp.Query:
-    """``select``'s rows cut to each unit's first k: split over two unit ranges where the owner
-    declared ``split_cap`` (and ``split``), else in one stream."""
+    """``select``'s rows cut to k of each unit's rows, chosen at random per row under the release's key
+    (:func:`.cap.row_order`): split over two unit ranges where the owner declared ``split_cap`` (and
+    ``split``), else in one stream."""
     relation = plan.relation
+    assert relation.unit is not None
     unit = column(UNIT_COLUMN)
-    order = relation.order
+    # by the unit as the table stores it first: on a table sorted by its unit ClickHouse reads in that
+    # order and sorts each unit's rows by the key alone
+    order = [relation.unit.copy(), row_order(relation.row_id)]
+    if relation.order and relation.tables[0].cap_order == "stored":
+        order = relation.order  # the owner's explicit choice: each unit's first k rows as stored
     source = _split_source(plan)
     if split and source is not None:
         # stored ordered by the unit: two branches over the two halves of the unit range
-        assert relation.unit is not None
         return capped_rows(select, order, relation.cap, unit, relation.unit, split_point(*source, relation.unit_name))
-    if not order:
-        order = [unit]
-        if plan.inner:
-            order.append(call("cityHash64", *(column(name) for name, _ in plan.inner)))
     return capped(select, order, relation.cap, unit)
 
 
@@ -215,6 +218,10 @@ def emit_probe_sqls(plan: QueryPlan, database: str) -> tuple[str, str]:
             return exp.Subquery(this=synthetic[node.name].copy(), alias=node.args.get("alias"))
         if isinstance(node, exp.Column) and node.meta.get(PART_MARK):
             return exp.Literal.string("")  # the synthetic row is in no part
+        if isinstance(node, exp.Column) and node.meta.get(ROW_MARK):
+            return cast_to(exp.Literal.number(0), "UInt64")  # nor has a row number or shard
+        if isinstance(node, exp.Placeholder) and node.name in CAP_KEY_PARAMETERS:
+            return cast_to(exp.Literal.number(0), "UInt64")  # any key: the probe reads no row of the data
         index = split_index_table(node)
         if index is not None and index[0] == database and index[1] in synthetic:
             # the cap's split point reads the table's primary index: the probe reads the row instead

@@ -490,8 +490,9 @@ class Engine:
 
     # -- emitted private SQL -----------------------------------------------------------------
 
-    def run_private(self, sql: str) -> list[tuple[Any, ...]]:
-        """Runs SQL that dpch emitted from an analyzed plan.
+    def run_private(self, sql: str, parameters: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        """Runs SQL that dpch emitted from an analyzed plan, with the query ``parameters`` it names
+        (the release's cap key, :func:`dpch.sql.cap.keyed`: bound by ClickHouse, in no SQL text).
 
         ClickHouse's own error text can quote row values, so it never reaches the caller:
         the error says only that execution failed (docs/design.md rule 4).
@@ -501,7 +502,7 @@ class Engine:
 
         try:
             with self.pool.client() as client:
-                return list(client.query(sql).result_rows)
+                return list(client.query(sql, parameters=parameters or None).result_rows)
         except ClickHouseError as exc:
             error = ExecutionError(
                 "ClickHouse failed while computing the private aggregate",

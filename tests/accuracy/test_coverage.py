@@ -27,6 +27,7 @@ from dpch.pipeline import execute
 from dpch.pipeline.accuracy_first import GridRun, iterate, result_rows, start
 from dpch.sql.accuracy_target import AccuracyTarget
 from dpch.sql.rewrite import emit_sql
+from tests.helpers import CAP_KEY
 
 TRIALS = 300
 Z999 = 3.29
@@ -44,7 +45,7 @@ def _runs(session, sql: str, target: AccuracyTarget, *, seed: int, shrink: float
           uniform: bool | None = None) -> tuple[float, int, int]:
     """(coverage rate, checks, runs that met the target) over TRIALS runs of one query."""
     plan, _ = session.plan(sql)
-    data = execute.exact(session.engine, plan, emit_sql(plan, session.engine.database))
+    data = execute.exact(session.engine, plan, emit_sql(plan, session.engine.database), CAP_KEY)
     truth = {}
     for name, stat in plan.stats.items():
         if stat.kind == "avg":

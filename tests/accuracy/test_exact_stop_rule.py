@@ -29,7 +29,7 @@ from dpch.pipeline import execute
 from dpch.pipeline.accuracy_first import iterate, result_rows, start
 from dpch.sql.accuracy_target import AccuracyTarget
 from dpch.sql.rewrite import emit_sql
-from tests.helpers import refused_uncharged
+from tests.helpers import CAP_KEY, refused_uncharged
 
 RUNS = 200
 Z999 = 3.29
@@ -47,7 +47,7 @@ def session(connect, visits_db):
 def _coverage(session, target: AccuracyTarget, seed: int) -> tuple[float, int]:
     """(share of runs that released every count within ±h of the truth, runs that released)."""
     plan, _ = session.plan(SQL)
-    data = execute.exact(session.engine, plan, emit_sql(plan, session.engine.database))
+    data = execute.exact(session.engine, plan, emit_sql(plan, session.engine.database), CAP_KEY)
     truth = data.measures[plan.stats[plan.outputs[1].stats[0]].measures[0]]
     afplan = planner.plan_accuracy(plan, target, mechanism=None, delta=0.0, filter_name="ex_post",
                                    budget_delta=1e-5, epsilon_hint=100.0, admits=lambda c: True,

@@ -52,6 +52,10 @@ EPSILONS = (0.005, 0.02, 0.1)
 SCENARIOS = (("hits", 1, "count()"), ("views", 10, "count(DISTINCT pid)"))
 
 
+#: a fixed cap key (a release draws its own)
+CAP_KEY = (0x0123456789ABCDEF, 0xFEDCBA9876543210)
+
+
 def load(session: dpch.Session, table: str, people: int, pages_each: int, seed: int = 1) -> dict[int, int]:
     """``people`` persons, each visiting ``pages_each`` distinct pages of 0…999 drawn with Zipf(1.1)
     popularity (fewer where the draw repeats); returns each page's exact number of visitors."""
@@ -76,7 +80,7 @@ def true_top(counts: dict[int, int], k: int) -> set[int]:
 def precision_top_k(session: dpch.Session, sql: str, counts: dict[int, int], k: int, runs: int) -> float:
     plan, opts = session.plan(sql)
     noise = calibrate_top_k(plan, opts)
-    data = execute.exact(session.engine, plan, emit_sql(plan, session.engine.database))
+    data = execute.exact(session.engine, plan, emit_sql(plan, session.engine.database), CAP_KEY)
     truth = true_top(counts, k)
     hits = [len({row[0] for row in release_top_k(plan, opts, noise, data, NoiseSource(seed))[1]} & truth)
             for seed in range(runs)]
@@ -86,7 +90,7 @@ def precision_top_k(session: dpch.Session, sql: str, counts: dict[int, int], k: 
 def precision_sorted(session: dpch.Session, sql: str, counts: dict[int, int], runs: int) -> dict[int, float]:
     plan, opts = session.plan(sql)
     noise = calibrate(plan, opts)
-    data = execute.exact(session.engine, plan, emit_sql(plan, session.engine.database))
+    data = execute.exact(session.engine, plan, emit_sql(plan, session.engine.database), CAP_KEY)
     hits: dict[int, list[int]] = {k: [] for k in KS}
     truth = {k: true_top(counts, k) for k in KS}
     for seed in range(runs):

@@ -17,7 +17,7 @@ from scipy import stats
 
 from dpch import Budget
 from dpch.pipeline import execute
-from tests.helpers import make_table
+from tests.helpers import CAP_KEY, make_table
 
 GROUPS = [f"g{i:03d}" for i in range(100)]
 QUERIES = 100
@@ -39,7 +39,7 @@ def noisy(connect):
     plan, _ = session.plan("SELECT g, count(*), sum(x) FROM t GROUP BY g")
     from dpch.sql.rewrite import emit_sql
 
-    exact = execute.exact(session.engine, plan, emit_sql(plan, session.engine.database)).measures
+    exact = execute.exact(session.engine, plan, emit_sql(plan, session.engine.database), CAP_KEY).measures
 
     def run(settings: str) -> dict[str, np.ndarray]:
         released = {"count": [], "sum": [], "count_cover": [], "sum_cover": []}

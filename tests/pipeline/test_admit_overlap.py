@@ -35,9 +35,9 @@ class Observed:
         self.writer = writer
         real_run = Engine.run_private
 
-        def run_private(engine: Engine, sql: str) -> list[tuple]:
+        def run_private(engine: Engine, sql: str, parameters: dict | None = None) -> list[tuple]:
             try:
-                return real_run(engine, sql)
+                return real_run(engine, sql, parameters)
             finally:
                 self.events.append("aggregate")
                 self.aggregate_done.set()

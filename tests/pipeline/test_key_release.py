@@ -88,9 +88,9 @@ def test_free_key_release_reads_nothing_and_draws_no_noise(session, monkeypatch)
     runs: list[str] = []
     real = Engine.run_private
 
-    def counting(self: Engine, sql: str) -> list[tuple]:
+    def counting(self: Engine, sql: str, parameters: dict | None = None) -> list[tuple]:
         runs.append(sql)
-        return real(self, sql)
+        return real(self, sql, parameters)
 
     monkeypatch.setattr(Engine, "run_private", counting)
     state = session.context.noise.source.generator.bit_generator.state

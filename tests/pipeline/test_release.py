@@ -9,11 +9,12 @@ from dpch.pipeline import execute
 from dpch.pipeline.calibrate import calibrate
 from dpch.pipeline.release import Noise, release_rows
 from dpch.sql.rewrite import emit_sql
+from tests.helpers import CAP_KEY
 
 
 def _inputs(session, sql):
     plan, opts = session.plan(sql)
-    data = execute.exact(session.engine, plan, emit_sql(plan, session.engine.database))
+    data = execute.exact(session.engine, plan, emit_sql(plan, session.engine.database), CAP_KEY)
     return plan, opts, calibrate(plan, opts), data
 
 

@@ -13,7 +13,7 @@ from dpch.pipeline import execute, release
 from dpch.pipeline.calibrate import NoisePlan, calibrate, shared_count
 from dpch.pipeline.execute import GroupData
 from dpch.sql.rewrite import emit_sql
-from tests.helpers import make_table
+from tests.helpers import CAP_KEY, make_table
 
 ONE_ROW = "SELECT city, count(*) AS n FROM residents GROUP BY city SETTINGS dp_epsilon = 1, dp_delta = 1e-6"
 
@@ -99,7 +99,7 @@ def test_the_released_count_is_the_noisy_count_that_was_selected(session):
     is the selection's discrete Laplace, and the interval holds at its stated confidence."""
     plan, opts = session.plan(ONE_ROW)
     noise = calibrate(plan, opts)
-    data = execute.exact(session.engine, plan, emit_sql(plan, session.engine.database))
+    data = execute.exact(session.engine, plan, emit_sql(plan, session.engine.database), CAP_KEY)
     exact = {k[0]: u for k, u in zip(data.keys, data.units, strict=True)}
     assert exact["c99"] == 40 and len(exact) == 8
     errors = []
@@ -120,7 +120,7 @@ def test_an_independent_draw_for_the_value_is_caught(session, monkeypatch):
     or below the threshold (the check above fails on it)."""
     plan, opts = session.plan(ONE_ROW.replace("dp_epsilon = 1", "dp_epsilon = 0.05"))
     noise = calibrate(plan, opts)
-    data = execute.exact(session.engine, plan, emit_sql(plan, session.engine.database))
+    data = execute.exact(session.engine, plan, emit_sql(plan, session.engine.database), CAP_KEY)
     low = GroupData(keys=data.keys, measures=data.measures, histograms=data.histograms,
                     units=np.where(np.array([k[0] for k in data.keys]) == "c99", noise.selection.threshold,
                                    data.units))

@@ -23,6 +23,7 @@ from dpch.policy.verified import VERIFIED_TABLE
 from dpch.policy.verify import verify_rows_per_unit
 from dpch.sql.cap import VERIFIED
 from dpch.sql.rewrite import emit_tree, render
+from tests.helpers import CAP_KEY, query_keyed
 
 CAP = 3
 DDL = ("uid UInt32, seq UInt32, region String COMMENT 'dp: public, values=[\"a\", \"b\"]', "
@@ -63,7 +64,7 @@ def _insert(session, rows) -> None:
 
 
 def _values(session, plan, tree) -> dict:
-    data = exact(session.engine, plan, render(tree))
+    data = exact(session.engine, plan, render(tree), CAP_KEY)
     return {k: tuple(float(data.measures[m][i]) for m in sorted(data.measures)) for i, k in enumerate(data.keys)}
 
 
@@ -191,14 +192,14 @@ def test_when_verified_the_capped_branch_reads_no_row(session):
     marks = session.engine.query_rows(
         f"SELECT sum(marks) FROM system.parts WHERE database = '{session.engine.database}' AND table = 't' AND active")
     limit = f" , max_rows_to_read = {len(ROWS) + int(marks[0][0]) + 5}, read_overflow_mode = 'throw'"
-    session.engine.query_rows(sql + limit)
+    query_keyed(session.engine, sql + limit)
     with pytest.raises(Exception, match="(?i)limit"):  # the control: both branches over the limit
         tree = emit_tree(plan)
         first, rest = _branches(tree)
         for select in rest:
             _set_guard(select, True)
             select.args["where"].find(exp.Not).replace(exp.true())
-        session.engine.query_rows(render(tree) + limit)
+        query_keyed(session.engine, render(tree) + limit)
 
 
 def test_a_merge_makes_the_verification_stale(session):

@@ -44,7 +44,8 @@ GATEWAY = textwrap.dedent("""
     if spec.get("fail_after_charge"):  # this gateway's emitted SQL fails inside ClickHouse (the tripwire's case)
         from dpch.store.engine import Engine
         real = Engine.run_private
-        Engine.run_private = lambda self, sql: real(self, f"SELECT * FROM ({sql}) AS r WHERE throwIf(1) = 0")
+        Engine.run_private = lambda self, sql, parameters=None: real(
+            self, f"SELECT * FROM ({sql}) AS r WHERE throwIf(1) = 0", parameters)
     from dpch.server import ServerConfig, make_server
     server = make_server(ServerConfig.from_mapping(spec["config"]), host="127.0.0.1", port=0)
     server.start()

@@ -39,6 +39,7 @@ from dpch.errors import DpchError
 from dpch.sql import functions
 from dpch.sql.expression_types import Family, families
 from dpch.sql.rewrite import emit_probe_sqls, emit_sql
+from tests.helpers import query_keyed
 from tests.soundness.vocabulary import BOGUS_ZONES, of_type, types
 
 TABLE = "v"
@@ -268,7 +269,7 @@ def run(session, case: Case) -> Outcome:
         return Outcome(case, "refused", str(exc)[:200])
     emitted = emit_sql(plan, db)
     try:
-        session.engine.query_rows(emitted)
+        query_keyed(session.engine, emitted)
     except Exception as exc:  # noqa: BLE001 — any failure after the checks is the verdict
         found = _CODE.search(str(exc))
         return Outcome(case, "raised", found.group(1) if found else str(exc)[:200])

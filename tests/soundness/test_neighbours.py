@@ -49,7 +49,7 @@ from dpch.errors import DpchError
 from dpch.pipeline.top_k import per_key_sensitivity
 from dpch.sql.parse import DIALECT
 from dpch.sql.rewrite import emit_probe_sqls, emit_sql
-from tests.helpers import make_table
+from tests.helpers import make_table, query_keyed
 from tests.soundness import grammar
 from tests.soundness.grammar import (
     CAP,
@@ -193,7 +193,7 @@ def _run(session, emitted: str, variant: str) -> list[tuple] | str:
     db = session.engine.database
     sql = _on_variant(emitted, db, variant)
     try:  # raw, so the test sees ClickHouse's reason; one thread: ~3x faster on tiny tables
-        return session.engine.query_rows(sql + ONE_THREAD)
+        return query_keyed(session.engine, sql + ONE_THREAD)
     except Exception as exc:  # noqa: BLE001 — any failure is verdict (a)
         return f"{type(exc).__name__}: {str(exc)[:300]}"
 

@@ -16,7 +16,7 @@ from dpch.pipeline import execute
 from dpch.pipeline.calibrate import NoisePlan, calibrate, check_cost
 from dpch.sql.rewrite import emit_sql
 from dpch.sql.statistics import stat_values
-from tests.helpers import make_table
+from tests.helpers import CAP_KEY, make_table, run_private_keyed
 
 PEOPLE = ("person_id UInt64, name String, income Float64 COMMENT 'dp: bounds=[0, 200000]', "
           "price Decimal(18, 2) COMMENT 'dp: bounds=[0, 100]', v UInt64 COMMENT 'dp: bounds=[0, 2305843009213693952]'")
@@ -116,7 +116,7 @@ def test_decimal_division_by_zero_and_overflow_do_not_raise(connect):
         ("price * price * price * price > 1", "SELECT count() FROM people WHERE price * price * price * price > 1"),
     ]:
         plan, _ = session.plan(sql)
-        exact = execute.exact(session.engine, plan, emit_sql(plan, session.engine.database)).measures
+        exact = execute.exact(session.engine, plan, emit_sql(plan, session.engine.database), CAP_KEY).measures
         direct = session.engine.query_rows(
             f"SELECT count() FROM {session.engine.table('people')} WHERE "
             + where.replace("price", "toFloat64(price)"))[0][0]
@@ -139,7 +139,7 @@ def test_integer_sums_do_not_wrap_at_2_64(connect):
     for table in ("people", "people_minus_one"):
         plan, _ = session.plan(f"SELECT sum(v) FROM {table}")
         measure = plan.measures[0]
-        rows_out = session.engine.run_private(emit_sql(plan, session.engine.database))
+        rows_out = run_private_keyed(session.engine, emit_sql(plan, session.engine.database))
         sums[table] = int(rows_out[0][0])
     assert sums["people"] == 16 * big
     assert sums["people"] - sums["people_minus_one"] == 2 * big <= measure.sensitivity
@@ -159,7 +159,7 @@ def test_integer_values_beyond_2_62_are_not_wrapped_through_int128(connect, sql)
     plan, _ = session.plan(sql)
     emitted = emit_sql(plan, session.engine.database)
     assert "toInt128(least" not in emitted  # the wrapping form is gone
-    data = execute.exact(session.engine, plan, emitted)
+    data = execute.exact(session.engine, plan, emitted, CAP_KEY)
     (stat,) = plan.stats.values()
     exact = stat_values(stat, {m: v.astype(float) for m, v in data.measures.items()}, {})[0]
     power = 4 if "pow" in sql else 3
@@ -227,7 +227,7 @@ def test_null_unit_rows_are_excluded(connect):
     exact = []
     for table in ("n0", "n1"):
         plan, _ = session.plan(f"SELECT sum(x), count() FROM {table}")
-        exact.append(execute.exact(session.engine, plan, emit_sql(plan, session.engine.database)).measures)
+        exact.append(execute.exact(session.engine, plan, emit_sql(plan, session.engine.database), CAP_KEY).measures)
     assert float(exact[0]["m0"][0]) == float(exact[1]["m0"][0]) == 12.0
     assert float(exact[0]["m1"][0]) == float(exact[1]["m1"][0]) == 2.0
     assert "Nullable" in session.table_policy("n0").describe()
@@ -279,6 +279,6 @@ def test_integer_bounds_between_2_32_and_2_53_run(connect):
     rows = [(i, i * 1_000_000_007) for i in range(1, 20)]
     make_table(session, ddl, rows, ["uid", "n"], name="w", comment="dp: privacy_unit=uid, max_rows_per_unit=1")
     plan, _ = session.plan("SELECT sum(n * 2), avg(n) FROM w")
-    out = session.engine.run_private(emit_sql(plan, session.engine.database))[0]
+    out = run_private_keyed(session.engine, emit_sql(plan, session.engine.database))[0]
     assert int(out[0]) == sum(2 * n for _, n in rows)
     assert session.query("SELECT sum(n * 2) FROM w SETTINGS dp_epsilon = 1").rows

@@ -22,7 +22,7 @@ import pytest
 from dpch.accounting.budget import Budget
 from dpch.pipeline import execute
 from dpch.sql.rewrite import emit_sql
-from tests.helpers import make_table
+from tests.helpers import CAP_KEY, make_table
 
 COLUMNS = ("uid UInt64, age Int32 COMMENT 'dp: bounds=[18, 90]', "
            "d Date COMMENT 'dp: bounds=[\"2026-01-01\", \"2026-12-31\"]'")
@@ -45,7 +45,7 @@ def session(connect):
 
 def _exact_counts(session, sql: str) -> dict[tuple, float]:
     plan, _ = session.plan(sql)
-    data = execute.exact(session.engine, plan, emit_sql(plan, session.engine.database))
+    data = execute.exact(session.engine, plan, emit_sql(plan, session.engine.database), CAP_KEY)
     (measure,) = plan.measures
     return {tuple(str(v) for v in key): float(value) for key, value in zip(data.keys, data.measures[measure.name],
                                                                           strict=True)}

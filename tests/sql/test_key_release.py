@@ -9,7 +9,7 @@ import pytest
 import dpch
 from dpch import Budget, QueryRejected
 from dpch.sql.rewrite import emit_sql
-from tests.helpers import ledger_rows
+from tests.helpers import ledger_rows, run_private_keyed
 from tests.sql.test_corpus import CORPUS
 
 CASES = CORPUS["key_release"]
@@ -34,7 +34,7 @@ def test_corpus_key_release(session, case):
         assert release.cost.epsilon == 0 and ledger_rows(session) == before
         return
     # partition selection: the released keys are keys of the data, each once, and the charge is the request's
-    rows = session.engine.run_private(emit_sql(plan, session.engine.database))
+    rows = run_private_keyed(session.engine, emit_sql(plan, session.engine.database))
     exact = {tuple(str(v) for v in row[: len(plan.keys)]) for row in rows}
     keys = [tuple(str(v) for v in row) for row in release.rows]
     assert release.rows and len(set(keys)) == len(keys) and set(keys) <= exact

@@ -23,6 +23,7 @@ from clickhouse_connect.driver.exceptions import ClickHouseError
 from sqlglot import exp
 
 import dpch
+from dpch.sql.cap import keyed
 from dpch.sql.nodes import render
 from dpch.sql.pins import PINS
 from dpch.sql.rewrite import emit_tree
@@ -46,10 +47,17 @@ EMPTY_COUNT = "SELECT count() FROM t WHERE v > 1000"
 RESTRICTED = "SELECT n, count() FROM t GROUP BY n SETTINGS dp_delta = 1e-6"  # (unit, key) IN (first key per unit)
 JOINED = "SELECT t.g, count() FROM t JOIN dim AS d ON t.g = d.g GROUP BY t.g"  # right side: the 3 rows of a, b, c
 
+#: the table's row numbers, which the cap's order reads (dpch.sql.cap.row_identity): passed through the
+#: view, so that each shard's rows keep the numbers they have in the table and the cap, under one key,
+#: keeps the same rows on the shards as on the table (a Distributed table's shards number their own
+#: rows, and the cap reads _shard_num there too)
+ROW_NUMBER = "_part_starting_offset, _part_offset"
 #: two shards, each holding the rows whose s is its number
-SHARDS = "remote('127.0.0.1,localhost', view(SELECT * FROM {t} WHERE s = shardNum()){key})"
+SHARDS = "remote('127.0.0.1,localhost', view(SELECT *, " + ROW_NUMBER + " FROM {t} WHERE s = shardNum()){key})"
 #: shard 1 as above, shard 2 unreachable (nothing listens on port 1: refused at once, no timeout)
-ONE_SHARD_DOWN = "remote('127.0.0.1,127.0.0.1:1', view(SELECT * FROM {t} WHERE s = shardNum()))"
+ONE_SHARD_DOWN = "remote('127.0.0.1,127.0.0.1:1', view(SELECT *, " + ROW_NUMBER + " FROM {t} WHERE s = shardNum()))"
+#: the cap key the emitted queries run with (one for all: the same rows kept in every run compared)
+KEY = (0x0123456789ABCDEF, 0xFEDCBA9876543210)
 
 
 @dataclass(frozen=True)
@@ -142,7 +150,8 @@ def _on(session: dpch.Session, sql: str, source: str, key: str) -> str:
 
 def _run(session: dpch.Session, sql: str, profile: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
     with session.engine.pool.client() as client:
-        return sorted((tuple(r) for r in client.query(sql, settings=profile or {}).result_rows), key=repr)
+        return sorted((tuple(r) for r in client.query(sql, parameters=keyed(sql, KEY) or None,
+                                                      settings=profile or {}).result_rows), key=repr)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.pin}-{i}" for i, c in enumerate(CASES)])
@@ -197,7 +206,8 @@ def test_extremes_stay_out_of_the_result(session):
     ever mixes them with the groups. Unpinned, the TSV result has the two extra rows."""
     def tsv(sql: str) -> list[str]:
         with session.engine.pool.client() as client:
-            return client.raw_query(sql, fmt="TSV", settings={"extremes": 1}).decode().splitlines()
+            return client.raw_query(sql, parameters=keyed(sql, KEY) or None, fmt="TSV",
+                                    settings={"extremes": 1}).decode().splitlines()
 
     right = _run(session, _emitted(session, GROUPED, set()))
     assert len(tsv(_emitted(session, GROUPED, set()))) == len(right) == 3

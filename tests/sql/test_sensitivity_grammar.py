@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from dpch.pipeline import execute
 from dpch.sql.rewrite import emit_sql
-from tests.helpers import make_table
+from tests.helpers import CAP_KEY, make_table
 
 CAP = 3
 COLUMNS = (
@@ -102,7 +102,7 @@ def base(connect):
 
 def _exact(session, sql):
     plan, _ = session.plan(sql)
-    data = execute.exact(session.engine, plan, emit_sql(plan, session.engine.database))
+    data = execute.exact(session.engine, plan, emit_sql(plan, session.engine.database), CAP_KEY)
     keys = [tuple(str(v) for v in k) for k in data.keys]
     return plan, {m.name: dict(zip(keys, data.measures[m.name], strict=True)) for m in plan.measures
                   if m.kind != "histogram"}

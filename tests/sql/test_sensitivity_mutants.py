@@ -18,7 +18,7 @@ from dpch.accounting.budget import Budget
 from dpch.errors import QueryRejected
 from dpch.pipeline import execute
 from dpch.sql.rewrite import emit_sql
-from tests.helpers import make_table
+from tests.helpers import CAP_KEY, make_table
 
 K1, K2 = 2, 3
 #: rows per unit far above both caps, so an uncapped read is visible
@@ -28,7 +28,7 @@ MANY = 6
 def _exact(session, sql: str) -> dict[str, tuple[float, float]]:
     """{measure: (declared ℓ1 sensitivity, exact value)} of a one-group query, computed by chdb."""
     plan, _ = session.plan(sql)
-    values = execute.exact(session.engine, plan, emit_sql(plan, session.engine.database)).measures
+    values = execute.exact(session.engine, plan, emit_sql(plan, session.engine.database), CAP_KEY).measures
     return {m.name: (m.sensitivity, float(values[m.name][0])) for m in plan.measures}
 
 
