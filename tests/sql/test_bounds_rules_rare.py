@@ -16,13 +16,13 @@ import pytest
 
 from tests.helpers import make_table, refused_uncharged
 
-COLUMNS = "uid UInt64, x Float64 COMMENT 'dp: bounds=[2, 10]'"
+COLUMNS = "uid UInt64, x Float64 COMMENT 'dp: bounds=[2, 10]', d Date, m UInt8"
 
 
 @pytest.fixture
 def session(connect):
     s = connect(analyst="rules")
-    make_table(s, COLUMNS, [(1, 5.0)], ["uid", "x"])
+    make_table(s, COLUMNS, [(1, 5.0)], ["uid", "x"])  # d and m default
     return s
 
 
@@ -42,6 +42,10 @@ def test_a_case_without_else_is_zero_where_no_branch_matches(session):
 @pytest.mark.parametrize("sql, words", [
     ("SELECT sum(x + 'a') FROM t", "a string literal is not a number"),
     ("SELECT count(*) FROM t WHERE row_number() OVER () > 1", r"window functions \(OVER\) are not supported"),
+    # a mode or a zone chosen by the row could make ClickHouse raise on that row: constants only (the
+    # registry's per-argument rule, at the argument's own position)
+    ("SELECT count(*) FROM t WHERE toDayOfWeek(d, m) = 1", "constant"),
+    ("SELECT count(*) FROM t WHERE toDayOfWeek(d, 0, toString(m)) = 1", "constant"),
 ])
 def test_refused_in_words(session, sql, words):
     error = refused_uncharged(session, sql)
