@@ -26,14 +26,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 
 os.environ.setdefault("DPCH_ALLOW_FIXED_SEED", "1")
 
+from bench_scale import interleaved  # noqa: E402 — one timing loop for the benchmarks (run as scripts)
 from sqlglot import exp  # noqa: E402
 
 import dpch  # noqa: E402
@@ -85,17 +84,6 @@ def before_issue_27(tree: exp.Expr, stored: list[str] | None) -> exp.Expr:
     return tree
 
 
-def _interleaved(variants: dict[str, Callable[[], object]], runs: int) -> dict[str, float]:
-    times: dict[str, list[float]] = {name: [] for name in variants}
-    for round_ in range(runs + 1):
-        for name, fn in variants.items():
-            started = time.perf_counter()
-            fn()
-            if round_:
-                times[name].append((time.perf_counter() - started) * 1000.0)
-    return {name: statistics.median(ms) for name, ms in times.items()}
-
-
 def run(rows: int, runs: int, directory: str | None = None) -> str:
     lines = [f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at start; "
              f"{rows:,} rows per table, 40 rows per unit, cap 10; medians of {runs} interleaved rounds"]
@@ -113,7 +101,7 @@ def run(rows: int, runs: int, directory: str | None = None) -> str:
                     emitted = render(emit_tree(plan))
                     before = render(before_issue_27(emit_tree(plan), stored))
                     raw = raw_template.format(c=CLAMPED, t=engine.table(table))
-                    ms = _interleaved({
+                    ms = interleaved({
                         "random": lambda q=emitted: engine.query_rows(q, keyed(q, KEY)),
                         "before": lambda q=before: engine.query_rows(q),
                         "raw": lambda q=raw: engine.query_rows(q),

@@ -80,7 +80,7 @@ def _load(engine, rows: int) -> float:
     return time.perf_counter() - started
 
 
-def _interleaved(variants: dict[str, Callable[[], object]], runs: int) -> dict[str, float]:
+def interleaved(variants: dict[str, Callable[[], object]], runs: int) -> dict[str, float]:
     """Median ms of each variant, run round-robin ``runs`` times (after one warm-up round)."""
     times: dict[str, list[float]] = {name: [] for name in variants}
     for round_ in range(runs + 1):
@@ -113,7 +113,7 @@ def run(rows: int, runs: int, directory: str | None = None) -> str:
                 if name.startswith("COUNT"):  # exact integers: the two caps must agree
                     assert engine.query_rows(emitted, keyed(emitted, CAP_KEY)) == \
                         engine.query_rows(one_stream, keyed(one_stream, CAP_KEY)), name
-                ms = _interleaved({
+                ms = interleaved({
                     "dp": lambda sql=sql: session.query(sql),
                     "emitted": lambda q=emitted: engine.query_rows(q, keyed(q, CAP_KEY)),
                     "one_stream": lambda q=one_stream: engine.query_rows(q, keyed(q, CAP_KEY)),
