@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from datetime import date, timedelta
-from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation
 
 from sqlglot import exp
 
@@ -124,6 +124,12 @@ def read_datetime64(node: exp.Expr, type_: str) -> exp.Expr:
 
 def interval_seconds(interval: exp.Interval) -> float:
     """The signed length of a constant ``INTERVAL n unit`` in seconds (calendar units at their longest)."""
+    return float(_exact_seconds(interval))
+
+
+def _exact_seconds(interval: exp.Interval) -> Decimal:
+    """:func:`interval_seconds` in exact decimal arithmetic (``INTERVAL 1 MILLISECOND`` is 0.001, not the
+    double nearest it); an interval that is not ``<number> <unit>`` is refused in words."""
     count = interval.this
     negative = isinstance(count, exp.Neg)
     if negative:
@@ -132,19 +138,12 @@ def interval_seconds(interval: exp.Interval) -> float:
     if not isinstance(count, exp.Literal) or unit not in UNIT_SECONDS:
         raise QueryRejected(f"{show(interval)}: write the interval as INTERVAL <number> <unit>")
     try:
-        value = float(count.this)
-    except ValueError:
-        raise QueryRejected(f"{show(interval)}: the interval's length must be a number") from None
-    return (-value if negative else value) * UNIT_SECONDS[unit]
-
-
-def _exact_seconds(interval: exp.Interval) -> Decimal:
-    """:func:`interval_seconds` in exact decimal arithmetic (``INTERVAL 1 MILLISECOND`` is 0.001, not the
-    double nearest it)."""
-    count = interval.this
-    negative = isinstance(count, exp.Neg)
-    unit = str(interval.unit.name if interval.unit is not None else "").upper().rstrip("S")
-    value = Decimal((count.this if negative else count).this) * Decimal(repr(UNIT_SECONDS[unit]))
+        value = Decimal(count.this)
+    except InvalidOperation:
+        value = Decimal("NaN")
+    if not value.is_finite():
+        raise QueryRejected(f"{show(interval)}: the interval's length must be a number")
+    value *= Decimal(repr(UNIT_SECONDS[unit]))
     return -value if negative else value
 
 
@@ -156,7 +155,6 @@ def date_arithmetic(node: exp.Expr, date_side: str, date_type: str, result_type:
     if not isinstance(other, exp.Interval):
         raise QueryRejected(f"{what}: arithmetic on a DateTime64 takes a constant INTERVAL",
                             hint="write e.g. ts + INTERVAL 1 HOUR")
-    interval_seconds(other)  # refuses an interval that is not <number> <unit>
     shift = _exact_seconds(other) * (-1 if isinstance(node, exp.Sub) else 1)
     lo, hi = DATETIME64_RANGE
     own_lo, own_hi = type_range(date_type)
