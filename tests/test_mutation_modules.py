@@ -6,6 +6,7 @@ unmeasured."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -63,3 +64,42 @@ def g(y):
                      "and → or", "or → and", "drop unary not", "drop unary -", "ceil() → floor()", "early return",
                      "operator += → -="):
         assert expected in kinds, (expected, sorted(kinds))
+
+
+def test_the_campaign_adds_up_runs_and_carries_results_across_edits(tmp_path, monkeypatch):
+    """The full campaign is split over many runs: every judged mutant is appended to the ledger, a resumed
+    run skips it, and the per-module table counts killed, argued-equivalent and open survivors. A result
+    is kept across an edit only for the same change on the same line text (elsewhere it is not judged)."""
+    tool = _tool()
+    monkeypatch.setattr(tool, "RESULTS", tmp_path / "results.jsonl")
+    monkeypatch.setattr(tool, "EQUIVALENT", tmp_path / "equivalent.json")
+    module = "dpch/privacy/example.py"
+    source = "def f(x):\n    if x < 1:\n        return x * 2.0\n    return x\n"
+    sources = {module: source}
+    mutants = tool.mutants_of(module, source)
+    assert len(mutants) >= 4
+    first, second, third = mutants[0], mutants[1], mutants[2]
+    tool.record(tool.Outcome(first, "killed", 1.0), sources)
+    tool.record(tool.Outcome(second, "survived", 2.0), sources)
+    tool.record(tool.Outcome(third, "survived", 3.0), sources)
+    tool.EQUIVALENT.write_text(json.dumps([{"module": module, "description": third.description,
+                                            "context": tool._context(third, sources), "reason": "the same value"}]))
+    done = tool.recorded(sources, mutants)
+    assert set(done) == {first.key, second.key, third.key}
+    table = tool.campaign(sources, mutants)
+    row = next(line for line in table.splitlines() if "privacy/example.py" in line)
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1:7] == [str(len(mutants)), "3", "1", "1", "1", "33.3%"], cells
+    assert cells[7] == "50.0%"  # killed among the mutants not argued equivalent
+    assert second.description in table.split("open survivors")[1] and third.description not in table.split(
+        "open survivors")[1]
+    # a later run of the same mutant wins: the survivor killed by a new test
+    tool.record(tool.Outcome(second, "killed", 2.0), sources)
+    assert tool.recorded(sources, mutants)[second.key]["status"] == "killed"
+    # an edit above moves every line: results follow their line's text, marked carried; a changed line loses them
+    edited = {module: "import math\n\n\n" + source.replace("x * 2.0", "x * 3.0")}
+    moved = tool.mutants_of(module, edited[module])
+    carried = tool.recorded(edited, moved)
+    lines_with_results = {moved_m.line for moved_m in moved if moved_m.key in carried}
+    assert carried and all(row.get("carried") for row in carried.values())
+    assert all(edited[module].splitlines()[n - 1].strip() != "return x * 3.0" for n in lines_with_results)

@@ -5,6 +5,8 @@
     python tools/mutate.py --full --jobs 2 --report mutation-report.txt
     python tools/mutate.py --list                       # count the mutants, run nothing
     python tools/mutate.py --rerun mutation-report.json # only the survivors of a past run
+    python tools/mutate.py --full --resume --module M    # the campaign: skip what a past run already judged
+    python tools/mutate.py --campaign                   # the campaign's per-module table so far
 
 Each mutant is one small change to one module (a flipped comparison, a dropped ``abs()``, ``*``
 for ``/``, ``+`` for ``-``, a numeric constant moved by one, a negated condition, a ``raise``
@@ -187,8 +189,15 @@ OUTSIDE: dict[str, str] = {
 MAP = ROOT / ".mutation" / "coverage-map.json"
 #: the tests ``--map`` runs to learn who reaches what (the slow CLI and server process tests add little: their
 #: work runs in child processes, which the map does not see)
+#: every outcome of every run, one JSON line each, appended as it is judged: the full campaign is split over
+#: many runs (``--resume`` skips what is recorded; ``--campaign`` adds it up), and a run stopped half-way
+#: loses only the mutants in progress
+RESULTS = ROOT / ".mutation" / "results.jsonl"
+#: survivors judged equivalent, each with its reason (kept in git: the argued part of the campaign)
+EQUIVALENT = ROOT / "tools" / "mutation_equivalent.json"
+
 MAP_TESTS = ["tests/sql", "tests/privacy", "tests/mechanisms", "tests/accounting", "tests/pipeline", "tests/accuracy",
-             "tests/soundness", "tests/audit", "tests/policy", "tests/dbapi"]
+             "tests/soundness", "tests/audit", "tests/policy", "tests/dbapi", "tests/store"]
 
 #: a pytest plugin for ``--map``: each test's duration, so a mutant's covering tests run fastest first
 _TIMER = '''
@@ -668,6 +677,7 @@ def run_all(mutants: list[Mutant], sources: dict[str, str], jobs: int, timeout_f
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             for outcome in pool.map(work, mutants):
                 outcomes.append(outcome)
+                record(outcome, sources)
                 counts[outcome.status] += 1
                 done = len(outcomes)
                 eta = (time.monotonic() - start) / done * (len(mutants) - done)
@@ -772,6 +782,93 @@ def covering_tests(mutant: Mutant, coverage_map: dict | None, sources: dict[str,
     return sorted(tests, key=lambda t: (times.get(t, 60.0), t))
 
 
+# ------------------------------------------------------------------ the campaign's ledger
+
+
+def record(outcome: Outcome, sources: dict[str, str]) -> None:
+    """Appends one judged mutant to :data:`RESULTS`, with the hash of the module it was made from."""
+    mutant = outcome.mutant
+    RESULTS.parent.mkdir(exist_ok=True)
+    with RESULTS.open("a") as out:
+        out.write(json.dumps({"module": mutant.module, "sha": _sha(sources[mutant.module]), "key": mutant.key,
+                              "description": mutant.description, "context": _context(mutant, sources),
+                              "status": outcome.status, "seconds": round(outcome.seconds, 1),
+                              "at": time.strftime("%Y-%m-%dT%H:%M:%S")}, ensure_ascii=False) + "\n")
+
+
+def recorded(sources: dict[str, str], everything: list[Mutant]) -> dict[str, dict]:
+    """The latest recorded outcome of each current mutant: by key for the module as it is now, or else (the
+    module was edited since) by the same change on the same line text, marked ``carried``."""
+    if not RESULTS.exists():
+        return {}
+    exact: dict[str, dict] = {}
+    by_context: dict[tuple[str, str, str], dict] = {}
+    for line in RESULTS.read_text().splitlines():
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        if row["module"] in sources and row["sha"] == _sha(sources[row["module"]]):
+            exact[row["key"]] = row
+        by_context[(row["module"], row["description"], row["context"])] = row
+    found: dict[str, dict] = {}
+    for m in everything:
+        if m.key in exact:
+            found[m.key] = exact[m.key]
+        elif (row := by_context.get((m.module, m.description, _context(m, sources)))) is not None:
+            found[m.key] = dict(row, carried=True)
+    return found
+
+
+def equivalents() -> dict[tuple[str, str, str], str]:
+    """(module, description, line text) → why the mutant cannot change what is released or charged."""
+    if not EQUIVALENT.exists():
+        return {}
+    return {(e["module"], e["description"], e["context"]): e["reason"] for e in json.loads(EQUIVALENT.read_text())}
+
+
+def campaign(sources: dict[str, str], everything: list[Mutant]) -> str:
+    """The full campaign so far, per module: mutants, judged, killed, equivalent, open survivors, score."""
+    results = recorded(sources, everything)
+    argued = equivalents()
+    rows = ["| module | mutants | judged | killed | equivalent | open | score | score without equivalent | "
+            "test time |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    totals = defaultdict(float)
+    by_module: dict[str, list[Mutant]] = defaultdict(list)
+    for m in everything:
+        by_module[m.module].append(m)
+    open_rows: list[str] = []
+    for module in sorted(by_module):
+        group = by_module[module]
+        judged = [(m, results[m.key]) for m in group if m.key in results]
+        killed = sum(r["status"] in ("killed", "timeout") for _, r in judged)
+        equivalent = sum(r["status"] not in ("killed", "timeout")
+                         and (m.module, m.description, _context(m, sources)) in argued for m, r in judged)
+        survivors = len(judged) - killed - equivalent
+        seconds = sum(r["seconds"] for _, r in judged)
+        for key, value in (("mutants", len(group)), ("judged", len(judged)), ("killed", killed),
+                           ("equivalent", equivalent), ("open", survivors), ("seconds", seconds)):
+            totals[key] += value
+        if not judged:
+            rows.append(f"| `{module.removeprefix('dpch/')}` | {len(group)} | 0 | | | | | | |")
+            continue
+        score = 100 * killed / len(judged)
+        strict = 100 * killed / max(1, len(judged) - equivalent)
+        rows.append(f"| `{module.removeprefix('dpch/')}` | {len(group)} | {len(judged)} | {killed} | {equivalent} | "
+                    f"{survivors} | {score:.1f}% | {strict:.1f}% | {seconds / 60:.0f} min |")
+        open_rows += [f"  {m.module}:{m.line}  {m.description}  [{r['status']}]  → {_short(m.text, 70)}"
+                      for m, r in judged if r["status"] not in ("killed", "timeout")
+                      and (m.module, m.description, _context(m, sources)) not in argued]
+    t = totals
+    rows.append(f"| **total** | {t['mutants']:.0f} | {t['judged']:.0f} | {t['killed']:.0f} | {t['equivalent']:.0f} | "
+                f"{t['open']:.0f} | {100 * t['killed'] / max(1, t['judged']):.1f}% | "
+                f"{100 * t['killed'] / max(1, t['judged'] - t['equivalent']):.1f}% | {t['seconds'] / 3600:.1f} h |")
+    text = "\n".join(rows) + "\n"
+    if open_rows:
+        text += "\nopen survivors (neither killed nor argued in tools/mutation_equivalent.json):\n"
+        text += "\n".join(open_rows) + "\n"
+    return text
+
+
 # ------------------------------------------------------------------ reporting
 
 
@@ -835,6 +932,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", type=Path, default=Path("mutation-report.txt"),
                         help="text report (a JSON twin is written next to it)")
     parser.add_argument("--list", action="store_true", help="only count and list the mutants")
+    parser.add_argument("--resume", action="store_true",
+                        help=f"skip the mutants already judged in {RESULTS.name} (the campaign, run by parts)")
+    parser.add_argument("--campaign", action="store_true",
+                        help=f"print the per-module table of every mutant judged so far ({RESULTS.name}) and exit")
     parser.add_argument("--map", action="store_true",
                         help=f"run the tests once under coverage and write which reach each line ({MAP.name}); "
                              "with --module, only those modules, merged into the map")
@@ -850,6 +951,9 @@ def main(argv: list[str] | None = None) -> int:
         build_map(sources, args.module, args.map_tests)
         return 0
     everything = [m for module in TESTS for m in mutants_of(module, sources[module])]
+    if args.campaign:
+        print(campaign(sources, everything), end="")
+        return 0
     if args.rerun:
         past = json.loads(args.rerun.read_text())
         wanted = [o for o in past["outcomes"] if o["status"] in ("survived", "uncovered", "error")]
@@ -858,6 +962,10 @@ def main(argv: list[str] | None = None) -> int:
         chosen = choose(everything, None if args.full else (args.sample or 200), args.seed)
     if args.module:  # after sampling: the same sample as without --module, restricted
         chosen = [m for m in chosen if m.module in args.module]
+    if args.resume:
+        done = recorded(sources, everything)
+        print(f"resume: {sum(m.key in done for m in chosen)} of {len(chosen)} already judged", flush=True)
+        chosen = [m for m in chosen if m.key not in done]
     if args.list:
         for m in chosen:
             print(f"{m.module}:{m.line}  {m.description}")
