@@ -7,7 +7,7 @@ Shape of the emitted query:
         FROM <tables and joins> WHERE <filters, key domains>
         ORDER BY <unit>, <keyed hash of the row number> LIMIT k BY <unit>)
     SELECT <key> AS k0, …, <measure> AS m0, …
-    FROM __rows [WHERE (__unit, keys) IN <each unit's first G keys>]
+    FROM __rows [WHERE (__unit, tuple(keys)) IN <G groups of each unit, at random>]
     GROUP BY k0, …
 
 The rows a unit keeps are chosen at random per row under a key drawn for each release, bound as
@@ -26,6 +26,7 @@ from dpch.sql.cap import (
     CAP_KEY_PARAMETERS,
     PART_MARK,
     ROW_MARK,
+    cap_key_placeholders,
     capped,
     capped_rows,
     count_by_unit,
@@ -154,17 +155,32 @@ def _aggregate(plan: QueryPlan, rows: exp.Table, *, fast: bool) -> exp.Select:
         ctes.insert(0, verified_record(plan.relation.verified))  # one scalar, read by both branches
     select.set("with_", exp.With(expressions=ctes))
     if plan.restrict_groups:
-        unit = column(UNIT_COLUMN)
-        keys = [k.node for k in plan.keys]
-        first = exp.Select(expressions=[unit.copy(), *(k.copy() for k in keys)]).from_(rows.copy(), copy=False)
-        first.set("group", exp.Group(expressions=[unit.copy(), *(k.copy() for k in keys)]))
-        first.set("order", exp.Order(expressions=[ordered(unit), ordered(call("cityHash64", *keys))]))
-        first.set("limit", limit_by(plan.groups_per_unit, unit))
-        select.set("where", exp.Where(this=exp.In(this=exp.Tuple(expressions=[unit.copy(), *(k.copy() for k in keys)]),
-                                                  query=exp.Subquery(this=first))))
+        select.set("where", exp.Where(this=_kept_groups(plan, rows)))
     if plan.keys:
         select.set("group", exp.Group(expressions=[exp.column(f"k{i}") for i in range(len(plan.keys))]))
     return select
+
+
+def _kept_groups(plan: QueryPlan, rows: exp.Table) -> exp.In:
+    """``(unit, tuple(keys)) IN (SELECT unit, tuple(keys) FROM rows GROUP BY … ORDER BY unit,
+    sipHash64Keyed(<key>, unit, tuple(keys)) LIMIT G BY unit)``: each unit's G groups, chosen uniformly at
+    random among the groups of its kept rows under the release's cap key (issue 27, item 2).
+
+    Why each part: the unit is in the hash, so units choose independently (a hash of the keys alone made
+    every unit prefer the same G groups: those groups kept everything and the others nothing); the key is
+    the release's, so the choice is fresh per release and fixed within it (its measures, an
+    accuracy-first run); the keys are wrapped in ``tuple()``, where ClickHouse compares NULL equal to
+    NULL (a bare NULL key never matched ``IN``, so a NULL group lost every row, with
+    ``transform_null_in`` pinned to 0). Which G groups are kept never changes how many: the sensitivity
+    is the same whatever the order, as for the rows (docs/algorithms.md C3a)."""
+    unit = column(UNIT_COLUMN)
+    group = call("tuple", *(k.node.copy() for k in plan.keys))
+    first = exp.Select(expressions=[unit.copy(), group.copy()]).from_(rows.copy(), copy=False)
+    first.set("group", exp.Group(expressions=[unit.copy(), group.copy()]))
+    order = call("sipHash64Keyed", cap_key_placeholders(), unit.copy(), group.copy())
+    first.set("order", exp.Order(expressions=[ordered(unit.copy()), ordered(order)]))
+    first.set("limit", limit_by(plan.groups_per_unit, unit))
+    return exp.In(this=exp.Tuple(expressions=[unit.copy(), group]), query=exp.Subquery(this=first))
 
 
 def emit_tree(plan: QueryPlan, *, fast_cap: bool = True) -> exp.Query:

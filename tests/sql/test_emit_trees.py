@@ -119,9 +119,11 @@ GROUPED = ("uid UInt32, s String, x Float64 COMMENT 'dp: bounds=[0, 10]', "
     "SELECT s, n, sum(x) FROM t WHERE x > 1 GROUP BY s, n",
     "SELECT upper(s) AS u, count() FROM t GROUP BY u",
 ])
-def test_each_units_first_groups_as_before(connect, database, sql):
-    """Partition selection with G < k (no corpus query has it): the WHERE keeping each unit's first G
-    keys is what the text assembly built, ``(unit, keys) IN (SELECT … LIMIT G BY unit)``."""
+def test_each_units_groups_at_random(connect, database, sql):
+    """Partition selection with G < k (no corpus query has it): the WHERE keeping G groups of each unit,
+    chosen under the release's key with the unit in the hash (issue 27), NULL-safe (keys in ``tuple()``):
+    ``(unit, tuple(keys)) IN (SELECT … ORDER BY unit, sipHash64Keyed(key, unit, tuple(keys)) LIMIT G BY
+    unit)``."""
     s = connect(analyst="emit")
     make_table(s, GROUPED, [(1, "a", 1.0, 3)], ["uid", "s", "x", "n"],
                comment="dp: privacy_unit=uid, max_rows_per_unit=3, max_groups_per_unit=2")
@@ -129,7 +131,10 @@ def test_each_units_first_groups_as_before(connect, database, sql):
     assert plan.restrict_groups
     keys = ", ".join(k.sql for k in plan.keys)
     unit, rows = "`__unit`", "`__rows`"
-    old = (f"SELECT 1 FROM {rows} WHERE ({unit}, {keys}) IN (SELECT {unit}, {keys} FROM {rows} "
-           f"GROUP BY {unit}, {keys} ORDER BY {unit}, cityHash64({keys}) LIMIT {plan.groups_per_unit} BY {unit})")
+    key = "({dpch_cap_key0: UInt64}, {dpch_cap_key1: UInt64})"
+    group = f"tuple({keys})"
+    old = (f"SELECT 1 FROM {rows} WHERE ({unit}, {group}) IN (SELECT {unit}, {group} FROM {rows} "
+           f"GROUP BY {unit}, {group} ORDER BY {unit}, sipHash64Keyed({key}, {unit}, {group}) "
+           f"LIMIT {plan.groups_per_unit} BY {unit})")
     expected = sqlglot.parse_one(old, read=DIALECT).args["where"]
     assert render(emit_tree(plan).args["where"]) == render(expected)
