@@ -16,6 +16,7 @@ from dpch.errors import QueryRejected
 from dpch.pipeline.calibrate import shared_count
 from dpch.policy.model import TablePolicy
 from dpch.sql.analyze import MAX_GROUPS, QueryPlan, analyze
+from dpch.sql.contribution import better
 from dpch.sql.expression_types import Describe
 from dpch.sql.limits import too_deep
 from dpch.sql.parse import parse_query
@@ -72,16 +73,43 @@ def plan_query(
     parsed = parse_query(sql)  # refuses a text past the planner's limits (dpch.sql.limits) before parsing it
     opts = defaults.with_overrides(dict(overrides)).with_overrides(option_overrides(parsed.settings)).validated()
     check_cancelled()  # a request already answered (a gateway timeout) plans no further
-    try:
-        plan = analyze(parsed, table_policy, database, public_domain, constants, describe)
-    except RecursionError:  # within the limits, analysis fits Python's stack; this is the net under them
-        raise too_deep() from None
+    def analyzed(per_group: tuple[int | None, int | None] | None = None) -> QueryPlan:
+        try:
+            return analyze(parsed, table_policy, database, public_domain, constants, describe, per_group)
+        except RecursionError:  # within the limits, analysis fits Python's stack; this is the net under them
+            raise too_deep() from None
+
+    plan = analyzed()
     if opts.mechanism is None and plan.partition_selection and shared_count(plan, "laplace") is not None:
         # a private key's count of units: Laplace thresholding releases the selection's own noisy count
         # with the whole ε (one mechanism), where the default Gaussian would split ε and δ between a
         # selection and a separate noisy count (issue 16, part 4; docs/sql-reference.md "Grouping")
         opts = dataclasses.replace(opts, mechanism="laplace")
-    return plan, opts
+    return choose_bound(plan, opts, analyzed), opts
+
+
+def choose_bound(plan: QueryPlan, opts: QueryOptions,
+                 analyzed: Callable[[tuple[int | None, int | None]], QueryPlan]) -> QueryPlan:
+    """The plan under the contribution bound the query gets (:mod:`dpch.sql.contribution`), from the plan
+    and the options alone (never the data): the per-group bound where the analyst asked for it
+    (``dp_bound = 'groups'``, ``dp_max_groups``, ``dp_max_rows_per_group``; refused, saying why, where it
+    cannot apply); else, where the owner annotated ``max_rows_per_group`` and ``dp_bound`` is not
+    ``'rows'``, whichever bound gives less noise (:func:`dpch.sql.contribution.better`); else the row cap.
+    ``analyzed`` re-analyses the query under a per-group bound (G, c; None: the owner's)."""
+    asked = (opts.max_groups, opts.max_rows_per_group)
+    if opts.bound == "groups" or asked != (None, None):
+        return analyzed(asked)
+    if opts.bound == "rows" or not plan.keys or plan.relation.max_rows_per_group is None or not plan.measures \
+            or any(stat.kind == "quantile" for stat in plan.stats.values()):
+        return plan
+    try:
+        candidate = analyzed((None, None))
+    except QueryRejected:  # not applicable to this query (the reason is the analyst's only if asked for)
+        return plan
+    groups = (candidate.groups_per_unit, plan.groups_per_unit) if plan.partition_selection else None
+    new = [(m.sensitivity, m.l2_sensitivity) for m in candidate.measures]
+    old = [(m.sensitivity, m.l2_sensitivity) for m in plan.measures]
+    return candidate if better(new, old, opts.resolved_mechanism, groups) else plan
 
 
 @dataclass(frozen=True)

@@ -371,6 +371,10 @@ def notes(plan: QueryPlan, noise: NoisePlan, opts: QueryOptions) -> list[str]:
                        f"{opts.confidence:.0%} confidence its rank is within "
                        f"{rank_error(stat, noise, opts.confidence):.0f} rows of the exact quantile's")
     stored = [t.table for t in plan.relation.tables if t.private and t.cap_order == "stored" and not t.unique_units]
+    if plan.bound is not None and plan.relation.needs_cap and not plan.key_release and not (
+            stored and plan.bound.kind == "rows"):
+        # which rows and groups each unit keeps (issue 27, item 3): what the bound does to the answer
+        out.append(f"contribution bound: {plan.bound.describe()}")
     if stored:
         out.append(f"the contribution cap keeps each unit's first rows in the stored order of {', '.join(stored)} "
                    "(the owner's cap_order=stored), not rows chosen at random: groups whose rows are stored later "

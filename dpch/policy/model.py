@@ -15,7 +15,8 @@ from dpch.errors import PolicyError
 #: and ignored: verifications now live in ``dpch_verified`` (:mod:`dpch.policy.verified`), and
 #: ``dpch policy verify`` removes the item
 LEGACY_VERIFIED = "verified_parts"
-TABLE_KEYS = {"privacy_unit", "max_rows_per_unit", "unique_units", "max_groups_per_unit", "public", "split_cap",
+TABLE_KEYS = {"privacy_unit", "max_rows_per_unit", "unique_units", "max_groups_per_unit", "max_rows_per_group",
+              "public", "split_cap",
               "cap_order", LEGACY_VERIFIED}
 #: which rows the cap keeps: ``random`` (the default: k rows per unit chosen at random per row, under a key
 #: drawn for each release) or ``stored`` (the owner's explicit choice: each unit's first k rows in the
@@ -113,6 +114,10 @@ class TablePolicy:
     max_rows_per_unit: int | None = None
     unique_units: bool = False
     max_groups_per_unit: int | None = None
+    #: the owner's per-group bound c (``max_rows_per_group``): a grouped query may bound each unit to G
+    #: groups and c rows in each instead of k rows in all (:mod:`dpch.sql.contribution`), where that gives
+    #: less noise
+    max_rows_per_group: int | None = None
     public: bool = False
     sources: tuple[str, ...] = field(default=())
     #: the table's ClickHouse sorting key, when it is plain columns
@@ -237,6 +242,9 @@ class TablePolicy:
                              "  cap keeps: k rows per unit chosen at random per row, afresh for each release")
             if self.max_groups_per_unit is not None:
                 lines.append(f"  max groups per unit: {self.max_groups_per_unit}")
+            if self.max_rows_per_group is not None:
+                lines.append(f"  max rows per group: {self.max_rows_per_group} (a grouped query may bound each "
+                             "unit per group instead, where that needs less noise)")
         if self.sources:
             lines.append(f"  from: {', '.join(self.sources)}")
         width = max((len(c) for c in self.columns), default=0)
@@ -256,6 +264,8 @@ class TablePolicy:
             items.append("unique_units")
         if self.max_groups_per_unit is not None:
             items.append(f"max_groups_per_unit={self.max_groups_per_unit}")
+        if self.max_rows_per_group is not None:
+            items.append(f"max_rows_per_group={self.max_rows_per_group}")
         if self.split_cap:
             items.append("split_cap")
         if self.cap_order != "random":
@@ -271,6 +281,7 @@ class TablePolicy:
             "unique_units": self.unique_units,
             "nullable_unit": self.nullable_unit,
             "max_groups_per_unit": self.max_groups_per_unit,
+            "max_rows_per_group": self.max_rows_per_group,
             "split_cap": self.split_cap,
             "cap_order": self.cap_order,
             # current/stale only: the record itself (its parts' checksums) is never shown
@@ -332,6 +343,13 @@ def build_table_policy(
     groups = table_spec.get("max_groups_per_unit")
     if groups is not None:
         groups = _positive_int(groups, f"table {table}: max_groups_per_unit")
+    per_group = table_spec.get("max_rows_per_group")
+    if per_group is not None:
+        per_group = _positive_int(per_group, f"table {table}: max_rows_per_group")
+        if unit is None or unique:
+            raise PolicyError(f"table {table}: max_rows_per_group needs a privacy_unit with several rows per unit",
+                              hint="leave it out: a table with one row per unit (or none) has nothing to bound "
+                                   "per group")
     if unit is not None and cap is None and not unique:
         raise PolicyError(
             f"table {table} names privacy_unit={unit} but no max_rows_per_unit",
@@ -360,6 +378,7 @@ def build_table_policy(
         max_rows_per_unit=cap,
         unique_units=unique,
         max_groups_per_unit=groups,
+        max_rows_per_group=per_group,
         public=public,
         sources=sources,
         split_cap=split,

@@ -38,6 +38,7 @@ from dpch.sql.bounds import (
     condition,
     function_name,
 )
+from dpch.sql.contribution import ContributionBound
 from dpch.sql.functions import display_name
 from dpch.sql.nodes import call, float_number, num, number, paren, render, show
 from dpch.sql.parse import DIALECT
@@ -87,17 +88,25 @@ class AggregateBuilder:
 
     def __init__(self, translator: ValueTranslator, condition: Callable[[exp.Expr], exp.Expr],
                  is_unit: Callable[[exp.Expr], bool], cap: int, unit: exp.Expr,
-                 distinct_unit_groups: int | None) -> None:
+                 distinct_unit_groups: int | None, bound: ContributionBound | None = None) -> None:
         self.translator = translator
         self.condition = condition
         self.is_unit = is_unit
-        self.cap = cap
+        #: the contribution bound (:mod:`.contribution`): the row cap of ``cap`` rows unless given
+        self.bound = bound if bound is not None else ContributionBound.row_cap(cap, distinct_unit_groups or 1)
+        #: rows one unit adds over all groups (ℓ1); ℓ2 is the same under the row cap, less per group
+        self.cap = self.bound.l1_rows
+        self.rows = self.bound.rows_text
         self.unit = unit
         self.distinct_unit_groups = distinct_unit_groups
         self.measures: dict[str, Measure] = {}
         self.stats: dict[str, Stat] = {}
 
     # -- measures ---------------------------------------------------------------------------------
+
+    def _l2(self, per_row: float) -> float | None:
+        """ℓ2 of a measure one row moves by at most ``per_row``: None (= its ℓ1) under the row cap."""
+        return None if self.bound.kind == "rows" else self.bound.l2_rows * per_row
 
     def _measure(self, kind: MeasureKind, node: exp.Expr, l1: float, integer: bool, derivation: str,
                  l2: float | None = None) -> str:
@@ -119,7 +128,8 @@ class AggregateBuilder:
 
     def _count(self, predicate: exp.Expr | None, label: str) -> str:
         node = call("countIf", predicate) if predicate is not None else call("count")
-        return self._measure("count", node, float(self.cap), True, f"{label}: one unit adds at most {self.cap} rows")
+        return self._measure("count", node, float(self.cap), True, f"{label}: one unit adds at most {self.rows}",
+                             l2=self._l2(1.0))
 
     # -- aggregate calls --------------------------------------------------------------------------
 
@@ -171,7 +181,8 @@ class AggregateBuilder:
                 l2=math.sqrt(l1))
         else:
             measure = self._measure("distinct", call("uniqExact", self.condition(arg)), float(self.cap), True,
-                                    f"{label}: one unit's {self.cap} rows add at most {self.cap} distinct values")
+                                    f"{label}: one unit's {self.rows} add at most {self.cap} distinct values",
+                                    l2=self._l2(1.0))
         return self._stat("count", label, (measure,))
 
     def _args(self, node: exp.Expr, count: int, label: str) -> list[exp.Expr]:
@@ -210,14 +221,16 @@ class AggregateBuilder:
             expr = _centred(value)
             l1 = self.cap * iv.width / 2.0
             why = f"{label}: Σ(value − {num(iv.mid)}) with value in [{num(iv.lo)}, {num(iv.hi)}]: " \
-                  f"{self.cap} rows × {num(iv.width / 2.0)}"
+                  f"{self.rows} × {num(iv.width / 2.0)}"
             integer = False
+            l2 = self._l2(iv.width / 2.0)
         else:
             l1 = self.cap * iv.magnitude
-            why = f"{label}: value in [{num(iv.lo)}, {num(iv.hi)}]: {self.cap} rows × {num(iv.magnitude)}"
+            why = f"{label}: value in [{num(iv.lo)}, {num(iv.hi)}]: {self.rows} × {num(iv.magnitude)}"
             integer = value.integer
+            l2 = self._l2(iv.magnitude)
         node = call("sumIf", expr, cond) if cond is not None else call("sum", expr)
-        return self._measure("sum", node, l1, integer, why), value
+        return self._measure("sum", node, l1, integer, why, l2=l2), value
 
     def _variance(self, node: exp.Expr, variant: str, label: str) -> str:
         arg = self._args(node, 1, label)[0]
@@ -228,9 +241,9 @@ class AggregateBuilder:
         r = iv.width / 2.0
         count = self._count(self._not_null(value.node, None) if value.nullable else None, label)
         s1 = self._measure("sum", call("sum", centred), self.cap * r, False,
-                           f"{label}: Σ(value − mid): {self.cap} rows × {num(r)}")
+                           f"{label}: Σ(value − mid): {self.rows} × {num(r)}", l2=self._l2(r))
         s2 = self._measure("sum", call("sum", call("pow", centred, number(2))), self.cap * r * r, False,
-                           f"{label}: Σ(value − mid)²: {self.cap} rows × {num(r * r)}")
+                           f"{label}: Σ(value − mid)²: {self.rows} × {num(r * r)}", l2=self._l2(r * r))
         return self._stat("var", label, (count, s1, s2), interval=iv, variant=variant)
 
     def _quantile(self, node: exp.Expr, name: str, label: str) -> str:
@@ -256,6 +269,9 @@ class AggregateBuilder:
         bin_ = call("toUInt32", call("round", exp.Div(this=offset, expression=float_number(step))))
         node = call("sumMapIf", exp.Array(expressions=[bin_]),
                     exp.Array(expressions=[call("toUInt64", number(1))]), call("isNotNull", value.node))
+        if self.bound.kind != "rows":  # one exponential mechanism per group, calibrated to the row cap's k
+            raise QueryRejected(f"{label}: a quantile needs the row cap, not the per-group bound",
+                                hint="drop dp_bound = 'groups' (and dp_max_groups, dp_max_rows_per_group)")
         measure = self._measure("histogram", node, float(self.cap), True,
                                 f"{label}: rank utility; one unit moves a rank by at most {self.cap}")
         return self._stat("quantile", label, (measure,), interval=iv, quantile=level,

@@ -30,6 +30,7 @@ from dpch.sql import outputs
 from dpch.sql.aggregates import AggregateBuilder, Measure, Stat, is_aggregate
 from dpch.sql.aliases import check_shadowing
 from dpch.sql.bounds import ColumnRef, ValueTranslator, condition
+from dpch.sql.contribution import ContributionBound
 from dpch.sql.expression_types import Describe, ExpressionTypes
 from dpch.sql.grouping import MAX_GROUPS, GroupKey, KeyBuilder, PublicDomain, check_domain_size
 from dpch.sql.nodes import column, show
@@ -89,6 +90,14 @@ class QueryPlan:
     group_domain: tuple[tuple[Any, ...], ...] | None = field(default=((),))
     #: folded now()/today(): the plan holds the clock's value and must not be reused
     volatile: bool = False
+    #: the contribution bound the measures are calibrated to and the SQL enforces (:mod:`.contribution`);
+    #: None: the row cap of :attr:`cap` rows
+    bound: ContributionBound | None = None
+
+    @property
+    def per_group(self) -> bool:
+        """Whether each unit is bounded per group (G groups, c rows in each) rather than by the row cap."""
+        return self.bound is not None and self.bound.kind == "groups"
 
     @property
     def inner_columns(self) -> tuple[tuple[str, str], ...]:
@@ -133,8 +142,12 @@ class QueryPlan:
 
 def analyze(parsed: ParsedQuery, lookup: Callable[[str], TablePolicy], database: str,
             public_domain: PublicDomain | None = None, constants: ConstantQuery | None = None,
-            describe: Describe | None = None) -> QueryPlan:
+            describe: Describe | None = None, per_group: tuple[int | None, int | None] | None = None) -> QueryPlan:
     """Checks ``parsed`` against the policies and derives every measure's sensitivity.
+
+    ``per_group`` asks for the per-group contribution bound (:mod:`.contribution`) instead of the row
+    cap: (G, c) as the analyst set them, each None for the owner's annotation or the key domain's size;
+    a query it cannot apply to is refused, saying why.
 
     ``constants`` runs SELECTs that read no table: it evaluates date and time constants
     (:mod:`.time_constants`) and lists time buckets' domains (:mod:`.time_buckets`). ``describe`` asks
@@ -144,7 +157,7 @@ def analyze(parsed: ParsedQuery, lookup: Callable[[str], TablePolicy], database:
     # the release in the ledger and the gateway's cache (a panel on now() is one query, not one a second)
     select, folded = fold_time_constants(parsed.select, constants)
     plan = _Analyzer(parsed, lookup, database, public_domain or _no_public_domain, constants,
-                     cast(exp.Select, select), ExpressionTypes(describe)).plan()
+                     cast(exp.Select, select), ExpressionTypes(describe), per_group).plan()
     return dataclasses.replace(plan, volatile=True) if folded.volatile else plan
 
 
@@ -155,8 +168,10 @@ def _no_public_domain(table: str, column: str) -> tuple[Any, ...]:
 class _Analyzer:
     def __init__(self, parsed: ParsedQuery, lookup: TableLookup, database: str, public_domain: PublicDomain,
                  constants: ConstantQuery | None = None, select: exp.Select | None = None,
-                 types: ExpressionTypes | None = None) -> None:
+                 types: ExpressionTypes | None = None,
+                 per_group: tuple[int | None, int | None] | None = None) -> None:
         self.parsed = parsed
+        self.per_group = per_group
         self.types = types or ExpressionTypes(None)
         self.constants = constants
         self.select = select if select is not None else parsed.select
@@ -208,6 +223,10 @@ class _Analyzer:
             groups_per_unit = min(cap, self.relation.max_groups_per_unit or cap)
         else:
             groups_per_unit = min(cap, domain_size or 1)
+        bound = ContributionBound.row_cap(cap, groups_per_unit)
+        if self.per_group is not None:
+            bound = self._per_group_bound(keys, domain_size)
+            groups_per_unit = bound.groups
         self.keys = keys
         self.group_exprs = group_exprs
         self.builder = AggregateBuilder(
@@ -217,6 +236,7 @@ class _Analyzer:
             cap,
             column(UNIT_COLUMN),
             groups_per_unit if keys else None,
+            bound,
         )
 
         outputs_: list[OutputColumn] = []
@@ -263,9 +283,36 @@ class _Analyzer:
             limit=limit,
             offset=offset,
             groups_per_unit=groups_per_unit,
-            restrict_groups=partition and groups_per_unit < cap,
+            # under the row cap a unit's k rows touch at most k keys; per group, only the restriction bounds them
+            restrict_groups=(partition and groups_per_unit < cap) if bound.kind == "rows"
+            else groups_per_unit < (domain_size or groups_per_unit + 1),
             group_domain=domain,
+            bound=bound,
         )
+
+    def _per_group_bound(self, keys: list[GroupKey], domain_size: int | None) -> ContributionBound:
+        """The per-group bound this query asked for (``self.per_group``: the analyst's G and c, each None
+        for the owner's), or a refusal saying why it cannot apply (:mod:`.contribution`)."""
+        relation = self.relation
+        asked_groups, asked_rows = self.per_group or (None, None)
+        if not keys:
+            raise QueryRejected("a per-group bound needs a GROUP BY", hint="drop dp_bound = 'groups'")
+        if not relation.needs_cap or relation.unit is None:
+            raise QueryRejected("a per-group bound needs one private table with several rows per unit (not a "
+                                "join of private tables, nor a table with one row per unit)",
+                                hint="drop dp_bound = 'groups' (and dp_max_groups, dp_max_rows_per_group)")
+        owner_groups, owner_rows = relation.max_groups_per_unit, relation.max_rows_per_group
+        rows = asked_rows if owner_rows is None else min(asked_rows or owner_rows, owner_rows)
+        if rows is None:
+            raise QueryRejected("a per-group bound needs the rows a unit may add to one group",
+                                hint="add SETTINGS dp_max_rows_per_group = C, or ask the owner to annotate "
+                                     "max_rows_per_group on the table")
+        limits = [g for g in (asked_groups, owner_groups, domain_size) if g is not None]
+        if not limits:
+            raise QueryRejected("a per-group bound needs the groups a unit may touch",
+                                hint="add SETTINGS dp_max_groups = G, or ask the owner to annotate "
+                                     "max_groups_per_unit on the table")
+        return ContributionBound.per_group(min(limits), rows)
 
     def _identity(self, col: exp.Column) -> str | None:
         """Which source column ``col`` reads (None if it names none: the error comes elsewhere)."""

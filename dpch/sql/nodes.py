@@ -119,9 +119,9 @@ def ordered(node: exp.Expr) -> exp.Ordered:
     return exp.Ordered(this=node.copy(), nulls_first=False)
 
 
-def limit_by(count: int, by: exp.Expr) -> exp.Limit:
-    """ClickHouse's ``LIMIT count BY by``."""
-    return exp.Limit(expression=exp.Literal.number(count), expressions=[by.copy()])
+def limit_by(count: int, by: exp.Expr, *more: exp.Expr) -> exp.Limit:
+    """ClickHouse's ``LIMIT count BY by, more…``."""
+    return exp.Limit(expression=exp.Literal.number(count), expressions=[e.copy() for e in (by, *more)])
 
 
 def setting(name: str, value: exp.Expr) -> exp.EQ:

@@ -74,8 +74,8 @@ PINS: tuple[Pin, ...] = (
     Pin("empty_result_for_aggregation_by_empty_set", 0, "an ungrouped aggregate over no rows returns no "
         "row at all instead of 0"),
     # -- which rows are the data ------------------------------------------------------------------
-    Pin("transform_null_in", 0, "1 makes NULL IN (NULL) true: the groups-per-unit restriction then keeps "
-        "NULL keys it was tested without"),
+    Pin("transform_null_in", 0, "1 makes NULL IN (NULL) true: an analyst's filter x IN (…, NULL) then keeps "
+        "the NULL rows that standard SQL (and the query dpch checked) drops"),
     Pin("apply_deleted_mask", 1, "0 reads rows a lightweight DELETE removed (a person's erased rows)"),
 )
 

@@ -97,6 +97,9 @@ class Relation:
     joins: list[exp.Join] = field(default_factory=list)
     needs_cap: bool = True
     max_groups_per_unit: int | None = None
+    #: the owner's per-group bound c (``max_rows_per_group``) of the one private table, for the
+    #: per-group contribution bound (:mod:`.contribution`); None once private tables are joined
+    max_rows_per_group: int | None = None
     unit_name: str = ""
     #: one base table read directly: its database, name and inner alias (None once joined), so a
     #: private join can wrap it in its capped subquery
@@ -263,6 +266,7 @@ class RelationBuilder:
             conditions=conditions,
             needs_cap=not policy.unique_units,
             max_groups_per_unit=policy.max_groups_per_unit,
+            max_rows_per_group=policy.max_rows_per_group,
             unit_name=policy.privacy_unit or "",
             verified=verified,
             row_id=row_identity(policy.engine, inner),
@@ -349,7 +353,8 @@ class RelationBuilder:
         merged = Relation(columns=left.columns + right_columns, from_=left.from_, unit=left.unit,
                           cap=left.cap, tables=left.tables + [policy], conditions=left.conditions,
                           joins=list(left.joins), needs_cap=left.needs_cap,
-                          max_groups_per_unit=left.max_groups_per_unit, unit_name=left.unit_name,
+                          max_groups_per_unit=left.max_groups_per_unit,
+                          max_rows_per_group=left.max_rows_per_group, unit_name=left.unit_name,
                           verified=left.verified, row_id=left.row_id)
         if on is not None:
             _check_lookup_condition(merged, on, {c.base_sql for c in right_columns}, asof="ASOF" in words)

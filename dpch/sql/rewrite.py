@@ -56,6 +56,9 @@ __all__ = ["emit_probe_sqls", "emit_sql", "emit_tree", "literal", "quote", "rend
 
 SELECTION_MEASURE = "units"
 ROWS = "__rows"
+#: under the per-group bound: each unit's rows cut to c per group, and the column ordering them at random
+KEPT = "__kept"
+ORDER_COLUMN = "__order"
 
 
 def _inner(plan: QueryPlan, *, cap: bool = True, fast: bool = True) -> exp.Query:
@@ -71,6 +74,11 @@ def _inner(plan: QueryPlan, *, cap: bool = True, fast: bool = True) -> exp.Query
         select.set("joins", [j.copy() for j in relation.joins])
     if plan.where:
         select.set("where", exp.Where(this=conjunction(list(plan.where))))
+    if plan.per_group:
+        # per group, the rows are cut by unit and group in the next step (:func:`_per_group_rows`): each row
+        # carries its place in its unit's random order, drawn here where the row's identity is readable
+        select.expressions.append(alias(row_order(relation.row_id), ORDER_COLUMN))
+        return select
     if not (relation.needs_cap and cap):
         return select
     if fast and relation.verified is not None:
@@ -149,8 +157,11 @@ def _aggregate(plan: QueryPlan, rows: exp.Table, *, fast: bool) -> exp.Select:
     select_list += [alias(m.node, m.name, quoted=False) for m in plan.measures]
     if plan.partition_selection:
         select_list.append(alias(call("uniqExact", column(UNIT_COLUMN)), SELECTION_MEASURE, quoted=False))
-    select = exp.Select(expressions=select_list).from_(rows, copy=False)
     ctes = [exp.CTE(this=_inner(plan, fast=fast), alias=exp.TableAlias(this=ident(ROWS)))]
+    if plan.per_group:
+        ctes.append(exp.CTE(this=_per_group_rows(plan, rows), alias=exp.TableAlias(this=ident(KEPT))))
+        rows = exp.Table(this=ident(KEPT))
+    select = exp.Select(expressions=select_list).from_(rows, copy=False)
     if fast and plan.relation.verified is not None:
         ctes.insert(0, verified_record(plan.relation.verified))  # one scalar, read by both branches
     select.set("with_", exp.With(expressions=ctes))
@@ -158,6 +169,20 @@ def _aggregate(plan: QueryPlan, rows: exp.Table, *, fast: bool) -> exp.Select:
         select.set("where", exp.Where(this=_kept_groups(plan, rows)))
     if plan.keys:
         select.set("group", exp.Group(expressions=[exp.column(f"k{i}") for i in range(len(plan.keys))]))
+    return select
+
+
+def _per_group_rows(plan: QueryPlan, rows: exp.Table) -> exp.Select:
+    """``SELECT * FROM rows ORDER BY unit, keys, __order LIMIT c BY unit, keys``: at most c rows of each
+    unit in each group, chosen at random per row under the release's key (the per-group bound of
+    :mod:`.contribution`; which G groups a unit keeps is :func:`_kept_groups`'s). NULL keys form one group
+    in ``LIMIT BY``, as in ``GROUP BY``."""
+    assert plan.bound is not None
+    unit = column(UNIT_COLUMN)
+    keys = [k.node.copy() for k in plan.keys]
+    select = exp.Select(expressions=[exp.Star()]).from_(rows.copy(), copy=False)
+    select.set("order", exp.Order(expressions=[ordered(o) for o in [unit.copy(), *keys, column(ORDER_COLUMN)]]))
+    select.set("limit", limit_by(plan.bound.rows_per_group, unit, *(k.copy() for k in keys)))
     return select
 
 

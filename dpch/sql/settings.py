@@ -56,6 +56,12 @@ class QueryOptions:
     #: threshold (optional; must equal the watch's)
     watch: str | None = None
     threshold: float | None = None
+    #: the contribution bound of a GROUP BY (:mod:`dpch.sql.contribution`): ``auto``, ``rows`` (the row
+    #: cap) or ``groups`` (per group: at most ``max_groups`` groups and ``max_rows_per_group`` rows in
+    #: each, within the owner's annotations); setting either number asks for the per-group bound
+    bound: str = "auto"
+    max_groups: int | None = None
+    max_rows_per_group: int | None = None
 
     @property
     def accuracy_first(self) -> bool:
@@ -94,6 +100,19 @@ class QueryOptions:
                 raise QueryRejected(f"{name} must be a number, got {value!r}", hint="e.g. dp_score_max = 10000")
         if self.score_max is not None and self.score_max <= self.score_min:
             raise QueryRejected(f"dp_score_max ({self.score_max:g}) must be above dp_score_min ({self.score_min:g})")
+        from dpch.sql.contribution import BOUND_MODES
+
+        if self.bound not in BOUND_MODES:
+            raise QueryRejected(
+                f"dp_bound must be one of {', '.join(repr(m) for m in BOUND_MODES)}, got {self.bound!r}",
+                hint="'groups' bounds each unit per group (dp_max_groups, dp_max_rows_per_group); 'rows' caps its "
+                     "rows in all; 'auto' chooses the one with less noise")
+        for name, value in (("dp_max_groups", self.max_groups), ("dp_max_rows_per_group", self.max_rows_per_group)):
+            if value is not None and not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+                raise QueryRejected(f"{name} must be a positive integer, got {value!r}", hint=f"e.g. {name} = 3")
+        if self.bound == "rows" and (self.max_groups is not None or self.max_rows_per_group is not None):
+            raise QueryRejected("dp_max_groups and dp_max_rows_per_group set a per-group bound, and dp_bound = "
+                                "'rows' asks for the row cap", hint="drop one of them")
         from dpch.sql.accuracy_target import validate_options
 
         validate_options(self)

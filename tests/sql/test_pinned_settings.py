@@ -44,7 +44,10 @@ COUNT = "SELECT count() FROM t"  # the cap's Σ least(rows, 2) per unit form
 GROUPED = "SELECT g, count() FROM t GROUP BY g"  # three groups, keys declared
 EMPTY_SUM = "SELECT sum(v) FROM t WHERE v > 1000"
 EMPTY_COUNT = "SELECT count() FROM t WHERE v > 1000"
-RESTRICTED = "SELECT n, count() FROM t GROUP BY n SETTINGS dp_delta = 1e-6"  # (unit, key) IN (first key per unit)
+RESTRICTED = "SELECT n, count() FROM t GROUP BY n SETTINGS dp_delta = 1e-6"  # (unit, tuple(key)) IN (a key per unit)
+#: an analyst's IN list holding NULL (the groups-per-unit restriction compares keys in tuple(), NULL-safe
+#: under either value, so it no longer shows this pin: tests/soundness/test_groups_unbiased.py)
+NULL_IN = "SELECT count() FROM t WHERE n IN ('1', NULL)"
 JOINED = "SELECT t.g, count() FROM t JOIN dim AS d ON t.g = d.g GROUP BY t.g"  # right side: the 3 rows of a, b, c
 
 #: the table's row numbers, which the cap's order reads (dpch.sql.cap.row_identity): passed through the
@@ -113,7 +116,7 @@ CASES = [
     Case("offset", GROUPED, {"offset": 1}),
     Case("aggregate_functions_null_for_empty", EMPTY_SUM, {"aggregate_functions_null_for_empty": 1}),
     Case("empty_result_for_aggregation_by_empty_set", EMPTY_COUNT, {"empty_result_for_aggregation_by_empty_set": 1}),
-    Case("transform_null_in", RESTRICTED, {"transform_null_in": 1}),
+    Case("transform_null_in", NULL_IN, {"transform_null_in": 1}),
     Case("apply_deleted_mask", SUM, {"apply_deleted_mask": 0}, setup=("DELETE FROM {t} WHERE uid < 100",)),
 ]
 
