@@ -38,6 +38,13 @@ def run_demo(dsn: str | None, *, database: str | None, reset: bool, echo: Callab
         echo(f"table visits: {rows} rows (synthetic website visits, several per person); also people "
              "(a census, one row per person) and regions (a public dimension table)\n")
         echo(session.table_policy("visits").describe())
+        # what the cap drops, from the owner's side (exact: the demo runs as the data owner on the store)
+        from dpch.policy.suggest import suggest
+
+        report = suggest(engine, session.policy, "visits")
+        drops = dict(report.caps)[report.cap or 0]
+        echo(f"  the cap of {report.cap} rows per person drops {100 * drops:.0f}% of the rows (the owner's "
+             "view, exact: `dpch policy suggest visits` shows every candidate; an analyst never sees it)")
         if BudgetStore(engine).get(DEMO_ANALYST) is None:
             session.accountant.set_budget(demo_budget)  # persisted, so later CLI calls see the same budget
         elif reset:

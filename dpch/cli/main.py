@@ -266,6 +266,23 @@ def policy_verify(obj: Context, table: str) -> None:
     click.echo(verify_rows_per_unit(session.engine, session.policy, table).describe())
 
 
+@policy.command("suggest")
+@click.argument("table")
+@click.option("--by", metavar="EXPR", help="A grouping expression, as a GROUP BY would read it "
+              "(e.g. toStartOfMonth(visit_date)): also report groups per unit and rows per group.")
+@click.pass_obj
+@friendly_errors
+def policy_suggest(obj: Context, table: str, by: str | None) -> None:
+    """(Data owner) Report TABLE's rows per unit (and, with --by, groups per unit and rows per group) and
+    the share of rows each candidate bound would drop, to choose max_rows_per_unit, max_groups_per_unit
+    and max_rows_per_group. Exact counts of the raw data: never for an analyst."""
+    # start-up: only this command loads the report
+    from dpch.policy.suggest import suggest
+
+    session = obj.store("dpch policy suggest")
+    click.echo(suggest(session.engine, session.policy, table, by).describe())
+
+
 @policy.command("functions")
 @click.argument("name", required=False)
 @click.option("--json", "as_json", is_flag=True)
