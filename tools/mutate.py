@@ -111,6 +111,9 @@ TESTS: dict[str, list[str]] = {
     # issue 31: every module that computes sensitivity, caps, clamps, keys, thresholds, calibration,
     # conversions, costs, admission and periods (without a coverage map: these lanes)
     "dpch/sql/intervals.py": ["tests/sql/test_registry.py", *_SQL_TESTS],
+    # issue 27's per-group bound: its arithmetic and choice, the emitted SQL's values, the groups kept at random
+    "dpch/sql/contribution.py": ["tests/sql/test_per_group_bound.py", "tests/soundness/test_groups_unbiased.py",
+                                 *_SQL_TESTS],
     "dpch/sql/cap.py": ["tests/sql/test_sensitivity_mutants.py", "tests/sql/test_corpus.py",
                         "tests/sql/test_cap_rewrites.py", "tests/soundness/test_values.py"],
     "dpch/sql/grouping.py": ["tests/sql/test_key_release.py", "tests/sql/test_partition_selection.py",
