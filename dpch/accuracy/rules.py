@@ -34,7 +34,10 @@ def checked_stats(plan: QueryPlan, confidence: float) -> dict[str, float]:
 
 def intervals(stat: Stat, noisy: dict[str, np.ndarray], half_width: HalfWidth,
               level: float) -> tuple[np.ndarray, np.ndarray]:
-    """(lo, hi) per group, identical to what the release reports for ``stat`` at ``level``."""
+    """(lo, hi) per group, what the release reports for ``stat`` at ``level`` — before a count's (or a
+    non-negative sum's) clipping at 0 (:data:`dpch.sql.aggregates.Stat.nonnegative`): the released
+    interval is this one intersected with [0, ∞), so a target this one meets, the released one meets
+    too, and an absolute target's stop stays a function of the grid alone (:func:`data_dependent`)."""
     m = len(stat.measures)
     inner = 1.0 - (1.0 - level) / m
     if stat.kind in ("count", "sum"):

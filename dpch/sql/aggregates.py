@@ -81,6 +81,9 @@ class Stat:
     variant: str = ""
     quantile: float = 0.5
     grid: tuple[float, float, int] | None = None  # lo, step, points
+    #: the true value is never negative (a count; a sum of values bounded below by 0): the released value
+    #: and its interval are clipped at 0 (:mod:`.statistics`, issue 27 item 4)
+    nonnegative: bool = False
 
 
 class AggregateBuilder:
@@ -118,6 +121,8 @@ class AggregateBuilder:
         return name
 
     def _stat(self, kind: StatKind, label: str, measures: tuple[str, ...], **kw: Any) -> str:
+        if kind == "count":
+            kw.setdefault("nonnegative", True)
         for s in self.stats.values():
             if s.kind == kind and s.measures == measures and s.variant == kw.get("variant", "") \
                     and s.quantile == kw.get("quantile", 0.5):
@@ -144,7 +149,8 @@ class AggregateBuilder:
             return self._stat("count", label, (self._count(self.condition(predicate), label),))
         if isinstance(node, exp.Sum) or name == "sumif":
             arg, cond = self._arg_and_condition(node, name == "sumif", label)
-            return self._stat("sum", label, (self._sum(arg, cond, label, centred=False)[0],))
+            name, value = self._sum(arg, cond, label, centred=False)
+            return self._stat("sum", label, (name,), nonnegative=value.interval.lo >= 0)
         if isinstance(node, exp.Avg) or name == "avgif":
             arg, cond = self._arg_and_condition(node, name == "avgif", label)
             sum_name, value = self._sum(arg, cond, label, centred=True)

@@ -80,11 +80,9 @@ class ContributionBound:
     def describe(self) -> str:
         """What EXPLAIN and a release say about the bound: which rows and groups each unit keeps."""
         if self.kind == "rows":
-            return (f"row cap: each unit keeps {self.rows} of its rows, chosen at random per row for each "
-                    "release (a unit with fewer keeps all of them)")
-        return (f"per-group bound: each unit keeps at most {self.groups} of its groups, chosen at random per "
-                f"unit, and at most {self.rows_per_group} of its rows in each, chosen at random per row, for "
-                f"each release (ℓ1 {self.l1_rows} rows, ℓ2 {self.l2_rows:.4g} rows)")
+            return f"row cap, {self.rows} rows per unit chosen at random for each release"
+        return (f"per group, at most {self.groups} groups per unit and {self.rows_per_group} rows in each, "
+                f"chosen at random for each release (ℓ1 {self.l1_rows}, ℓ2 {self.l2_rows:.4g} rows)")
 
 
 def better(per_group: list[tuple[float, float]], row_cap: list[tuple[float, float]], mechanism: str,

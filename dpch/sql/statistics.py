@@ -1,6 +1,8 @@
 """A statistic's released value and interval from its noisy measures (post-processing: no data).
 
-- count, sum, count(DISTINCT …): the measure itself, ± its half-width.
+- count, sum, count(DISTINCT …): the measure itself, ± its half-width; a count, and a sum of values
+  bounded below by 0, clipped at 0 with its interval (:data:`Stat.nonnegative`: the projection onto
+  the values the truth can take, docs/sql-reference.md "Non-negative by construction").
 - avg: mid + S/C from the noisy centred sum S and count C, clipped to the value's bounds.
 - varPop/varSamp/stddev*: from C, S1 = Σ(x − mid), S2 = Σ(x − mid)²: varPop = S2/C − (S1/C)²,
   clipped to [0, r²] (r = half the bounds' width); varSamp = varPop·C/(C − 1); stddev = √var.
@@ -8,8 +10,9 @@
 
 Intervals of derived statistics hold by a union bound: each of the m measures of a statistic is
 within its (1 − β/m) half-width, and the statistic is bounded over that box. The fixed-cost release
-and the accuracy-first stopping rules use these same functions, so a rule judges exactly the
-interval the release reports.
+and the accuracy-first stopping rules use these same functions, so a rule judges the interval the
+release reports (for a non-negative count or sum, before its clipping at 0, which only narrows it:
+``dpch.accuracy.rules.intervals``).
 """
 
 from __future__ import annotations
@@ -38,7 +41,9 @@ def value_bounds(stat: Stat) -> ValueInterval:
 def stat_values(stat: Stat, noisy: dict[str, Vector], quantiles: dict[str, Vector]) -> Vector:
     """The released value of ``stat`` in every group."""
     if stat.kind in ("count", "sum"):
-        return noisy[stat.measures[0]]
+        # the projection onto [0, ∞) of a value whose truth is there: post-processing (no privacy cost),
+        # never farther from the truth, biased upwards near 0 (by at most E[max(−noise, 0)] at truth 0)
+        return np.maximum(noisy[stat.measures[0]], 0.0) if stat.nonnegative else noisy[stat.measures[0]]
     if stat.kind == "avg":
         s, c = noisy[stat.measures[0]], noisy[stat.measures[1]]
         iv = value_bounds(stat)
@@ -69,6 +74,8 @@ def stat_intervals(stat: Stat, noisy: dict[str, Vector], half_width: HalfWidth,
     arrays = [noisy[name] for name in stat.measures]
     n = len(arrays[0])
     if stat.kind in ("count", "sum"):
+        if stat.nonnegative:  # a truth ≥ 0 is in [lo, hi] exactly when it is in [max(lo, 0), max(hi, 0)]
+            return [(max(float(v) - half[0], 0.0), max(float(v) + half[0], 0.0)) for v in arrays[0]]
         return [(float(v) - half[0], float(v) + half[0]) for v in arrays[0]]
     if stat.kind == "avg":
         iv = value_bounds(stat)

@@ -101,7 +101,7 @@ def run(releases: int, directory: str | None = None) -> str:
                         for bound in ("rows", "groups"):
                             rmse, bias, sigma, how = _measure(session, sql, bound, releases, truth, epsilon)
                             lines.append(f"| {name} | {epsilon:g} | {c if bound == 'groups' else '–'} | "
-                                         f"{how.split(':')[0]} | {sigma:.1f} | {rmse:.1f} | {100 * bias:.1f}% |")
+                                         f"{how.split(',')[0]} | {sigma:.1f} | {rmse:.1f} | {100 * bias:.1f}% |")
         finally:
             session.close()
     return "\n".join(lines)

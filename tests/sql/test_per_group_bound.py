@@ -85,7 +85,7 @@ def test_gaussian_time_series_takes_the_per_group_bound(session):
     assert (centred.sensitivity, centred.l2_sensitivity) == (120.0, pytest.approx(10 * math.sqrt(12)))
     assert "2 rows in each of 12 groups" in count.derivation
     explained = session.explain("SELECT month, count(*) FROM v GROUP BY month" + GAUSSIAN)
-    assert any("per-group bound: each unit keeps at most 12 of its groups" in n for n in explained.notes)
+    assert any("per group, at most 12 groups per unit and 2 rows in each" in n for n in explained.notes)
     assert "LIMIT 2 BY" in explained.sql
     row_cap = session.explain("SELECT month, count(*), sum(x), avg(x) FROM v GROUP BY month SETTINGS dp_delta = 1e-6, "
                               "dp_bound = 'rows'").plan
