@@ -62,10 +62,15 @@ NO_KEEPER_CONFIG = """<clickhouse>
 """
 #: ``--cluster``: ClickHouse's test clusters on this one process. ``tcp_port`` 9000 (nothing listens on it:
 #: chdb serves no TCP) makes ``localhost:9000`` this server, so a Distributed table on them reads its
-#: local table in-process
+#: local table in-process (on ``test_two_shards_localhost`` twice: every row is on both shards, told
+#: apart by ``_shard_num``)
 CLUSTER_CONFIG = """  <tcp_port>9000</tcp_port>
   <remote_servers>
     <test_shard_localhost><shard><replica><host>localhost</host><port>9000</port></replica></shard></test_shard_localhost>
+    <test_two_shards_localhost>
+      <shard><replica><host>localhost</host><port>9000</port></replica></shard>
+      <shard><replica><host>localhost</host><port>9000</port></replica></shard>
+    </test_two_shards_localhost>
   </remote_servers>
 """
 #: what a ClickHouse server answers when its Keeper is unreachable

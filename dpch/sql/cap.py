@@ -259,6 +259,43 @@ def capped_rows(select: exp.Select, order: list[exp.Expr], cap: int, unit: exp.E
     return exp.Union(this=first, expression=second, distinct=False)
 
 
+#: the per-unit array of kept rows and one of its rows, in :func:`two_stage`
+KEPT_ROWS, KEPT_ROW = "__kept", "__row"
+
+
+def two_stage(select: exp.Select, order: exp.Expr, cap: int, unit_alias: str) -> exp.Select:
+    """``select``'s rows (columns aliased c0…, and the unit as ``unit_alias``) cut to each unit's ``cap`` rows
+    first in ``order``, as a two-stage aggregate (issue 26, part 3) rather than a sort:
+
+        SELECT tupleElement(__row, 2) AS c0, …, unit_alias FROM (
+            SELECT <unit> AS unit_alias, groupArraySorted(cap)(tuple(<order>, <c0>, …)) AS __kept
+            FROM … WHERE … GROUP BY unit_alias) ARRAY JOIN __kept AS __row
+
+    ``groupArraySorted(k)`` keeps the k smallest tuples, which (``order`` first, distinct per row) are
+    the rows ``ORDER BY unit, order LIMIT k BY unit`` keeps: the same capped rows. Its state is
+    mergeable, so on a Distributed table each shard sends at most k rows per unit (its partial state)
+    and the initiator merges per-unit states, where the sorted form ships every row to the initiator and
+    caps them there on one core. On one server it is slower than the streamed sort
+    (docs/benchmarks.md), so it is emitted for Distributed tables only. Totality: ``tuple``,
+    ``tupleElement`` of a constant index, ``groupArraySorted`` with a constant bound and ``ARRAY JOIN``
+    raise on no row."""
+    columns = [e for e in select.expressions if e.alias_or_name != unit_alias]
+    unit = next(e for e in select.expressions if e.alias_or_name == unit_alias)
+    kept = exp.ParameterizedAgg(this="groupArraySorted", expressions=[exp.Literal.number(cap)],
+                                params=[call("tuple", order.copy(), *(c.this.copy() if isinstance(c, exp.Alias)
+                                                                      else c.copy() for c in columns))])
+    inner = select.copy()
+    inner.set("expressions", [unit.copy(), alias(kept, KEPT_ROWS)])
+    inner.set("group", exp.Group(expressions=[column(unit_alias)]))
+    outer = exp.Select(expressions=[
+        *(alias(call("tupleElement", column(KEPT_ROW), exp.Literal.number(i + 2)), c.alias_or_name)
+          for i, c in enumerate(columns)), column(unit_alias)])
+    outer = outer.from_(exp.Subquery(this=inner), copy=False)
+    outer.set("joins", [exp.Join(this=exp.Alias(this=column(KEPT_ROWS), alias=exp.to_identifier(KEPT_ROW)),
+                                 kind="ARRAY")])
+    return outer
+
+
 def count_by_unit(rows: exp.Expr, unit: exp.Expr, cap: int, name: str) -> exp.Select:
     """``SELECT sum(least(__n, cap)) AS name FROM (SELECT count() AS __n FROM rows GROUP BY unit)``."""
     per_unit = exp.Select(expressions=[alias(call("count"), UNIT_ROWS)])
@@ -277,5 +314,6 @@ def _where(select: exp.Select, condition: exp.Expr) -> exp.Select:
 
 __all__ = ["CAP_KEY_PARAMETERS", "PART_MARK", "ROW_MARK", "cap_key_placeholders", "cap_parameters", "keyed",
            "row_identity", "row_order", "SPLIT_MARKS", "UNIT_ROWS", "capped", "capped_rows", "count_by_unit",
+           "KEPT_ROW", "KEPT_ROWS", "two_stage",
            "current_parts",
            "split_index_table", "split_point", "VERIFIED", "VerifiedTable", "verified_branches", "verified_record"]

@@ -33,6 +33,7 @@ from dpch.sql.cap import (
     row_order,
     split_index_table,
     split_point,
+    two_stage,
     verified_branches,
     verified_record,
 )
@@ -96,9 +97,12 @@ def _capped(plan: QueryPlan, select: exp.Select, *, split: bool) -> exp.Query:
     unit = column(UNIT_COLUMN)
     # by the unit as the table stores it first: on a table sorted by its unit ClickHouse reads in that
     # order and sorts each unit's rows by the key alone
-    order = [relation.unit.copy(), row_order(relation.row_id)]
-    if relation.order and relation.tables[0].cap_order == "stored":
-        order = relation.order  # the owner's explicit choice: each unit's first k rows as stored
+    stored = bool(relation.order) and relation.tables[0].cap_order == "stored"
+    # the owner's explicit choice (stored): each unit's first k rows as stored
+    order = relation.order if stored else [relation.unit.copy(), row_order(relation.row_id)]
+    if split and relation.tables[0].distributed and not stored:
+        # on shards: each sends its per-unit partial states of at most k rows, not every row
+        return two_stage(select, order[1], relation.cap, UNIT_COLUMN)
     source = _split_source(plan)
     if split and source is not None:
         # stored ordered by the unit: two branches over the two halves of the unit range
@@ -277,7 +281,7 @@ def emit_probe_sqls(plan: QueryPlan, database: str) -> tuple[str, str]:
 def _unfiltered(node: exp.Expr) -> exp.Expr:
     if isinstance(node, exp.Select) and node.args.get("where") is not None:
         node.set("where", None)
-    if isinstance(node, exp.Join):
+    if isinstance(node, exp.Join) and (node.args.get("kind") or "").upper() != "ARRAY":  # the cap's, not a join
         node.set("side", "LEFT")
         node.set("kind", "ASOF" if (node.args.get("kind") or "").upper() == "ASOF" else "ANY")
     return node

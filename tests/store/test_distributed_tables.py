@@ -92,3 +92,47 @@ def test_a_verification_of_a_distributed_table_is_refused(session):
     message = _refused(session, "SELECT sum(v) FROM dist")
     assert "dist is a Distributed table" in message and "verification" in message and "dpch_verified" in message
     assert session.query("SELECT sum(v) FROM local").rows  # negative control: the local table's record is used
+
+
+def test_the_cap_on_shards_is_a_two_stage_aggregate_with_the_same_rows(cluster_server, request):
+    """On a Distributed table the cap is ``groupArraySorted(k)`` per unit (each shard sends its per-unit
+    state, at most k rows, issue 26 part 3), and keeps exactly the rows of the one-stream sorted cap
+    under the same key: on two shards holding every row twice (a unit's rows on both, told apart by
+    ``_shard_num``), for grouped sums and counts. Negative control: a different key keeps other rows."""
+    from dpch.pipeline.execute import exact
+    from dpch.sql.nodes import render
+    from dpch.sql.rewrite import emit_tree
+
+    database = "d_two_" + "".join(ch if ch.isalnum() else "_" for ch in request.node.name[:30])
+    s = dpch.connect(cluster_server.dsn(database), analyst="ana", seed=7, default_budget=dpch.Budget())
+    try:
+        engine = s.engine
+        engine.command(f"CREATE TABLE {engine.table('local')} (uid UInt32, g UInt8 COMMENT 'dp: public, "
+                       "values=[0, 1, 2]', v Int32 COMMENT 'dp: bounds=[0, 10]') ENGINE = MergeTree ORDER BY uid")
+        engine.command(f"INSERT INTO {engine.table('local')} SELECT number % 40, number % 3, number % 11 "
+                       "FROM numbers(600)")
+        engine.command(f"CREATE TABLE {engine.table('dist')} (uid UInt32, g UInt8 COMMENT 'dp: public, "
+                       "values=[0, 1, 2]', v Int32 COMMENT 'dp: bounds=[0, 10]') "
+                       f"ENGINE = Distributed('test_two_shards_localhost', '{database}', 'local') "
+                       "COMMENT 'dp: privacy_unit=uid, max_rows_per_unit=4'")
+        s.policy.reload()
+        plan = s.explain("SELECT g, count(*), sum(v) FROM dist GROUP BY g").plan
+        fast, reference = render(emit_tree(plan)), render(emit_tree(plan, fast_cap=False))
+        assert "groupArraySorted(4)" in fast and "ARRAY JOIN" in fast and "groupArraySorted" not in reference
+        keys = [(k, 3 * k + 1) for k in range(1, 5)]
+        for key in keys:
+            two, one = exact(engine, plan, fast, key), exact(engine, plan, reference, key)
+            assert two.keys == one.keys
+            for name in two.measures:
+                assert list(two.measures[name]) == list(one.measures[name]), (key, name)
+        # every unit has 30 rows (15 per shard): the cap keeps 4 per unit, 160 in all
+        assert sum(exact(engine, plan, fast, keys[0]).measures["m0"]) == 160
+        sums = {tuple(exact(engine, plan, fast, key).measures["m1"]) for key in keys}
+        assert len(sums) > 1  # negative control: the key decides which rows, so the comparison can fail
+    finally:
+        s.close()
+        admin = Engine(cluster_server.dsn())
+        try:
+            admin.command(f"DROP DATABASE IF EXISTS `{database}` SYNC")
+        finally:
+            admin.close()
