@@ -54,3 +54,18 @@ def test_a_top_costs_epsilon_post_of_its_position_and_closes_the_instance():
 def test_a_fresh_filter_costs_nothing():
     svt = _svt()
     assert svt.cost.epsilon == 0.0 and svt.cost.delta == 0.0
+
+
+def test_the_answers_range_defaults_to_zero_one():
+    """Without ``lower`` and ``upper`` the answers are taken in [0, 1] (Thm 17's ε_post depends on the
+    range's width): the instance's range and its ex-post cost are those of [0, 1] given explicitly, and a
+    wider range costs more."""
+    default = _svt()
+    explicit = GaussianSparseVector(epsilon=1.0, delta=1e-3, delta_per_instance=1e-5, sigma_x=0.15,
+                                    sensitivity=0.001, threshold=0.5, lower=0.0, upper=1.0)
+    wider = GaussianSparseVector(epsilon=1.0, delta=1e-3, delta_per_instance=1e-5, sigma_x=0.15,
+                                 sensitivity=0.001, threshold=0.5, lower=0.0, upper=2.0)
+    assert (default.instance.lower, default.instance.upper) == (0.0, 1.0)
+    for t in (2, 5, 50):  # (at t = 1 no earlier answer was below the threshold: the range plays no part)
+        assert default.instance.epsilon_post(t) == explicit.instance.epsilon_post(t)
+        assert wider.instance.epsilon_post(t) > default.instance.epsilon_post(t)
