@@ -253,8 +253,12 @@ def pytest_collection_modifyitems(config, items):
     if not _SELECTION.exists():
         return
     order = {nodeid: i for i, nodeid in enumerate(json.loads(_SELECTION.read_text()))}
-    kept = sorted((item for item in items if item.nodeid in order), key=lambda item: order[item.nodeid])
-    config.hook.pytest_deselected(items=[item for item in items if item.nodeid not in order])
+
+    def place(item):  # a node id, or a whole test file (``--tests``)
+        return order.get(item.nodeid, order.get(item.nodeid.split("::")[0]))
+
+    kept = sorted((item for item in items if place(item) is not None), key=place)
+    config.hook.pytest_deselected(items=[item for item in items if place(item) is None])
     items[:] = kept
 '''
 
@@ -644,9 +648,15 @@ def _baseline(sandbox: Sandbox, modules: list[str]) -> dict[str, float]:
     return times
 
 
-def run_all(mutants: list[Mutant], sources: dict[str, str], jobs: int, timeout_factor: float) -> list[Outcome]:
+def run_all(mutants: list[Mutant], sources: dict[str, str], jobs: int, timeout_factor: float,
+            extra: list[str] | None = None) -> list[Outcome]:
     coverage_map = json.loads(MAP.read_text()) if MAP.exists() else None
     covering = {m.key: covering_tests(m, coverage_map, sources) for m in mutants}
+    if extra:
+        # tests written after the map (the ones that target a rerun's survivors): run first, for every mutant
+        # the map judges (a mutant on the lanes runs them too: they are prepended to its fast lane below)
+        covering = {key: (None if tests is None else [*extra, *(t for t in tests if t not in extra)])
+                    for key, tests in covering.items()}
     # modules the map does not cover as they are now run their lanes; those need a baseline (a test set
     # that fails unmutated would kill every mutant)
     unmapped = sorted({m.module for m in mutants if covering[m.key] is None})
@@ -935,6 +945,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", type=Path, default=Path("mutation-report.txt"),
                         help="text report (a JSON twin is written next to it)")
     parser.add_argument("--list", action="store_true", help="only count and list the mutants")
+    parser.add_argument("--tests", action="append", metavar="TEST",
+                        help="tests to run first for every mutant (written after the coverage map: e.g. the "
+                             "tests that target a rerun's survivors); repeatable")
     parser.add_argument("--resume", action="store_true",
                         help=f"skip the mutants already judged in {RESULTS.name} (the campaign, run by parts)")
     parser.add_argument("--campaign", action="store_true",
@@ -975,7 +988,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(chosen)} of {len(everything)} mutants")
         return 0
     print(f"{len(chosen)} of {len(everything)} mutants, {args.jobs} job(s)", flush=True)
-    outcomes = run_all(chosen, sources, max(1, args.jobs), args.timeout_factor)
+    if args.tests:
+        for module in {m.module for m in chosen}:  # the lanes too, for modules the map does not cover
+            TESTS[module] = [*args.tests, *(t for t in TESTS[module] if t not in args.tests)]
+    outcomes = run_all(chosen, sources, max(1, args.jobs), args.timeout_factor, args.tests)
     text = report(outcomes)
     args.report.write_text(text)
     args.report.with_suffix(".json").write_text(json.dumps(
