@@ -67,3 +67,14 @@ def test_a_release_is_float_whatever_the_exact_values_type():
     for mech in (LaplaceMechanism(0.5, 0.0), LaplaceMechanism(0.5, 2.0)):
         released = mech.release(exact, NoiseSource(seed=1))
         assert released.dtype == np.float64, mech
+
+
+def test_laplace_for_half_width_settles_on_the_smallest_representable_epsilon():
+    """A half-width so wide that its ε lies near the smallest the exact sampler takes (2^-37 for Δ1 = 1):
+    an ε below it cannot be built, and the search treats it like one too wide, so it returns the smallest
+    representable ε that fits rather than refusing."""
+    import math
+
+    half_width = 2.0**37 * math.log(20)  # continuous inverse: ε = 2^-37 at 95%
+    mech = LaplaceMechanism.for_half_width(half_width, 0.95, 1.0)
+    assert 2.0**-37 <= mech.epsilon <= 2.0**-37 * 1.001 and mech.half_width(0.95) <= half_width
