@@ -145,3 +145,19 @@ def test_a_large_scale_threshold_meets_delta_in_exact_arithmetic(epsilon, delta,
         p = (-(Decimal(scale.denominator) / Decimal(scale.numerator))).exp()
         per_key = Decimal(delta) / Decimal(groups)
         assert p ** (k + 1) / (1 + p) <= per_key < p**k / (1 + p)
+
+
+@pytest.mark.parametrize(("epsilon", "groups", "k"), [(1.0, 1, 10), (0.5, 3, 25), (0.1, 2, 40), (2.0, 1, 3)])
+def test_a_delta_equal_to_the_computed_tail_is_not_trusted(epsilon, groups, k):
+    """δ/G set to exactly the float value of the code's own log tail at k: whether the exact tail is below it
+    is undecidable in floats, so k is not accepted and the threshold is 1 + (k + 1) — one above, fewer keys,
+    never one below (the error bound in ``_smallest_k``: without it, or with its sign flipped, k would pass)."""
+    probe = LaplacePartitionSelection(epsilon, 0.5, groups)  # the scale depends on ε and G only
+    log_p = -1.0 / float(probe.scale)
+    log_tail = (k + 1) * log_p - math.log1p(math.exp(log_p))
+    delta = math.exp(log_tail + math.log(groups))
+    selection = LaplacePartitionSelection(epsilon, delta, groups)
+    assert selection.threshold == 1.0 + k + 1
+    # and one step further from the edge, k is accepted
+    looser = LaplacePartitionSelection(epsilon, delta * (1 + 1e-9), groups)
+    assert looser.threshold == 1.0 + k
