@@ -27,6 +27,16 @@ def test_a_mechanism_is_frozen(mechanism):
         mechanism.sensitivity = 0.0  # type: ignore[misc]
 
 
+def test_partition_selection_is_frozen():
+    """Its threshold is computed once from ε, δ and G; none of them can change after."""
+    from dpch.mechanisms.partition_selection import LaplacePartitionSelection
+
+    selection = LaplacePartitionSelection(1.0, 1e-6, 3)
+    for name, value in (("epsilon", 100.0), ("delta", 0.5), ("max_partitions", 1), ("threshold", 0.0)):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(selection, name, value)
+
+
 def test_laplace_defaults_to_one_coordinate():
     epsilon = 2.0**-37  # the smallest per-coordinate ε the grid samples exactly for one coordinate of Δ1 = 1
     assert LaplaceMechanism(epsilon, 1.0).dimension == 1

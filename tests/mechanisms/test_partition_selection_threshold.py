@@ -161,3 +161,19 @@ def test_a_delta_equal_to_the_computed_tail_is_not_trusted(epsilon, groups, k):
     # and one step further from the edge, k is accepted
     looser = LaplacePartitionSelection(epsilon, delta * (1 + 1e-9), groups)
     assert looser.threshold == 1.0 + k
+
+
+@pytest.mark.parametrize(("epsilon", "groups", "k"), [(1.0, 1, 10), (0.5, 3, 25), (0.1, 2, 40), (2.0, 1, 3)])
+def test_the_float_error_bound_is_eight_ulps_of_the_terms(epsilon, groups, k):
+    """The margin k's computed log tail must clear is 8 ulps of |(k+1)·log p| + |log(1+p)| + |log(δ/G)|, as
+    documented: a δ whose log lies 8.5 of those above the tail accepts k, one at 7.5 does not. (A larger
+    margin only costs keys, a smaller one risks a threshold one too low: both are pinned here.)"""
+    probe = LaplacePartitionSelection(epsilon, 0.5, groups)
+    log_p = -1.0 / float(probe.scale)
+    log1p_p = math.log1p(math.exp(log_p))
+    log_tail = (k + 1) * log_p - log1p_p
+    terms = abs((k + 1) * log_p) + abs(log1p_p) + abs(log_tail)
+    ulp = sys.float_info.epsilon
+    accepted = LaplacePartitionSelection(epsilon, math.exp(log_tail + 8.5 * ulp * terms + math.log(groups)), groups)
+    refused = LaplacePartitionSelection(epsilon, math.exp(log_tail + 7.5 * ulp * terms + math.log(groups)), groups)
+    assert (accepted.threshold, refused.threshold) == (1.0 + k, 1.0 + k + 1)
