@@ -974,6 +974,8 @@ def main(argv: list[str] | None = None) -> int:
         past = json.loads(args.rerun.read_text())
         wanted = [o for o in past["outcomes"] if o["status"] in ("survived", "uncovered", "error")]
         chosen = _matching(wanted, everything, sources)
+        argued = equivalents()  # argued equivalent: rerunning cannot kill them, only cost minutes each
+        chosen = [m for m in chosen if (m.module, m.description, _context(m, sources)) not in argued]
     else:
         chosen = choose(everything, None if args.full else (args.sample or 200), args.seed)
     if args.module:  # after sampling: the same sample as without --module, restricted
