@@ -33,12 +33,15 @@ EPSILON = 1.0  # split over count and sum: 0.5 each
 def noisy(connect):
     session = connect(analyst="calibration", default_budget=Budget(1e9, 0.5), seed=2024)
     values = ", ".join(f'\\"{g}\\"' for g in GROUPS)
-    rng = np.random.default_rng(1)
-    # 8 rows per unit, under the cap of 10: the capped truth is the same under every release's cap key
-    rows = [(i // 8, GROUPS[int(rng.integers(0, 100))], float(rng.uniform(-2, 12))) for i in range(300_000)]
     make_table(session, f"uid UInt64, g String COMMENT 'dp: public, values=[{values}]', "
-               "x Float64 COMMENT 'dp: bounds=[0, 10]'", rows, ["uid", "g", "x"],
+               "x Float64 COMMENT 'dp: bounds=[0, 10]'", [], ["uid", "g", "x"],
                comment=f"dp: privacy_unit=uid, max_rows_per_unit={CAP}")
+    # 300 000 rows, 8 per unit (under the cap of 10: the capped truth is the same under every release's cap
+    # key), each in a group and with x in [−2, 12) from a hash of its number: fixed data, written in ClickHouse
+    session.engine.command(
+        f"INSERT INTO {session.engine.table('t')} SELECT intDiv(number, 8), "
+        "concat('g', leftPad(toString(cityHash64(number, 1) % 100), 3, '0')), "
+        "(cityHash64(number, 2) % 14000) / 1000 - 2 FROM numbers(300000)")
     # the true answer of the DP query: the same capped, clamped aggregate, computed by dpch's SQL
     plan, _ = session.plan("SELECT g, count(*), sum(x) FROM t GROUP BY g")
     from dpch.sql.rewrite import emit_sql
