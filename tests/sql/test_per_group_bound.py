@@ -15,6 +15,7 @@ A GROUP BY may bound each unit to G groups and c rows in each, instead of k rows
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from collections import Counter, defaultdict
@@ -72,6 +73,12 @@ def test_the_bound_arithmetic():
     assert not better([(1, 1), (30, 30)], [(2, 2), (24, 24)], "gaussian")  # one measure worse: no
     assert not better([(1, 1)], [(2, 2)], "gaussian", groups=(5, 4))  # more keys per unit: no
     assert not better([], [], "gaussian")
+    assert not better([(1, 1)], [], "gaussian") and not better([(1, 1)], [(2, 2), (3, 3)], "gaussian")
+    assert better([(1, 1), (2, 2)], [(1, 1), (3, 3)], "gaussian")  # one equal, one lower: better
+    assert not better([(2, 2)], [(2, 2)], "gaussian")  # all equal: the row cap stays
+    assert better([(1, 1)], [(2, 2)], "gaussian", groups=(4, 4))  # the same keys per unit: allowed
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        groups.rows = 1  # type: ignore[misc]
 
 
 def test_gaussian_time_series_takes_the_per_group_bound(session):
