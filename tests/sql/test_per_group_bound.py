@@ -41,16 +41,20 @@ def _rows() -> list[tuple]:
             for _ in range(rng.randrange(7))]
 
 
+def _create(engine, name: str, extra: str = "") -> None:
+    """``name`` (uid, month over a declared 12-month domain, x in [0, 10]{extra}), cap k, c per group."""
+    months = ", ".join(str(m) for m in range(1, MONTHS + 1))
+    engine.command(
+        f"CREATE TABLE {engine.table(name)} (uid UInt32, month UInt8 COMMENT 'dp: public, values=[{months}]', "
+        f"x UInt8 COMMENT 'dp: bounds=[0, 10]'{extra}) ENGINE = MergeTree ORDER BY (uid, month) "
+        f"COMMENT 'dp: privacy_unit=uid, max_rows_per_unit={CAP}, max_rows_per_group={PER_GROUP}'")
+
+
 @pytest.fixture
 def session(connect):
     s = connect(analyst="pergroup")
     engine = s.engine
-    months = ", ".join(str(m) for m in range(1, MONTHS + 1))
-    engine.command(
-        f"CREATE TABLE {engine.table('v')} (uid UInt32, month UInt8 COMMENT 'dp: public, values=[{months}]', "
-        f"x UInt8 COMMENT 'dp: bounds=[0, 10]', q UInt8 COMMENT 'dp: public, values=[1, 2, 3, 4]') "
-        f"ENGINE = MergeTree ORDER BY (uid, month) "
-        f"COMMENT 'dp: privacy_unit=uid, max_rows_per_unit={CAP}, max_rows_per_group={PER_GROUP}'")
+    _create(engine, "v", ", q UInt8 COMMENT 'dp: public, values=[1, 2, 3, 4]'")
     engine.insert("v", [(u, m, x, (m - 1) // 3 + 1) for u, m, x in _rows()], ["uid", "month", "x", "q"])
     s.policy.reload()
     return s
@@ -194,11 +198,7 @@ def test_a_heavy_neighbour_moves_each_measure_by_at_most_its_sensitivity(connect
     ℓ1 and ℓ2 sensitivities, and by exactly that much (the heavy unit keeps G months of c rows)."""
     s = connect(analyst="pergroup3")
     engine = s.engine
-    months = ", ".join(str(m) for m in range(1, MONTHS + 1))
-    engine.command(
-        f"CREATE TABLE {engine.table('n')} (uid UInt32, month UInt8 COMMENT 'dp: public, values=[{months}]', "
-        f"x UInt8 COMMENT 'dp: bounds=[0, 10]') ENGINE = MergeTree ORDER BY (uid, month) "
-        f"COMMENT 'dp: privacy_unit=uid, max_rows_per_unit={CAP}, max_rows_per_group={PER_GROUP}'")
+    _create(engine, "n")
     rng = random.Random(5)
     base = [(u, m, rng.randrange(11)) for u in range(30) for m in rng.sample(range(1, MONTHS + 1), 3)
             for _ in range(rng.randrange(1, PER_GROUP + 1))]

@@ -39,6 +39,10 @@ def session(cluster_server, request: pytest.FixtureRequest):
                    f"ENGINE = Distributed('test_shard_localhost', '{database}', 'local')")
     yield s
     s.close()
+    _drop(cluster_server, database)
+
+
+def _drop(cluster_server, database: str) -> None:
     admin = Engine(cluster_server.dsn())
     try:
         admin.command(f"DROP DATABASE IF EXISTS `{database}` SYNC")
@@ -131,8 +135,4 @@ def test_the_cap_on_shards_is_a_two_stage_aggregate_with_the_same_rows(cluster_s
         assert len(sums) > 1  # negative control: the key decides which rows, so the comparison can fail
     finally:
         s.close()
-        admin = Engine(cluster_server.dsn())
-        try:
-            admin.command(f"DROP DATABASE IF EXISTS `{database}` SYNC")
-        finally:
-            admin.close()
+        _drop(cluster_server, database)
