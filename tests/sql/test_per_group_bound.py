@@ -71,6 +71,7 @@ def test_the_bound_arithmetic():
     assert ContributionBound.per_group(3, 5).l2_rows == pytest.approx(math.sqrt(75))
     # rows not a multiple of c pack the rest into one group: 7 rows, c = 3 → 3² + 3² + 1²
     assert ContributionBound("rows", 7, 3, 3).l2_rows == pytest.approx(math.sqrt(19))
+    assert ContributionBound("rows", 8, 3, 3).l2_rows == pytest.approx(math.sqrt(22))  # 3² + 3² + 2²
     assert "2 rows in each of 12 groups" in groups.rows_text and "24 rows" == rows.rows_text
     assert better([(24, 6.9)], [(24, 24)], "gaussian") and not better([(24, 6.9)], [(24, 24)], "laplace")
     assert better([(20, 6.9)], [(24, 24)], "laplace")
