@@ -21,6 +21,16 @@ from sql_fixtures import tables  # noqa: E402
 
 _counter = itertools.count()
 
+if os.environ.get("DPCH_NO_ENGINE"):
+    # the fast tier's check (issue 25): with DPCH_NO_ENGINE=1 a test that opens embedded ClickHouse in this
+    # process fails, so one missing its ``engine`` mark shows up in ``DPCH_NO_ENGINE=1 pytest -m "not
+    # engine"`` (tests that run ClickHouse in a subprocess are marked by module: ENGINE_MODULES below)
+    def _no_engine(self: Engine, *args: object, **kwargs: object) -> None:
+        raise RuntimeError("the fast tier opened embedded ClickHouse: mark this test `engine`")
+
+    Engine.__init__ = _no_engine  # type: ignore[method-assign]
+
+
 # Hypothesis runs derandomized (a fixed seed per test), so no verdict depends on the run — in
 # particular whether a mutant is caught (docs/development.md). HYPOTHESIS_PROFILE=dev explores randomly.
 # No deadline in any profile: hypothesis's default 200 ms per example failed a run on a loaded machine
@@ -100,3 +110,31 @@ def server_db(ch_server, request: pytest.FixtureRequest) -> str:
         engine.command(f"DROP DATABASE IF EXISTS `{name}` SYNC")
     finally:
         engine.close()
+
+
+#: fixtures that start embedded ClickHouse (directly or through the store they share), and test folders
+#: whose tests all do (CLI and server processes, clusters, end-to-end runs)
+ENGINE_FIXTURES = frozenset({"store_dsn", "keeper", "connect", "database", "visits_db", "cluster_server"})
+ENGINE_FOLDERS = frozenset({"cli", "server", "e2e", "store", "dbapi", "audit", "soundness"})
+#: modules some of whose tests start ClickHouse another way (a subprocess, a test endpoint, an engine of
+#: their own): all their tests are marked, so the fast tier never starts one
+ENGINE_MODULES = frozenset({
+    "test_crash.py", "test_crash_group_commit.py", "test_filter_kinds.py", "test_group_admission.py",
+    "test_owner_filter_options.py", "test_renewal.py", "test_running_totals.py", "test_shared_budget.py",
+    "test_shared_failures.py", "test_shared_load.py", "test_watches.py", "test_watches_mutants.py",
+    "test_check.py", "test_plan_cache.py", "test_top_k.py", "test_watch.py", "test_watch_mutants.py",
+    "test_suggest.py", "test_verified_rows.py", "test_corpus.py", "test_emit_trees.py", "test_guard_values.py",
+    "test_pinned_settings.py", "test_docker_files.py"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Marks ``engine`` every test that needs embedded ClickHouse (issue 25, "a fast tier"): ``pytest -m
+    "not engine"`` runs the rest — plan-free arithmetic, mechanisms, filters, costs, formats — without
+    starting one. A test that starts ClickHouse without these fixtures and outside these folders is marked
+    by its module's name (:data:`ENGINE_MODULES`); ``DPCH_NO_ENGINE=1`` makes an in-process engine fail,
+    so a forgotten mark shows."""
+    for item in items:
+        folder = item.path.parent.name
+        if ENGINE_FIXTURES & set(getattr(item, "fixturenames", ())) or folder in ENGINE_FOLDERS \
+                or item.path.name in ENGINE_MODULES:
+            item.add_marker(pytest.mark.engine)

@@ -287,17 +287,6 @@ class PrivacyCost:
         worst = self.worst_epsilon if self.ex_post and self.worst_epsilon is not None else self.epsilon
         return ExPost(self.epsilon, self.delta, worst)
 
-    def __add__(self, other: PrivacyCost) -> PrivacyCost:
-        """Basic composition: ε and δ add (and ρ adds where both have one)."""
-        rho = None if self.rho is None or other.rho is None else self.rho + other.rho
-        return PrivacyCost(
-            self.epsilon + other.epsilon,
-            self.delta + other.delta,
-            rho,
-            ex_post=self.ex_post or other.ex_post,
-            rho_delta=self.rho_delta + other.rho_delta if rho is not None else 0.0,
-        )
-
     @classmethod
     def zero(cls) -> PrivacyCost:
         return cls(0.0, 0.0, 0.0)

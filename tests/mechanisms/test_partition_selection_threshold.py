@@ -9,7 +9,8 @@ put it there: δ/G = p^{m+1}/(1 + p)·(1 − η) with η·b < 1e-12, so the gues
 to m + 1. A threshold one too low would release a single unit's key with probability above δ/G.
 
 The reference k is found here by summing the discrete Laplace pmf P(z) = (1 − p)/(1 + p)·p^{|z|} over
-z > k (math.fsum), scanning k from 0 — neither the closed form nor the code's loop.
+z > k (math.fsum), the smallest k found by doubling and bisection on that sum — neither the closed form nor
+the code's loop.
 """
 
 from __future__ import annotations
@@ -41,10 +42,20 @@ def _tail(p: float, k: int) -> float:
 
 
 def _reference_k(p: float, per_key: float) -> int:
-    k = 0
-    while _tail(p, k) > per_key:
-        k += 1
-    return k
+    """The smallest k ≥ 0 with P(Z > k) ≤ per_key: the summed tail is decreasing in k, so a doubling then a
+    bisection finds it in a few dozen tail sums (a scan from 0 took 24 s at k ≈ 8 000)."""
+    if _tail(p, 0) <= per_key:
+        return 0
+    lo, hi = 0, 1  # tail(lo) > per_key; find hi with tail(hi) ≤ per_key
+    while _tail(p, hi) > per_key:
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _tail(p, mid) > per_key:
+            lo = mid
+        else:
+            hi = mid
+    return hi
 
 
 def _p(epsilon: float, groups: int) -> float:

@@ -127,3 +127,13 @@ def test_negative_control_the_hand_summed_bag_loses_rho():
 def test_composed_refuses_ex_post_parts():
     with pytest.raises(ValueError, match="ex-post"):
         PrivacyCost.composed([PrivacyCost(0.2, 0.0, ex_post=True, worst_epsilon=1.0)])
+
+
+def test_costs_compose_only_through_composed():
+    """``PrivacyCost`` has no ``+`` (issue 25): the one it had dropped ρ when one side had none — the shape
+    of the zCDP overcharge fixed earlier. Composition is :meth:`PrivacyCost.composed`, which keeps it."""
+    a, b = PrivacyCost.of(PureDP(0.5)), PrivacyCost.of(PureDP(0.25))
+    with pytest.raises(TypeError):
+        a + b  # noqa: B018 — the operator must not exist
+    both = PrivacyCost.composed([a, b])
+    assert both.epsilon == pytest.approx(0.75) and both.rho is not None
