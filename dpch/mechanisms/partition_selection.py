@@ -102,10 +102,6 @@ class LaplacePartitionSelection:
         mask: np.ndarray = np.asarray(noisy_counts, dtype=float) > self.threshold
         return mask
 
-    def select(self, unit_counts: np.ndarray, source: NoiseSource) -> np.ndarray:
-        """A boolean mask of the keys to release."""
-        return self.keep(self.noisy_counts(unit_counts, source))
-
     def half_width(self, confidence: float = 0.95) -> float:
         """Half-width h with P(|noisy count − count| ≤ h) ≥ confidence, per key (its discrete Laplace)."""
         return float(discrete_laplace_half_width(float(self.scale), confidence))

@@ -188,3 +188,44 @@ def test_the_float_error_bound_is_eight_ulps_of_the_terms(epsilon, groups, k):
     accepted = LaplacePartitionSelection(epsilon, math.exp(log_tail + 8.5 * ulp * terms + math.log(groups)), groups)
     refused = LaplacePartitionSelection(epsilon, math.exp(log_tail + 7.5 * ulp * terms + math.log(groups)), groups)
     assert (accepted.threshold, refused.threshold) == (1.0 + k, 1.0 + k + 1)
+
+
+@pytest.mark.parametrize(("epsilon", "delta", "groups"), [(1.0, 0.9, 1), (1.0, 1e-6, 1), (0.1, 1e-9, 7)])
+def test_a_first_guess_too_high_is_lowered_to_the_smallest(monkeypatch, epsilon, delta, groups):
+    """The closed-form guess has not been seen above the answer (20 000 random parameter sets), but float
+    error could put it there; the loop that lowers it is exercised by a guess made 5 too high: the
+    threshold is still the reference's (down to k = 0 at δ = 0.9)."""
+    from types import SimpleNamespace
+
+    from dpch.mechanisms import partition_selection
+
+    expected = LaplacePartitionSelection(epsilon, delta, groups).threshold
+    shim = SimpleNamespace(**{name: getattr(math, name) for name in dir(math) if not name.startswith("_")})
+    shim.ceil = lambda x: math.ceil(x) + 5
+    monkeypatch.setattr(partition_selection, "math", shim)
+    assert LaplacePartitionSelection(epsilon, delta, groups).threshold == expected
+    assert expected == 1.0 + _reference_k(_p(epsilon, groups), delta / groups)
+
+
+@pytest.mark.parametrize("keys", [1, 2, 5])
+def test_every_key_gets_its_noise_even_alone(keys):
+    """One key is noised like many (a mutant that skipped the noise for a single key survived): over 200
+    draws each key's noisy count of units moves off its exact value, with the discrete Laplace's spread
+    (its standard deviation √(2p)/(1 − p) for the sampled scale, within 25%); no keys, no draws."""
+    import numpy as np
+
+    from dpch.mechanisms.sampling import NoiseSource
+
+    selection = LaplacePartitionSelection(1.0, 1e-6, 1)
+    source = NoiseSource(seed=31)
+    exact = np.full(keys, 7.0)
+    draws = np.array([selection.noisy_counts(exact, source) - exact for _ in range(200)])
+    p = _p(1.0, 1)
+    sd = math.sqrt(2 * p) / (1 - p)
+    assert np.all(np.abs(draws.std(axis=0) - sd) < 0.25 * sd), (draws.std(axis=0), sd)
+    assert selection.noisy_counts(np.array([]), source).size == 0
+
+
+def test_the_half_width_defaults_to_95_percent():
+    selection = LaplacePartitionSelection(1.0, 1e-6, 3)
+    assert selection.half_width() == selection.half_width(0.95) < selection.half_width(0.99)
