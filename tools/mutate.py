@@ -524,7 +524,8 @@ class Sandbox:
         ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".venv", ".git", "*.egg-info", ".hypothesis")
         for name in ("dpch", "tests", "sql_fixtures", "docs"):  # docs: tests check them against the code
             shutil.copytree(ROOT / name, self.dir / name, ignore=ignore)
-        shutil.copy(ROOT / "pyproject.toml", self.dir / "pyproject.toml")
+        for name in ("pyproject.toml", "README.md"):  # README.md: tests check what it says too
+            shutil.copy(ROOT / name, self.dir / name)
         for module, text in sources.items():
             (self.dir / module).write_text(text)
         (self.dir / "mutation_profile.py").write_text(_PLUGIN)
