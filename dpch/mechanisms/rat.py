@@ -48,8 +48,11 @@ class RATResult:
 
 def halting_tail(margin: float, epsilon: float, sensitivity: float) -> float:
     """P(ξ − ζ ≥ m) for a round at ε: ξ ~ Lap(4Δ/ε) fresh, ζ ~ Lap(2Δ/ε) (the threshold path's value
-    at 2Δ/ε, Laplace-distributed by Thm D.1), independent; m ≥ 0. With b = 2Δ/ε the density of a sum
-    of Laplaces of scales 2b and b gives (4·e^(−m/(2b)) − e^(−m/b))/6 **[derived]**."""
+    at 2Δ/ε, Laplace-distributed by Thm D.1), independent. With b = 2Δ/ε the density of a sum of
+    Laplaces of scales 2b and b gives (4·e^(−m/(2b)) − e^(−m/b))/6 for m ≥ 0 **[derived]**; ξ − ζ is
+    symmetric and continuous, so for m < 0 it is 1 − P(ξ − ζ ≥ −m)."""
+    if margin < 0:
+        return 1.0 - halting_tail(-margin, epsilon, sensitivity)
     b = 2.0 * sensitivity / epsilon
     return (4.0 * math.exp(-margin / (2.0 * b)) - math.exp(-margin / b)) / 6.0
 
@@ -71,9 +74,13 @@ def halting_margins(epsilons: Sequence[float], sensitivity: float, beta: float,
     margins = []
     for eps_n, p_n in zip(epsilons, p, strict=True):
         q = beta * float(p_n)
-        # e^(−m/(2b)) = x solves (4x − x²)/6 = q: x = 2 − √(4 − 6q), written without the cancellation
-        x = 6.0 * q / (2.0 + math.sqrt(4.0 - 6.0 * q))
-        margins.append(-2.0 * (2.0 * sensitivity / float(eps_n)) * math.log(x))
+        b = 2.0 * sensitivity / float(eps_n)
+        # e^(−|m|/(2b)) = x solves (4x − x²)/6 = t: x = 2 − √(4 − 6t), written without the cancellation;
+        # the tail formula holds for m ≥ 0, i.e. t = q ≤ ½; above ½ the margin is negative and, by the
+        # symmetry of ξ − ζ, its tail at −m is 1 − q (:func:`halting_tail`)
+        t = q if q <= 0.5 else 1.0 - q
+        x = 6.0 * t / (2.0 + math.sqrt(4.0 - 6.0 * t))
+        margins.append((-2.0 if q <= 0.5 else 2.0) * b * math.log(x))
     return tuple(margins)
 
 

@@ -22,7 +22,7 @@ from dpch.privacy.cost import PrivacyCost
 Z999 = 3.29
 
 
-@pytest.mark.parametrize("margin", [0.0, 2.0, 8.0, 20.0])
+@pytest.mark.parametrize("margin", [-8.0, -2.0, 0.0, 2.0, 8.0, 20.0])
 def test_the_tail_of_the_test_noise_matches_draws(margin):
     rng = np.random.default_rng(17)
     epsilon, delta, n = 0.8, 1.0, 400_000
@@ -68,3 +68,17 @@ def test_a_utility_below_the_threshold_halts_at_most_beta_of_the_time():
     assert rate <= beta + Z999 * math.sqrt(beta * (1 - beta) / runs), f"halted {rate:.3f} of the runs"
     control = _wrong_halts(tuple(0.0 for _ in epsilons), epsilons, runs)
     assert control > 0.9, f"without margins it halted only {control:.3f}: the test has no power"
+
+
+@pytest.mark.parametrize("beta", [0.05, 0.5, 0.6, 0.7, 0.9, 0.99])
+def test_each_round_gets_its_share_of_beta_even_above_one_half(beta):
+    """β·p_n above ½ (a confidence below ½, one round) needs a negative margin: the tail formula alone
+    holds for m ≥ 0 and gave a wrong margin up to β·p_n = 2/3, and a math error above it. Each round's
+    tail at its margin is its share of β, on either side of ½."""
+    epsilons = [0.2, 0.5, 1.0]
+    for weights in (None, [6.0, 1.0, 1.0]):
+        margins = halting_margins(epsilons, 1.0, beta, weights)
+        w = np.asarray(epsilons if weights is None else weights, dtype=float)
+        for eps, m, share in zip(epsilons, margins, w / w.sum(), strict=True):
+            assert halting_tail(m, eps, 1.0) == pytest.approx(beta * share, rel=1e-9, abs=1e-15)
+            assert (m < 0) == (beta * share > 0.5)
