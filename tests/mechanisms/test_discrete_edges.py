@@ -1,4 +1,5 @@
-"""Edges of the discrete Laplace's tail (issue 31: a branch no test reached survived the campaign)."""
+"""Edges of the discrete Laplace's and Gaussian's tails (issue 31: branches no test reached survived the
+campaign)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import math
 
 import pytest
 
-from dpch.mechanisms.discrete import discrete_laplace_tail
+from dpch.mechanisms.discrete import discrete_gaussian_tail, discrete_laplace_tail
 
 
 @pytest.mark.parametrize("scale", [0.5, 3.0, 40.0])
@@ -16,3 +17,11 @@ def test_the_tail_below_zero_is_everything(scale):
         assert discrete_laplace_tail(scale, k) == 1.0
     p = math.exp(-1.0 / scale)
     assert discrete_laplace_tail(scale, 0) == pytest.approx(2 * p / (1 + p), rel=1e-12)
+
+
+@pytest.mark.parametrize("sigma", [0.7, 5.0, 3000.0])
+def test_the_gaussian_tail_below_zero_is_everything(sigma):
+    """Likewise P(|Y| > k) = 1 for k < 0, on both sides of the exact-summation limit (σ = 2000)."""
+    for k in (-1, -3):
+        assert discrete_gaussian_tail(sigma, k) == 1.0
+    assert 0.0 < discrete_gaussian_tail(sigma, 0) < 1.0
