@@ -866,9 +866,10 @@ def campaign(sources: dict[str, str], everything: list[Mutant]) -> str:
             rows.append(f"| `{module.removeprefix('dpch/')}` | {len(group)} | 0 | | | | | | |")
             continue
         score = 100 * killed / len(judged)
-        strict = 100 * killed / max(1, len(judged) - equivalent)
+        # every judged mutant argued equivalent: no score to give without them
+        strict = f"{100 * killed / (len(judged) - equivalent):.1f}%" if len(judged) > equivalent else "–"
         rows.append(f"| `{module.removeprefix('dpch/')}` | {len(group)} | {len(judged)} | {killed} | {equivalent} | "
-                    f"{survivors} | {score:.1f}% | {strict:.1f}% | {seconds / 60:.0f} min |")
+                    f"{survivors} | {score:.1f}% | {strict} | {seconds / 60:.0f} min |")
         open_rows += [f"  {m.module}:{m.line}  {m.description}  [{r['status']}]  → {_short(m.text, 70)}"
                       for m, r in judged if r["status"] not in ("killed", "timeout")
                       and (m.module, m.description, _context(m, sources)) not in argued]
