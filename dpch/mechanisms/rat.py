@@ -79,8 +79,8 @@ def halting_margins(epsilons: Sequence[float], sensitivity: float, beta: float,
         # the tail formula holds for m ≥ 0, i.e. t = q ≤ ½; above ½ the margin is negative and, by the
         # symmetry of ξ − ζ, its tail at −m is 1 − q (:func:`halting_tail`)
         t = q if q <= 0.5 else 1.0 - q
-        x = 6.0 * t / (2.0 + math.sqrt(4.0 - 6.0 * t))
-        margins.append((-2.0 if q <= 0.5 else 2.0) * b * math.log(x))
+        magnitude = -2.0 * b * math.log(6.0 * t / (2.0 + math.sqrt(4.0 - 6.0 * t)))  # ≥ 0: its tail is t
+        margins.append(magnitude if q <= 0.5 else -magnitude)
     return tuple(margins)
 
 

@@ -96,21 +96,20 @@ def suggest(engine: Engine, policy: Policy, table: str, by: str | None = None) -
     if by is None:
         return suggestion
     cells = f"SELECT {unit} AS u, ({by}) AS g, count() AS n FROM {source} WHERE {unit} IS NOT NULL GROUP BY u, g"
+    # each unit's rows per group, largest first: read twice, once for the distributions and once for the
+    # candidates' shares (their G range up to the largest number of groups the first read finds)
+    per_unit_cells = f"SELECT u, arrayReverseSort(groupArray(n)) AS counts FROM ({cells}) GROUP BY u"
     stats = engine.query_rows(
-        f"SELECT quantilesExact({levels})(groups), max(groups) FROM (SELECT u, count() AS groups FROM ({cells}) "
-        f"GROUP BY u)")[0]
-    cell_stats = engine.query_rows(f"SELECT quantilesExact({levels})(n), max(n) FROM ({cells})")[0]
+        f"SELECT quantilesExact({levels})(length(counts)), max(length(counts)), "
+        f"quantilesExactArray({levels})(counts), max(counts[1]) FROM ({per_unit_cells})")[0]
     most = int(stats[1])
     group_candidates = sorted({g for g in (1, 2, 3, 5, 10, 20, 50) if g < most} | {most})
-    # kept rows of each unit: its G largest groups, each cut to c rows (arraySlice of the counts sorted
-    # descending), for every candidate at once
-    kept = ", ".join(f"sum(arraySum(arrayMap(x -> least(x, {c}), arraySlice(counts, 1, {g}))))"
-                     for g in group_candidates for c in PER_GROUP_CANDIDATES)
-    totals = engine.query_rows(f"SELECT {kept} FROM (SELECT u, arrayReverseSort(groupArray(n)) AS counts "
-                               f"FROM ({cells}) GROUP BY u)")[0]
     pairs = [(g, c) for g in group_candidates for c in PER_GROUP_CANDIDATES]
+    # kept rows of each unit: its G largest groups, each cut to c rows, for every candidate at once
+    kept = ", ".join(f"sum(arraySum(arrayMap(x -> least(x, {c}), arraySlice(counts, 1, {g}))))" for g, c in pairs)
+    totals = engine.query_rows(f"SELECT {kept} FROM ({per_unit_cells})")[0]
     return replace(suggestion, by=by, groups_per_unit=(*(float(v) for v in stats[0]), float(most)),
-                   rows_per_group=(*(float(v) for v in cell_stats[0]), float(cell_stats[1])),
+                   rows_per_group=(*(float(v) for v in stats[2]), float(stats[3])),
                    per_group=tuple((g, c, 1 - int(k) / rows) for (g, c), k in zip(pairs, totals, strict=True)))
 
 

@@ -149,8 +149,8 @@ class AggregateBuilder:
             return self._stat("count", label, (self._count(self.condition(predicate), label),))
         if isinstance(node, exp.Sum) or name == "sumif":
             arg, cond = self._arg_and_condition(node, name == "sumif", label)
-            name, value = self._sum(arg, cond, label, centred=False)
-            return self._stat("sum", label, (name,), nonnegative=value.interval.lo >= 0)
+            sum_name, value = self._sum(arg, cond, label, centred=False)
+            return self._stat("sum", label, (sum_name,), nonnegative=value.interval.lo >= 0)
         if isinstance(node, exp.Avg) or name == "avgif":
             arg, cond = self._arg_and_condition(node, name == "avgif", label)
             sum_name, value = self._sum(arg, cond, label, centred=True)

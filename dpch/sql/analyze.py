@@ -285,7 +285,7 @@ class _Analyzer:
             groups_per_unit=groups_per_unit,
             # under the row cap a unit's k rows touch at most k keys; per group, only the restriction bounds them
             restrict_groups=(partition and groups_per_unit < cap) if bound.kind == "rows"
-            else groups_per_unit < (domain_size or groups_per_unit + 1),
+            else domain_size is None or groups_per_unit < domain_size,
             group_domain=domain,
             bound=bound,
         )

@@ -98,11 +98,12 @@ def _capped(plan: QueryPlan, select: exp.Select, *, split: bool) -> exp.Query:
     # by the unit as the table stores it first: on a table sorted by its unit ClickHouse reads in that
     # order and sorts each unit's rows by the key alone
     stored = bool(relation.order) and relation.tables[0].cap_order == "stored"
+    keyed = row_order(relation.row_id)
     # the owner's explicit choice (stored): each unit's first k rows as stored
-    order = relation.order if stored else [relation.unit.copy(), row_order(relation.row_id)]
+    order = relation.order if stored else [relation.unit.copy(), keyed]
     if split and relation.tables[0].distributed and not stored:
         # on shards: each sends its per-unit partial states of at most k rows, not every row
-        return two_stage(select, order[1], relation.cap, UNIT_COLUMN)
+        return two_stage(select, keyed, relation.cap, UNIT_COLUMN)
     source = _split_source(plan)
     if split and source is not None:
         # stored ordered by the unit: two branches over the two halves of the unit range
