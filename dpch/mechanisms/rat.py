@@ -16,6 +16,7 @@ Privacy (Thm 5.1): L^RAT ≤ L^Alg_{1:N} + E_N(Alg_{1:N−1}); with BM and E_n =
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -79,7 +80,13 @@ def halting_margins(epsilons: Sequence[float], sensitivity: float, beta: float,
         # the tail formula holds for m ≥ 0, i.e. t = q ≤ ½; above ½ the margin is negative and, by the
         # symmetry of ξ − ζ, its tail at −m is 1 − q (:func:`halting_tail`)
         t = q if q <= 0.5 else 1.0 - q
-        magnitude = -2.0 * b * math.log(6.0 * t / (2.0 + math.sqrt(4.0 - 6.0 * t)))  # ≥ 0: its tail is t
+        root = 2.0 + math.sqrt(4.0 - 6.0 * t)
+        if q < sys.float_info.min:
+            # t = β·p_n is subnormal: the product loses its bits there, and is 0 for β = 5e-324 over two
+            # rounds (a "math domain error" for an accepted β); log t is taken from its factors instead
+            magnitude = -2.0 * b * (math.log(6.0) + math.log(beta) + math.log(float(p_n)) - math.log(root))
+        else:
+            magnitude = -2.0 * b * math.log(6.0 * t / root)  # ≥ 0: its tail is t
         margins.append(magnitude if q <= 0.5 else -magnitude)
     return tuple(margins)
 

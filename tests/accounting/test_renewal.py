@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 from datetime import UTC, datetime, timedelta, timezone
 
@@ -101,6 +102,24 @@ def test_bad_renewal_settings_are_refused(engine):
     acc = Accountant(engine, "ana")
     with pytest.raises(ConfigError, match="smaller than one period"):
         acc.set_budget(Budget(1.0, 1e-6), renewal=Renewal("daily", Budget(0.5, 1e-6)))
+
+
+@pytest.mark.parametrize("lifetime, accepted", [
+    (Budget(1.0, 1e-6), True),  # equal to one period: the boundary, accepted
+    (Budget(math.nextafter(1.0, 0.0), 1e-6), False),  # ε one float below
+    (Budget(1.0, math.nextafter(1e-6, 0.0)), False),  # δ one float below
+], ids=["equal", "epsilon-below", "delta-below"])
+def test_a_lifetime_cap_equal_to_one_period_is_the_boundary(engine, lifetime, accepted):
+    """The lifetime cap may equal one period's budget (one period then spends all of it) and not be a
+    float smaller in ε or in δ: each side of the `or` is reached alone."""
+    acc = Accountant(engine, "ana")
+    renewal = Renewal("daily", lifetime)
+    if accepted:
+        acc.set_budget(Budget(1.0, 1e-6), renewal=renewal)
+        assert acc.status().budget == Budget(1.0, 1e-6)
+    else:
+        with pytest.raises(ConfigError, match="the lifetime cap is smaller than one period's budget"):
+            acc.set_budget(Budget(1.0, 1e-6), renewal=renewal)
 
 
 # -- spending across periods -----------------------------------------------------------------------

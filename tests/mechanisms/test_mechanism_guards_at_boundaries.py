@@ -396,9 +396,19 @@ def test_halting_margins_at_beta_one_half_and_just_above_zero():
     """One round: P(ξ − ζ ≥ 0) = (4 − 1)/6 = ½, so β = ½ gives the margin 0; a tiny β a finite margin
     m = −2b·log x with x = 6β/(2 + √(4 − 6β)), b = 2Δ/ε."""
     assert halting_margins([0.5], 1.0, 0.5) == (0.0,)
-    x = 6 * ABOVE_ZERO / (2 + math.sqrt(4.0))
+    # log x from its factors: x = 6β/4 computed in floats is a subnormal rounded to a whole ulp (2 ulps
+    # here, a margin 2.3 smaller than the exact one)
+    log_x = math.log(6.0) + math.log(ABOVE_ZERO) - math.log(2 + math.sqrt(4.0))
     (margin,) = halting_margins([0.5], 1.0, ABOVE_ZERO)
-    assert margin == pytest.approx(-2 * 4.0 * math.log(x), rel=1e-12) and math.isfinite(margin)
+    assert margin == pytest.approx(-2 * 4.0 * log_x, rel=1e-12) and math.isfinite(margin)
+
+
+def test_halting_margins_at_a_subnormal_beta_over_two_rounds_are_finite():
+    """β = ulp(0) over two rounds: β·p_n = ulp(0)/2 underflows to 0, and log 0 was a "math domain
+    error" for an accepted β. Each margin is −2b·log(6β·p_n/(2 + √4)), with log(β·p_n) = log β + log ½."""
+    margins = halting_margins([0.5, 0.5], 1.0, ABOVE_ZERO)
+    expected = -2 * 4.0 * (math.log(6.0) + math.log(ABOVE_ZERO) + math.log(0.5) - math.log(4.0))
+    assert margins == pytest.approx((expected, expected), rel=1e-12)
 
 
 @pytest.mark.parametrize("beta", [0.0, BELOW_ZERO, 1.0, NAN], ids=["0", "-ulp(0)", "1", "nan"])
