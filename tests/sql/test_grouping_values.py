@@ -1,0 +1,79 @@
+"""GROUP BY keys' domains at their edges (issue 31, the campaign's survivors in ``sql/grouping.py``).
+
+Each test pins a *value* the analysis computes for a key — the domain's size at the group limit, where a
+domain comes from (shown by EXPLAIN), the days of a nullable date column — or a refusal's words, on a
+real table in chdb:
+
+- one bounded integer key of exactly :data:`MAX_GROUPS` values is accepted with that domain, and one
+  more value is refused naming the key (before its values are listed: a per-key check, where the
+  product check would first build a tuple of every value);
+- a nullable date column with declared bounds is released over its declared days, like a plain date
+  column (its type is read through ``Nullable(…)``);
+- a time bucket limited by a WHERE range says so in its origin, whichever end WHERE limits;
+- a GROUP BY on a public table's column that has no values is refused in words.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import date
+
+import pytest
+
+from dpch.sql.grouping import MAX_GROUPS, GroupKey
+from tests.helpers import make_table, refused_uncharged
+
+PRIVATE = ("uid UInt64, code String, "
+           "k Int32 COMMENT 'dp: bounds=[0, 99999]', big Int32 COMMENT 'dp: bounds=[0, 100000]', "
+           "d Date COMMENT 'dp: bounds=[\"2026-01-01\", \"2026-03-31\"]', "
+           "nd Nullable(Date) COMMENT 'dp: bounds=[\"2026-01-01\", \"2026-01-03\"]'")
+
+
+@pytest.fixture
+def session(connect):
+    s = connect(analyst="grouping")
+    make_table(s, PRIVATE, [(1, "a", 5, 5, date(2026, 1, 2), date(2026, 1, 2))], ["uid", "code", "k", "big", "d", "nd"])
+    make_table(s, "code String, label String", [], ["code", "label"], name="dim", comment="dp: public")
+    return s
+
+
+def keys(session, sql: str) -> dict[str, GroupKey]:
+    return {k.label: k for k in session.plan(sql)[0].keys}
+
+
+def test_one_integer_key_of_exactly_the_limit_is_accepted_and_one_more_value_is_refused(session):
+    assert MAX_GROUPS == 100_000
+    (key,) = keys(session, "SELECT k, count(*) FROM t GROUP BY k").values()
+    assert key.origin == "bounds" and key.values is not None and len(key.values) == MAX_GROUPS
+    assert (key.values[0], key.values[-1]) == (0, 99_999)
+    error = refused_uncharged(session, "SELECT big, count(*) FROM t GROUP BY big")
+    assert f"GROUP BY big would release 100001 groups, more than the limit of {MAX_GROUPS}" in str(error)
+
+
+def test_a_nullable_date_with_bounds_is_released_over_its_declared_days(session):
+    (key,) = keys(session, "SELECT nd, count(*) FROM t GROUP BY nd").values()
+    assert key.origin == "bounds"
+    assert key.values is not None and [str(v) for v in key.values if v is not None] == [
+        "2026-01-01", "2026-01-02", "2026-01-03"]
+
+
+@pytest.mark.parametrize("where, origin", [
+    ("", "bounds"),
+    ("WHERE d >= '2026-02-01'", "bounds and WHERE range"),
+    ("WHERE d < '2026-02-01'", "bounds and WHERE range"),
+], ids=["no WHERE", "lower end", "upper end"])
+def test_a_time_bucket_says_whether_a_where_range_limits_it(session, where, origin):
+    (key,) = keys(session, f"SELECT toStartOfWeek(d) AS w, count(*) FROM t {where} GROUP BY w").values()
+    assert key.origin == origin and key.values
+
+
+def test_a_public_table_column_without_values_is_refused_in_words(session):
+    error = refused_uncharged(
+        session, "SELECT dim.label, count(*) FROM t JOIN dim ON t.code = dim.code GROUP BY dim.label")
+    assert "the public table has no values in this column" in str(error)
+
+
+def test_a_group_key_is_frozen():
+    key = GroupKey("k", None, (1, 2), "bounds")  # type: ignore[arg-type]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        key.values = (3,)  # type: ignore[misc]
