@@ -10,6 +10,8 @@ real table in chdb:
 - a nullable date column with declared bounds is released over its declared days, like a plain date
   column (its type is read through ``Nullable(…)``);
 - a time bucket limited by a WHERE range says so in its origin, whichever end WHERE limits;
+- a date bucket over an expression is a private key (partition selection), and a time bucket the registry
+  refuses, over a column without date bounds, asks for them;
 - a GROUP BY on a public table's column that has no values is refused in words.
 """
 
@@ -26,13 +28,14 @@ from tests.helpers import make_table, refused_uncharged
 PRIVATE = ("uid UInt64, code String, "
            "k Int32 COMMENT 'dp: bounds=[0, 99999]', big Int32 COMMENT 'dp: bounds=[0, 100000]', "
            "d Date COMMENT 'dp: bounds=[\"2026-01-01\", \"2026-03-31\"]', "
-           "nd Nullable(Date) COMMENT 'dp: bounds=[\"2026-01-01\", \"2026-01-03\"]'")
+           "nd Nullable(Date) COMMENT 'dp: bounds=[\"2026-01-01\", \"2026-01-03\"]', "
+           "d2 Date, dt DateTime")
 
 
 @pytest.fixture
 def session(connect):
     s = connect(analyst="grouping")
-    make_table(s, PRIVATE, [(1, "a", 5, 5, date(2026, 1, 2), date(2026, 1, 2))], ["uid", "code", "k", "big", "d", "nd"])
+    make_table(s, PRIVATE, [(1, "a", 5, 5, date(2026, 1, 2), date(2026, 1, 2))], ["uid", "code", "k", "big", "d", "nd"])  # d2, dt: defaults
     make_table(s, "code String, label String", [], ["code", "label"], name="dim", comment="dp: public")
     return s
 
@@ -65,6 +68,20 @@ def test_a_nullable_date_with_bounds_is_released_over_its_declared_days(session)
 def test_a_time_bucket_says_whether_a_where_range_limits_it(session, where, origin):
     (key,) = keys(session, f"SELECT toStartOfWeek(d) AS w, count(*) FROM t {where} GROUP BY w").values()
     assert key.origin == origin and key.values
+
+
+def test_a_date_bucket_over_an_expression_is_a_private_key(session):
+    """toStartOfMonth(d2 + 1) buckets an expression, not a column: its values come from the data (partition
+    selection), where a bucket over a column with bounds is listed from them."""
+    (key,) = keys(session, "SELECT toStartOfMonth(d2 + 1) AS m, count(*) FROM t GROUP BY m").values()
+    assert key.origin == "partition selection" and key.values is None
+
+
+def test_a_time_bucket_the_registry_refuses_asks_for_date_bounds(session):
+    """toDate(dt) is not allowed on a row (its zone is the server's); over a column without declared date
+    bounds the refusal names what would make the bucket listable."""
+    error = refused_uncharged(session, "SELECT toStartOfMonth(toDate(dt)) AS m, count(*) FROM t GROUP BY m")
+    assert "GROUP BY toStartOfMonth(toDate(dt)): this time bucket needs declared date bounds on dt" in str(error)
 
 
 def test_a_public_table_column_without_values_is_refused_in_words(session):
