@@ -229,7 +229,7 @@ def discrete_gaussian(rng: np.random.Generator, sigma2: Fraction, size: int | tu
         sidx = np.flatnonzero(small)
         accept[sidx] = bernoulli_exp(rng, dist[sidx] * dist[sidx] * d, den)
         for i in np.flatnonzero(~small):  # |Y| beyond ~2^30: exact with Python integers
-            accept[i] = _bernoulli_exp_python(rng, int(dist[i]) ** 2 * d, den)
+            accept[i] = bernoulli_exp_exact(rng, int(dist[i]) ** 2 * d, den)
         if y.size:
             rate = max(0.05, float(accept.mean()))
         got = y[accept][:need]
@@ -238,8 +238,11 @@ def discrete_gaussian(rng: np.random.Generator, sigma2: Fraction, size: int | tu
     return out.reshape(shape)
 
 
-def _bernoulli_exp_python(rng: np.random.Generator, num: int, den: int) -> bool:
-    """Scalar CKS Algorithm 1 with Python integers (no overflow), for the rare huge exponent."""
+def bernoulli_exp_exact(rng: np.random.Generator, num: int, den: int) -> bool:
+    """One Bernoulli(exp(−num/den)) draw for Python integers num ≥ 0, den > 0 of any size (CKS 2020,
+    Algorithm 1: ⌊γ⌋ Bernoulli(e^−1) successes, then Bernoulli(e^−frac) by the alternating series).
+
+    :func:`discrete_gaussian` uses it for the rare |Y| whose exponent would overflow int64."""
     whole, frac = divmod(num, den)
     for _ in range(whole):
         if not bool(bernoulli_exp_minus_one(rng, 1)[0]):
@@ -247,13 +250,14 @@ def _bernoulli_exp_python(rng: np.random.Generator, num: int, den: int) -> bool:
     k = 1
     while True:
         # Bernoulli(frac/(den·k)) with an exact big-integer uniform draw
-        if _uniform_below(rng, den * k) >= frac:
+        if uniform_below(rng, den * k) >= frac:
             return k % 2 == 1
         k += 1
 
 
-def _uniform_below(rng: np.random.Generator, bound: int) -> int:
-    """Exact uniform integer on {0, …, bound − 1} for Python-int bounds (rejection on bits)."""
+def uniform_below(rng: np.random.Generator, bound: int) -> int:
+    """An exact uniform integer on {0, …, bound − 1} for a Python-int ``bound`` ≥ 1 of any size
+    (``bound.bit_length()`` random bits, rejected until below ``bound``)."""
     bits = bound.bit_length()
     while True:
         words = rng.integers(0, 1 << 32, size=(bits + 31) // 32, dtype=np.uint64)

@@ -35,7 +35,7 @@ PRIVATE = ("uid UInt64, code String, "
 @pytest.fixture
 def session(connect):
     s = connect(analyst="grouping")
-    make_table(s, PRIVATE, [(1, "a", 5, 5, date(2026, 1, 2), date(2026, 1, 2))], ["uid", "code", "k", "big", "d", "nd"])  # d2, dt: defaults
+    make_table(s, PRIVATE, [(1, "a", 5, 5, date(2026, 1, 2), date(2026, 1, 2))], ["uid", "code", "k", "big", "d", "nd"])
     make_table(s, "code String, label String", [], ["code", "label"], name="dim", comment="dp: public")
     return s
 
