@@ -200,7 +200,8 @@ RESULTS = ROOT / ".mutation" / "results.jsonl"
 EQUIVALENT = ROOT / "tools" / "mutation_equivalent.json"
 
 MAP_TESTS = ["tests/sql", "tests/privacy", "tests/mechanisms", "tests/accounting", "tests/pipeline", "tests/accuracy",
-             "tests/soundness", "tests/audit", "tests/policy", "tests/dbapi", "tests/store"]
+             "tests/soundness", "tests/audit", "tests/policy", "tests/dbapi", "tests/store", "tests/server",
+             "tests/cli"]
 
 #: a pytest plugin for ``--map``: each test's duration, so a mutant's covering tests run fastest first
 _TIMER = '''
