@@ -29,7 +29,7 @@ PRIVATE = ("uid UInt64, code String, "
            "k Int32 COMMENT 'dp: bounds=[0, 99999]', big Int32 COMMENT 'dp: bounds=[0, 100000]', "
            "d Date COMMENT 'dp: bounds=[\"2026-01-01\", \"2026-03-31\"]', "
            "nd Nullable(Date) COMMENT 'dp: bounds=[\"2026-01-01\", \"2026-01-03\"]', "
-           "d2 Date, dt DateTime")
+           "d2 Date, dt DateTime, nk Nullable(Int32) COMMENT 'dp: bounds=[0, 9]'")
 
 
 @pytest.fixture
@@ -51,6 +51,33 @@ def test_one_integer_key_of_exactly_the_limit_is_accepted_and_one_more_value_is_
     assert (key.values[0], key.values[-1]) == (0, 99_999)
     error = refused_uncharged(session, "SELECT big, count(*) FROM t GROUP BY big")
     assert f"GROUP BY big would release 100001 groups, more than the limit of {MAX_GROUPS}" in str(error)
+
+
+@pytest.mark.parametrize("sql, size", [
+    ("SELECT intDiv(k, 1) AS b, count(*) FROM t GROUP BY b", MAX_GROUPS),
+    ("SELECT intDiv(k, 1000) AS b, count(*) FROM t GROUP BY b", 100),
+], ids=["step 1: the limit", "step 1000"])
+def test_an_intdiv_key_lists_its_buckets(session, sql, size):
+    (key,) = keys(session, sql).values()
+    assert key.origin == "bounds" and key.values == tuple(range(size)) and key.type == "Int64"
+    assert isinstance(key.sql, str) and key.sql.startswith("intDiv(")
+
+
+@pytest.mark.parametrize("sql, message", [
+    ("SELECT intDiv(big, 1) AS b, count(*) FROM t GROUP BY b",
+     f"GROUP BY intDiv(big, 1) would release 100001 groups, more than the limit of {MAX_GROUPS}"),
+    ("SELECT intDiv(k, 0) AS b, count(*) FROM t GROUP BY b", "write intDiv(column, positive whole number)"),
+    ("SELECT intDiv(k, '3') AS b, count(*) FROM t GROUP BY b", "write intDiv(column, positive whole number)"),
+    ("SELECT intDiv(k, 2.5) AS b, count(*) FROM t GROUP BY b", "write intDiv(column, positive whole number)"),
+    ("SELECT intDiv(k + 1, 2) AS b, count(*) FROM t GROUP BY b", "write intDiv(column, positive whole number)"),
+], ids=["past the limit", "step 0", "text step", "fractional step", "over an expression"])
+def test_an_intdiv_key_outside_its_form_or_limit_is_refused_in_words(session, sql, message):
+    assert message in str(refused_uncharged(session, sql))
+
+
+def test_a_nullable_bounded_integer_key_is_released_as_its_base_type(session):
+    (key,) = keys(session, "SELECT nk, count(*) FROM t GROUP BY nk").values()
+    assert key.type == "Int32" and key.values == tuple(range(10))
 
 
 def test_a_nullable_date_with_bounds_is_released_over_its_declared_days(session):
