@@ -15,6 +15,10 @@ from dpch.errors import PolicyError
 #: and ignored: verifications now live in ``dpch_verified`` (:mod:`dpch.policy.verified`), and
 #: ``dpch policy verify`` removes the item
 LEGACY_VERIFIED = "verified_parts"
+#: the largest contribution bound an owner may annotate (max_rows_per_unit, max_groups_per_unit,
+#: max_rows_per_group); the analyst's settings stop at the same (dpch.sql.contribution.MAX_ASKED)
+MAX_CONTRIBUTION_BOUND = 10**9
+
 TABLE_KEYS = {"privacy_unit", "max_rows_per_unit", "unique_units", "max_groups_per_unit", "max_rows_per_group",
               "public", "split_cap",
               "cap_order", LEGACY_VERIFIED}
@@ -450,6 +454,12 @@ def _flag(value: Any, where: str) -> bool:
 def _positive_int(value: Any, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise PolicyError(f"{where} must be a positive whole number, got {value!r}")
+    if value > MAX_CONTRIBUTION_BOUND:
+        # a bound this large gives noise as large (it scales the sensitivity), and 10^400 reached the ℓ2
+        # arithmetic as an OverflowError; the analyst's dp_max_groups/dp_max_rows_per_group stop at the same
+        raise PolicyError(f"{where} must be at most 10^9, got {value}",
+                          hint="a contribution bound scales the noise: choose one near what most units have "
+                               "(dpch policy suggest TABLE shows it)")
     return value
 
 

@@ -54,6 +54,11 @@ def test_policy_from_annotations(connect):
         ("uid UInt64", "dp: privacy_unit=uid", "no max_rows_per_unit"),
         ("uid UInt64", "dp: max_rows_per_unit=2", "names no privacy_unit"),
         ("uid UInt64", "dp: privacy_unit=uid, max_rows_per_unit=0", "positive whole number"),
+        ("uid UInt64", "dp: privacy_unit=uid, max_rows_per_unit=1000000001", r"must be at most 10\^9, got 1000000001"),
+        ("uid UInt64", "dp: privacy_unit=uid, max_rows_per_unit=1, max_rows_per_group=" + "9" * 400,
+         r"max_rows_per_group must be at most 10\^9"),
+        ("uid UInt64", "dp: privacy_unit=uid, max_rows_per_unit=1, max_groups_per_unit=10000000000",
+         r"max_groups_per_unit must be at most 10\^9"),
         ("uid UInt64, s String COMMENT 'dp: bounds=[0, 1]'", "dp: privacy_unit=uid, max_rows_per_unit=1",
          "need a numeric column"),
         ("uid UInt64", "dp: privacy_unit=uid, max_rows_per_unit=1, colour=red", "unknown policy key"),
@@ -66,6 +71,12 @@ def test_invalid_policies_are_refused_precisely(connect, columns, comment, messa
     make_table(s, columns, [], [], comment=comment)
     with pytest.raises(PolicyError, match=message):
         s.table_policy("t")
+
+
+def test_a_contribution_bound_of_exactly_10_to_the_9_is_accepted(connect):
+    s = connect()
+    make_table(s, "uid UInt64", [], [], comment="dp: privacy_unit=uid, max_rows_per_unit=1000000000")
+    assert s.table_policy("t").max_rows_per_unit == 10**9
 
 
 def test_toml_overrides_annotations_key_by_key(connect, tmp_path):
