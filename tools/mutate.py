@@ -199,6 +199,9 @@ RESULTS = ROOT / ".mutation" / "results.jsonl"
 #: survivors judged equivalent, each with its reason (kept in git: the argued part of the campaign)
 EQUIVALENT = ROOT / "tools" / "mutation_equivalent.json"
 
+#: the map's mark for a line run at import time (coverage's empty context)
+IMPORTED = "<import>"
+
 MAP_TESTS = ["tests/sql", "tests/privacy", "tests/mechanisms", "tests/accounting", "tests/pipeline", "tests/accuracy",
              "tests/soundness", "tests/audit", "tests/policy", "tests/dbapi", "tests/store", "tests/server",
              "tests/cli"]
@@ -742,7 +745,10 @@ def build_map(sources: dict[str, str], modules: list[str] | None = None, tests: 
             if module not in recorded:
                 continue
             by_line = data.contexts_by_lineno(filename)
-            lines[module] = {str(n): sorted({c.split("|")[0] for c in ctx if c}) for n, ctx in by_line.items()}
+            # a line run at import has the empty context (no test open): it is marked IMPORTED, so that a
+            # mutant there (a table built by a helper function at import) is judged on its module's lanes
+            lines[module] = {str(n): sorted({c.split("|")[0] if c else IMPORTED for c in ctx})
+                             for n, ctx in by_line.items()}
         timing = json.loads(times_file.read_text()) if times_file.exists() else {"times": {}, "failed": []}
         times, failed = timing["times"], set(timing["failed"])
         if failed:  # a test that fails unmutated would "kill" every mutant it reaches
@@ -793,6 +799,10 @@ def covering_tests(mutant: Mutant, coverage_map: dict | None, sources: dict[str,
         if not lines:
             return None
     tests = {t for n in lines for t in by_line.get(str(n), [])}
+    if IMPORTED in tests:
+        # run when the module is imported, before any test's context: every test that imports the module
+        # may depend on it, so the module's lanes judge it (the map cannot narrow them)
+        return None
     times = coverage_map["times"]
     return sorted(tests, key=lambda t: (times.get(t, 60.0), t))
 
