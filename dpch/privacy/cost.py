@@ -197,15 +197,6 @@ def as_approx(cost: PureDP | ApproxDP) -> ApproxDP:
     return pure_to_approx(cost) if isinstance(cost, PureDP) else cost
 
 
-def as_zcdp(cost: PureDP | ApproxDP | ZCDP) -> ZCDP:
-    """The zCDP form of a DP or zCDP cost, by the conversion its kind needs."""
-    if isinstance(cost, ZCDP):
-        return cost
-    if isinstance(cost, PureDP):
-        return pure_to_zcdp(cost)
-    return approx_to_zcdp(cost)
-
-
 # -- the ledger's record of a charge -----------------------------------------------------------
 
 
