@@ -153,6 +153,12 @@ def test_pure_ex_post_filter_charges_the_pure_cost(connect, session):
      "dp_mechanism = 'laplace', dp_delta = 1e-6", {}, "takes no dp_delta"),
     ("SELECT page FROM visits GROUP BY page ORDER BY count() DESC LIMIT 2 SETTINGS dp_select = 'best'", {},
      "dp_select must be one of"),
+    # the score range's ends: numbers, the upper above the lower (equal is empty)
+    ("SELECT page FROM visits GROUP BY page ORDER BY count() DESC LIMIT 2 SETTINGS dp_select = 'top', "
+     "dp_mechanism = 'gaussian', dp_score_min = 'low', dp_score_max = 10", {}, "dp_score_min must be a number"),
+    ("SELECT page FROM visits GROUP BY page ORDER BY count() DESC LIMIT 2 SETTINGS dp_select = 'top', "
+     "dp_mechanism = 'gaussian', dp_score_min = 10, dp_score_max = 10", {},
+     "dp_score_max (10) must be above dp_score_min (10)"),
     ("SELECT page FROM visits GROUP BY page ORDER BY count() DESC LIMIT 2 SETTINGS dp_select = 'top', "
      "dp_accuracy = 5", {}, "do not apply"),
 ])
