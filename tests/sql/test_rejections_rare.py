@@ -43,6 +43,19 @@ RARE = [
     # an aggregate under DISTINCT, alone or inside an expression
     ("SELECT DISTINCT count(*) FROM t", "SELECT DISTINCT with an aggregate is not supported"),
     ("SELECT DISTINCT count(*) + 1 FROM t", "SELECT DISTINCT with an aggregate is not supported"),
+    # positions past the SELECT list (or 0), found unreached by the campaign's coverage map (issue 31)
+    ("SELECT region, count(*) FROM t GROUP BY 3", "GROUP BY 3 is out of range"),
+    ("SELECT region, count(*) FROM t GROUP BY 0", "GROUP BY 0 is out of range"),
+    ("SELECT region, count(*) FROM t GROUP BY region ORDER BY 3", "ORDER BY 3 is out of range"),
+    ("SELECT count(*) FILTER (WHERE x > 1) FROM t", r"FILTER \(WHERE …\) clause is not supported"),
+    ("SELECT count(*) + (SELECT 1) FROM t", "subqueries are not supported"),
+    ("SELECT region, count(*) FROM t GROUP BY region ORDER BY count(*) DESC LIMIT 'a'",
+     "LIMIT must be a whole number literal"),
+    ("SELECT region, count(*) FROM t GROUP BY region ORDER BY count(*) DESC LIMIT 1.5",
+     "LIMIT must be a whole number literal"),
+    # a per-group bound over a key whose domain is the data's, with no G from the owner or the analyst
+    ("SELECT name, count(*) FROM t GROUP BY name SETTINGS dp_bound = 'groups', dp_max_rows_per_group = 1",
+     "a per-group bound needs the groups a unit may touch"),
     # 1000 × 100 = 100 000 groups is the limit; one more key value on either side is past it
     ("SELECT k, j, region, count(*) FROM t GROUP BY k, j, region",
      f"would release 200000 groups, more than the limit of {MAX_GROUPS}"),
