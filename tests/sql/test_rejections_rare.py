@@ -22,6 +22,7 @@ def session(connect):
     s = connect(analyst="rare")
     make_table(s, PRIVATE, [(1, "a", 5.0, "Zelda", 1, 2)], ["uid", "region", "x", "name", "k", "j"])
     make_table(s, DIM, [("a", "Alpha")], ["code", "label"], name="dim", comment="dp: public")
+    make_table(s, "uid UInt64, y Float64 COMMENT 'dp: bounds=[0, 1]'", [(1, 0.5)], ["uid", "y"], name="u")
     return s
 
 
@@ -53,6 +54,17 @@ RARE = [
      "LIMIT must be a whole number literal"),
     ("SELECT region, count(*) FROM t GROUP BY region ORDER BY count(*) DESC LIMIT 1.5",
      "LIMIT must be a whole number literal"),
+    # FROM and WITH forms, and joins of private tables, the map showed unreached
+    ("WITH c AS (SELECT 1 UNION ALL SELECT 2) SELECT count(*) FROM t", "CTE c: only a SELECT can be used in WITH"),
+    ("SELECT count(*) FROM (SELECT uid FROM t UNION ALL SELECT uid FROM t) AS s",
+     "only a SELECT can be used as a subquery in FROM"),
+    ("SELECT count(*) FROM (SELECT count(*) AS n FROM t) AS s",
+     "(aggregates or window functions inside a subquery|GROUP BY inside a subquery) (are|is) not supported"),
+    ("SELECT count(*) FROM (SELECT uid, x AS a, k AS a FROM t) AS s", "a subquery has two columns with the same name"),
+    ("WITH c AS (SELECT uid FROM t) SELECT count(*) FROM t JOIN c ON t.uid = c.uid", "joining a CTE is not supported"),
+    ("SELECT count(*) FROM t JOIN u ON t.uid = u.uid JOIN u AS u2 ON t.uid = u2.uid",
+     "only two private tables can be joined"),
+    ("SELECT count(*) FROM t LEFT JOIN u ON t.uid = u.uid", "LEFT JOIN of two private tables is not supported"),
     # a per-group bound over a key whose domain is the data's, with no G from the owner or the analyst
     ("SELECT name, count(*) FROM t GROUP BY name SETTINGS dp_bound = 'groups', dp_max_rows_per_group = 1",
      "a per-group bound needs the groups a unit may touch"),
