@@ -357,12 +357,12 @@ class ValueTranslator:
         if found is not None and found.value is not None:
             return found.value(node, self, context)
         if isinstance(node, exp.Func):
-            name = function_name(node) or functions.display_name(node)
+            name = functions.display_name(node)  # as the analyst wrote it (toString, not tostring)
             raise QueryRejected(
                 f"{context}: function {name.rstrip('()')}() is not supported inside aggregates",
                 hint="use arithmetic, if/CASE, abs, least/greatest, round/floor/ceil, sqrt, log, exp, pow",
             )
-        raise QueryRejected(f"{context}: {node.key.upper()} expressions are not supported inside aggregates")
+        raise QueryRejected(f"{context}: {functions.display_name(node)} is not supported inside aggregates")
 
     def _column(self, node: exp.Column, context: str) -> ValueExpr:
         ref = self.resolve(node)

@@ -459,7 +459,8 @@ def display_name(node: exp.Expr) -> str:
         return f"{entry.name}()" if entry.name[:1].isalpha() and not entry.name.isupper() else entry.name
     words = {exp.Mod: "the % operator", exp.Window: "window functions (OVER)", exp.Cast: "CAST",
              exp.Escape: "LIKE … ESCAPE", exp.Select: "a subquery", exp.Subquery: "a subquery",
-             exp.Star: "*", exp.Placeholder: "a query parameter", exp.Parameter: "a query parameter"}
+             exp.Star: "*", exp.Placeholder: "a query parameter", exp.Parameter: "a query parameter",
+             exp.Bracket: "an array subscript [ ]"}
     for cls, word in words.items():
         if isinstance(node, cls):
             return word

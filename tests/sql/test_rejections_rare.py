@@ -65,6 +65,12 @@ RARE = [
     ("SELECT count(*) FROM t JOIN u ON t.uid = u.uid JOIN u AS u2 ON t.uid = u2.uid",
      "only two private tables can be joined"),
     ("SELECT count(*) FROM t LEFT JOIN u ON t.uid = u.uid", "LEFT JOIN of two private tables is not supported"),
+    # values inside aggregates, named as written (toString, not tostring; no parser class names)
+    ("SELECT count(*) FROM t WHERE x > avg(x) OVER ()", r"window functions \(OVER\) are not supported"),
+    ("SELECT sum(name) FROM t", r"sum\(name\): column name is not numeric \(type String\)"),
+    ("SELECT sum(uid) FROM t", "the privacy unit column cannot be aggregated as a value"),
+    ("SELECT sum(toString(x)) FROM t", r"function toString\(\) is not supported inside aggregates"),
+    ("SELECT sum([x, 1][1]) FROM t", r"an array subscript \[ \] is not supported inside aggregates"),
     # a per-group bound over a key whose domain is the data's, with no G from the owner or the analyst
     ("SELECT name, count(*) FROM t GROUP BY name SETTINGS dp_bound = 'groups', dp_max_rows_per_group = 1",
      "a per-group bound needs the groups a unit may touch"),
