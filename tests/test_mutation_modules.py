@@ -103,3 +103,14 @@ def test_the_campaign_adds_up_runs_and_carries_results_across_edits(tmp_path, mo
     lines_with_results = {moved_m.line for moved_m in moved if moved_m.key in carried}
     assert carried and all(row.get("carried") for row in carried.values())
     assert all(edited[module].splitlines()[n - 1].strip() != "return x * 3.0" for n in lines_with_results)
+
+
+def test_every_early_return_mutant_parses():
+    """The early-return operator on one-line bodies (``def f(): ...``, overloads, protocol stubs) once made
+    source that did not parse, and the campaign stopped there (privacy/cost.py's ``compose`` overloads)."""
+    mutate = _tool()
+    for module in mutate.TESTS:
+        source = (mutate.ROOT / module).read_text()
+        for mutant in mutate.mutants_of(module, source):
+            if mutant.description.startswith("early return"):
+                mutate.apply(source, mutant)  # raises SyntaxError if it does not parse

@@ -443,6 +443,10 @@ def _early_return(func: ast.FunctionDef | ast.AsyncFunctionDef, source: str) -> 
     if docstring and len(body) == 1:
         return None  # a docstring-only body
     first = body[1] if docstring else body[0]
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and first.value.value is Ellipsis:
+        return None  # a stub (an overload, a protocol's method): it does nothing to skip
+    if source.splitlines()[first.lineno - 1][:first.col_offset].strip():
+        return None  # a body on the def's own line (``def f(): ...``): a return there would not parse
     segment = ast.get_source_segment(source, first)
     if segment is None:
         return None
