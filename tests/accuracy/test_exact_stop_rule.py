@@ -98,3 +98,11 @@ def test_a_target_the_cap_cannot_reach_is_refused_before_the_charge(session):
                                            "dp_max_epsilon = 5")
     assert "cannot meet ±100" in err.message and "It would need ε about" in err.message
     assert "dp_stop_rule = 'released'" in (err.hint or "")
+
+
+def test_the_exact_rule_with_the_laplace_mechanism_is_refused_in_words(session):
+    """The exact rule runs RAT over the Brownian mechanism; asked with Laplace noise it is refused before
+    any charge, naming what it needs (the campaign's map showed the refusal unreached)."""
+    err = refused_uncharged(session, SQL + " SETTINGS dp_accuracy = 10, dp_stop_rule = 'exact', "
+                                           "dp_mechanism = 'laplace'")
+    assert "dp_stop_rule = 'exact' runs ReducedAboveThreshold over the Brownian mechanism" in err.message
