@@ -71,6 +71,15 @@ RARE = [
     ("SELECT sum(uid) FROM t", "the privacy unit column cannot be aggregated as a value"),
     ("SELECT sum(toString(x)) FROM t", r"function toString\(\) is not supported inside aggregates"),
     ("SELECT sum([x, 1][1]) FROM t", r"an array subscript \[ \] is not supported inside aggregates"),
+    # a simple CASE, bounds that overflow a float, and accuracy-first settings out of range
+    ("SELECT sum(CASE k WHEN 1 THEN x ELSE 0 END) FROM t", r"write CASE WHEN condition THEN \.\.\. \(simple CASE"),
+    ("SELECT sum(x * 1e308 * 1e308) FROM t", "an expression's bounds overflow"),
+    ("SELECT region, count(*) FROM t GROUP BY region SETTINGS dp_accuracy = 5, dp_max_epsilon = 0",
+     "dp_max_epsilon must be a positive number, got 0"),
+    ("SELECT region, count(*) FROM t GROUP BY region SETTINGS dp_accuracy = 5, dp_stop_rule = 'soon'",
+     "dp_stop_rule must be one of"),
+    ("SELECT region, count(*) FROM t GROUP BY region SETTINGS dp_relative_error = 0.1, dp_stop_rule = 'exact'",
+     r"dp_stop_rule = 'exact' needs dp_accuracy"),
     # a per-group bound over a key whose domain is the data's, with no G from the owner or the analyst
     ("SELECT name, count(*) FROM t GROUP BY name SETTINGS dp_bound = 'groups', dp_max_rows_per_group = 1",
      "a per-group bound needs the groups a unit may touch"),
