@@ -6,6 +6,7 @@ the code under test; floats are compared at relative 1e-12 (sums of a few terms)
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -137,3 +138,22 @@ def test_costs_compose_only_through_composed():
         a + b  # noqa: B018 — the operator must not exist
     both = PrivacyCost.composed([a, b])
     assert both.epsilon == pytest.approx(0.75) and both.rho is not None
+
+
+def test_a_fixed_cost_is_its_own_worst_case_even_with_a_worst_epsilon_recorded():
+    """realized_ex_post() takes the recorded worst case only for an ex-post release: a fixed-cost record
+    that carries a worst_epsilon (the filter's admission bound) is still its own worst case, ε; an
+    ex-post one without a recorded worst case is its own too."""
+    fixed = PrivacyCost(0.5, 1e-6, worst_epsilon=2.0)
+    assert fixed.realized_ex_post() == ExPost(0.5, 1e-6, 0.5)
+    assert PrivacyCost(0.3, 0.0, ex_post=True).realized_ex_post() == ExPost(0.3, 0.0, 0.3)
+
+
+@pytest.mark.parametrize("cost, field", [
+    (PureDP(1.0), "epsilon"), (ApproxDP(1.0, 1e-6), "delta"), (ZCDP(0.5), "rho"),
+    (ExPost(0.5, 0.0, 1.0), "worst_epsilon"), (PrivacyCost(1.0), "epsilon"),
+], ids=["pure", "approx", "zcdp", "ex-post", "record"])
+def test_costs_are_frozen(cost, field):
+    """A cost charged to the ledger cannot change after the charge."""
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(cost, field, 0.0)
