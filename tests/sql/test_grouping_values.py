@@ -29,7 +29,8 @@ PRIVATE = ("uid UInt64, code String, "
            "k Int32 COMMENT 'dp: bounds=[0, 99999]', big Int32 COMMENT 'dp: bounds=[0, 100000]', "
            "d Date COMMENT 'dp: bounds=[\"2026-01-01\", \"2026-03-31\"]', "
            "nd Nullable(Date) COMMENT 'dp: bounds=[\"2026-01-01\", \"2026-01-03\"]', "
-           "d2 Date, dt DateTime, nk Nullable(Int32) COMMENT 'dp: bounds=[0, 9]'")
+           "d2 Date, dt DateTime, nk Nullable(Int32) COMMENT 'dp: bounds=[0, 9]', "
+           "off Int32 COMMENT 'dp: bounds=[5, 100004]'")
 
 
 @pytest.fixture
@@ -73,6 +74,14 @@ def test_an_intdiv_key_lists_its_buckets(session, sql, size):
 ], ids=["past the limit", "step 0", "text step", "fractional step", "over an expression"])
 def test_an_intdiv_key_outside_its_form_or_limit_is_refused_in_words(session, sql, message):
     assert message in str(refused_uncharged(session, sql))
+
+
+@pytest.mark.parametrize("sql", ["SELECT off, count(*) FROM t GROUP BY off",
+                                 "SELECT intDiv(off, 1) AS b, count(*) FROM t GROUP BY b"], ids=["column", "intDiv"])
+def test_a_domain_not_starting_at_zero_is_counted_from_its_lower_end(session, sql):
+    """[5, 100 004] holds exactly the limit's 100 000 values: the size is hi − lo + 1, whatever lo is."""
+    (key,) = keys(session, sql).values()
+    assert key.values is not None and (len(key.values), key.values[0], key.values[-1]) == (MAX_GROUPS, 5, 100_004)
 
 
 def test_a_nullable_bounded_integer_key_is_released_as_its_base_type(session):
