@@ -14,7 +14,7 @@ from __future__ import annotations
 import io
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import redirect_stderr
 
 import pytest
@@ -80,11 +80,17 @@ class Terminal(io.StringIO):
 
 
 @pytest.fixture
-def terminal(monkeypatch: pytest.MonkeyPatch) -> Terminal:
+def terminal(monkeypatch: pytest.MonkeyPatch) -> Iterator[Terminal]:
     """Use as ``with terminal:`` inside the test (pytest installs its own stderr when the test's
     call starts, so a fixture cannot redirect it)."""
     monkeypatch.setattr(running, "SPINNER_DELAY", 0.0)  # the progress line from the first wait on
-    return Terminal()
+    # Ctrl-C must reach this process as KeyboardInterrupt: a suite started as a background job (`cmd &`
+    # without job control) inherits SIGINT ignored, and the runner then never saw the test's Ctrl-C
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    blocked = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    yield Terminal()
+    signal.signal(signal.SIGINT, previous)
+    signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 def _runner(*, local: bool) -> Runner:

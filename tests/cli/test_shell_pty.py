@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -38,10 +39,20 @@ def _env(tmp_path: Path) -> dict[str, str]:
             "DPCH_HISTORY": str(tmp_path / "history"), "LANG": "C.UTF-8"}
 
 
+def _interruptible() -> None:
+    """In the shell's process before it starts: Ctrl-C as a terminal delivers it (default disposition,
+    unblocked), whatever the test run inherited. An ignored SIGINT survives exec: a suite started as a
+    background job (``cmd &`` in a shell without job control, e.g. a CI script) has it ignored, and these
+    tests then failed because the shell never saw Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def spawn(store: Path, analyst: str, tmp_path: Path, *args: str):
     child = pexpect.spawn(sys.executable, ["-m", "dpch.cli.main", "--dsn", f"chdb://{store}", "--analyst", analyst,
                                            "shell", *args],
-                          env=_env(tmp_path), encoding="utf-8", timeout=30, dimensions=(50, 220), cwd=str(ROOT))
+                          env=_env(tmp_path), encoding="utf-8", timeout=30, dimensions=(50, 220), cwd=str(ROOT),
+                          preexec_fn=_interruptible)
     child.expect("dpch>")
     return child
 
