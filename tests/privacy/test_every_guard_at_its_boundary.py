@@ -28,20 +28,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from dpch.accounting.watches import WatchParams, validate_params
 from dpch.errors import QueryRejected
-from dpch.mechanisms import representable
-from dpch.mechanisms.boundaries import LinearBoundary
-from dpch.mechanisms.brownian import BrownianMechanism
 from dpch.mechanisms.calibration import analytic_gaussian_sigma
-from dpch.mechanisms.discrete import discrete_gaussian_delta
-from dpch.mechanisms.grid import LAPLACE_INFLATION
-from dpch.mechanisms.lnr import LaplacePath
-from dpch.mechanisms.rat import ReducedAboveThreshold
-from dpch.mechanisms.top_k import PeelingTopK, gumbel_top_k
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("mechanisms", "privacy", "accounting", "accuracy")
@@ -50,19 +41,9 @@ PARAMETERS = re.compile(
     r"\b(a|epsilon|eps|epsilons|epsilon_max|delta|delta_g|rho|rho_delta|sigma|sigma2|sigma_x|sigma_z|k|d|n|t|c|"
     r"beta|threshold|max_partitions|scale|sensitivity|width|upper|lower|instances|floor)\b")
 
-#: the first float above 0, the last below 1, and the first below 0
+#: the first float above 0 and the last below 1
 TINY = math.ulp(0.0)
 BELOW_ONE = math.nextafter(1.0, 0.0)
-BELOW_ZERO = -TINY
-ONE_OVER_E = 1.0 / math.e
-
-
-def below(x: float) -> float:
-    return math.nextafter(x, -math.inf)
-
-
-def above(x: float) -> float:
-    return math.nextafter(x, math.inf)
 
 
 @dataclass(frozen=True)
@@ -108,44 +89,12 @@ def guards_in_the_code() -> set[str]:
     return found
 
 
-# ------------------------------------------------------------------ builders of valid arguments
+# ------------------------------------------------------------------ a valid watch, changed one field at a time
 
 def watch(**changes: object) -> WatchParams:
     base = WatchParams(name="w", threshold=0.5, upper=1.0, sensitivity=1.0, sigma=1.0, epsilon=1.0, delta=1e-6,
                        instances=1, datasets=("db.t",), lower=0.0)
     return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
-
-
-def linear(a: float = 1.0, delta: float = 1e-6) -> LinearBoundary:
-    return LinearBoundary(a, delta)
-
-
-def brownian(times: list[float], sensitivity: float = 1.0) -> BrownianMechanism:
-    return BrownianMechanism(sensitivity, times, LinearBoundary.optimal(1.0, 1e-6, sensitivity=1.0))
-
-
-def rat(epsilons: tuple[float, ...], epsilon_max: float = 1.0, margins: tuple[float, ...] = ()) -> object:
-    return ReducedAboveThreshold(1.0, epsilon_max, 0.0, epsilons, margins)
-
-
-def path_value(t: float) -> object:
-    return LaplacePath(1.0, np.random.default_rng(1)).value(t)
-
-
-def top_k(k: int, d: int, rounds: int | None = None) -> PeelingTopK:
-    selector = gumbel_top_k(1.0, 1, 1.0, 2, monotonic=False).rounds[0]
-    return PeelingTopK(k, d, (selector,) * (k if rounds is None else rounds))
-
-
-def gaussian_sigma_returning(value: float) -> float:
-    return representable.gaussian_sigma(lambda: value, 1.0, 1e-6)
-
-
-#: the largest d whose Laplace grid is accepted at Δ1 = ε = 1: its width 2^⌊log2(inflation/d)⌋ must keep
-#: b/width = 1/width ≤ 2^49, i.e. inflation/d ≥ 2^-49
-LAPLACE_MAX_D = math.floor(LAPLACE_INFLATION * 2.0**49)
-#: δ of the discrete Gaussian at the sampler's smallest σ, ε = 5, Δ = 1: integer_sigma's own boundary
-INTEGER_SIGMA_DELTA = discrete_gaussian_delta(5.0, representable.MIN_INTEGER_SIGMA, 1)
 
 
 GUARDS: dict[str, Boundary | Elsewhere | Invariant] = {
@@ -363,7 +312,7 @@ GUARDS: dict[str, Boundary | Elsewhere | Invariant] = {
     "(1 + 2.0 ** (-16))": Invariant(
         "a self-check that the grid σ stays within the half-widths' allowance: the grid σ is the larger of the "
         "continuous σ scaled by shift/Δ2 ≤ 1 + inflation and a discrete calibration below it; no parameter "
-        "reaches it (tests/mechanisms/test_grid*.py check the allowance's value)"),
+        "reaches it (tests/mechanisms/test_calibration_guards.py checks that the half-widths cover the noise sampled)"),
 }
 
 
