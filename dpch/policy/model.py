@@ -16,7 +16,8 @@ from dpch.errors import PolicyError
 #: ``dpch policy verify`` removes the item
 LEGACY_VERIFIED = "verified_parts"
 #: the largest contribution bound an owner may annotate (max_rows_per_unit, max_groups_per_unit,
-#: max_rows_per_group); the analyst's settings stop at the same (dpch.sql.contribution.MAX_ASKED)
+#: max_rows_per_group) or an analyst ask for (dp_max_groups, dp_max_rows_per_group): far above any bound
+#: whose noise can be calibrated, and small enough that G·c² stays a float (10^200 overflowed)
 MAX_CONTRIBUTION_BOUND = 10**9
 
 TABLE_KEYS = {"privacy_unit", "max_rows_per_unit", "unique_units", "max_groups_per_unit", "max_rows_per_group",

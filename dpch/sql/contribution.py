@@ -34,15 +34,9 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from dpch.policy.model import MAX_CONTRIBUTION_BOUND
-
 BoundKind = Literal["rows", "groups"]
 #: ``SETTINGS dp_bound``: ``auto`` (:func:`choose`), ``rows`` (the row cap), ``groups`` (per group)
 BOUND_MODES = ("auto", "rows", "groups")
-#: the largest G or c an analyst may ask for (``dp_max_groups``, ``dp_max_rows_per_group``): far above any
-#: bound whose noise can be calibrated, and small enough that G·c² stays a float (10^200 overflowed); the
-#: owner's annotations stop at the same
-MAX_ASKED = MAX_CONTRIBUTION_BOUND
 
 
 @dataclass(frozen=True)
@@ -106,4 +100,4 @@ def better(per_group: list[tuple[float, float]], row_cap: list[tuple[float, floa
     return all(new <= old for new, old in pairs) and any(new < old for new, old in pairs)
 
 
-__all__ = ["BOUND_MODES", "MAX_ASKED", "BoundKind", "ContributionBound", "better"]
+__all__ = ["BOUND_MODES", "BoundKind", "ContributionBound", "better"]

@@ -100,7 +100,8 @@ class QueryOptions:
                 raise QueryRejected(f"{name} must be a number, got {value!r}", hint="e.g. dp_score_max = 10000")
         if self.score_max is not None and self.score_max <= self.score_min:
             raise QueryRejected(f"dp_score_max ({self.score_max:g}) must be above dp_score_min ({self.score_min:g})")
-        from dpch.sql.contribution import BOUND_MODES, MAX_ASKED
+        from dpch.policy.model import MAX_CONTRIBUTION_BOUND
+        from dpch.sql.contribution import BOUND_MODES
 
         if self.bound not in BOUND_MODES:
             raise QueryRejected(
@@ -109,9 +110,10 @@ class QueryOptions:
                      "rows in all; 'auto' chooses the one with less noise")
         for name, value in (("dp_max_groups", self.max_groups), ("dp_max_rows_per_group", self.max_rows_per_group)):
             if value is not None and not (isinstance(value, int) and not isinstance(value, bool)
-                                          and 1 <= value <= MAX_ASKED):
-                raise QueryRejected(f"{name} must be a positive integer up to {MAX_ASKED:,}, got {value!r}",
-                                    hint=f"e.g. {name} = 3")
+                                          and 1 <= value <= MAX_CONTRIBUTION_BOUND):
+                raise QueryRejected(
+                    f"{name} must be a positive integer up to {MAX_CONTRIBUTION_BOUND:,}, got {value!r}",
+                    hint=f"e.g. {name} = 3")
         if self.bound == "rows" and (self.max_groups is not None or self.max_rows_per_group is not None):
             raise QueryRejected("dp_max_groups and dp_max_rows_per_group set a per-group bound, and dp_bound = "
                                 "'rows' asks for the row cap", hint="drop one of them")
