@@ -33,8 +33,9 @@ class AnalystLock:
     reason: str
     time: datetime
 
-    def as_dict(self, *, internal: bool = False) -> dict[str, Any]:
-        """Plain data; ``reason`` only with ``internal`` (the data owner's view)."""
+    def as_dict(self, *, internal: bool) -> dict[str, Any]:
+        """Plain data; ``reason`` only with ``internal`` (the data owner's view). No default: each caller
+        says whose view it builds, so an analyst's view cannot gain the reason by omission."""
         data: dict[str, Any] = {"release_id": self.release_id, "time": self.time.isoformat()}
         if internal:
             data["reason"] = self.reason

@@ -40,7 +40,7 @@ and capped otherwise, a guard inside the query choosing; the value is the capped
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -263,7 +263,8 @@ def capped_rows(select: exp.Select, order: list[exp.Expr], cap: int, unit: exp.E
 KEPT_ROWS, KEPT_ROW = "__kept", "__row"
 
 
-def two_stage(select: exp.Select, order: exp.Expr, cap: int, unit_alias: str) -> exp.Select:
+def two_stage(select: exp.Select, order: exp.Expr, cap: int, unit_alias: str,
+              by: Sequence[exp.Expr] = ()) -> exp.Select:
     """``select``'s rows (columns aliased c0…, and the unit as ``unit_alias``) cut to each unit's ``cap`` rows
     first in ``order``, as a two-stage aggregate (issue 26, part 3) rather than a sort:
 
@@ -278,15 +279,26 @@ def two_stage(select: exp.Select, order: exp.Expr, cap: int, unit_alias: str) ->
     caps them there on one core. On one server it is slower than the streamed sort
     (docs/benchmarks.md), so it is emitted for Distributed tables only. Totality: ``tuple``,
     ``tupleElement`` of a constant index, ``groupArraySorted`` with a constant bound and ``ARRAY JOIN``
-    raise on no row."""
+    raise on no row.
+
+    ``by``: expressions over the columns' aliases (a GROUP BY's keys) that split each unit's rows
+    further, ``cap`` rows of each unit *in each* — the rows ``ORDER BY unit, by…, order LIMIT cap BY unit,
+    by…`` keeps (the per-group bound's cut). They are grouped on as the columns they alias (the aliases
+    are gone from the first stage's select list); NULL keys form one group, as in ``LIMIT BY``."""
     columns = [e for e in select.expressions if e.alias_or_name != unit_alias]
     unit = next(e for e in select.expressions if e.alias_or_name == unit_alias)
+    bases = {e.alias: e.this for e in select.expressions if isinstance(e, exp.Alias)}
+
+    def resolved(node: exp.Expr) -> exp.Expr:
+        return node.copy().transform(
+            lambda n: bases[n.name].copy() if isinstance(n, exp.Column) and not n.table and n.name in bases else n,
+            copy=False)
     kept = exp.ParameterizedAgg(this="groupArraySorted", expressions=[exp.Literal.number(cap)],
                                 params=[call("tuple", order.copy(), *(c.this.copy() if isinstance(c, exp.Alias)
                                                                       else c.copy() for c in columns))])
     inner = select.copy()
     inner.set("expressions", [unit.copy(), alias(kept, KEPT_ROWS)])
-    inner.set("group", exp.Group(expressions=[column(unit_alias)]))
+    inner.set("group", exp.Group(expressions=[column(unit_alias), *(resolved(b) for b in by)]))
     outer = exp.Select(expressions=[
         *(alias(call("tupleElement", column(KEPT_ROW), exp.Literal.number(i + 2)), c.alias_or_name)
           for i, c in enumerate(columns)), column(unit_alias)])

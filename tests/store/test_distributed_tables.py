@@ -136,3 +136,48 @@ def test_the_cap_on_shards_is_a_two_stage_aggregate_with_the_same_rows(cluster_s
     finally:
         s.close()
         _drop(cluster_server, database)
+
+
+@pytest.mark.parametrize("groups", [None, 2])
+def test_the_per_group_bound_on_shards_is_a_two_stage_aggregate_with_the_same_rows(cluster_server, request, groups):
+    """Under the per-group bound on a Distributed table, each unit's c rows per group are
+    ``groupArraySorted(c)`` per (unit, group) (the first stage on the shards), and they are exactly the
+    rows of the one-stream ``LIMIT c BY unit, keys`` under the same key: on two shards holding every row
+    twice, for counts and sums, with every group kept and with G = 2 of 3 groups per unit. Negative
+    control: a different key keeps other rows, so the comparison can fail."""
+    from dpch.pipeline.execute import exact
+    from dpch.sql.nodes import render
+    from dpch.sql.rewrite import emit_tree
+
+    database = "d_pg_" + "".join(ch if ch.isalnum() else "_" for ch in request.node.name[:30])
+    s = dpch.connect(cluster_server.dsn(database), analyst="ana", seed=7, default_budget=dpch.Budget())
+    columns = "uid UInt32, g UInt8 COMMENT 'dp: public, values=[0, 1, 2]', v Int32 COMMENT 'dp: bounds=[0, 10]'"
+    try:
+        engine = s.engine
+        engine.command(f"CREATE TABLE {engine.table('local')} ({columns}) ENGINE = MergeTree ORDER BY uid")
+        engine.command(f"INSERT INTO {engine.table('local')} SELECT number % 40, number % 3, number % 11 "
+                       "FROM numbers(600)")
+        engine.command(f"CREATE TABLE {engine.table('dist')} ({columns}) "
+                       f"ENGINE = Distributed('test_two_shards_localhost', '{database}', 'local') "
+                       "COMMENT 'dp: privacy_unit=uid, max_rows_per_unit=30, max_rows_per_group=2'")
+        s.policy.reload()
+        asked = " SETTINGS dp_bound = 'groups'" + (f", dp_max_groups = {groups}" if groups else "")
+        plan = s.explain("SELECT g, count(*), sum(v) FROM dist GROUP BY g" + asked).plan
+        assert plan.per_group and plan.restrict_groups == (groups is not None)
+        fast, reference = render(emit_tree(plan)), render(emit_tree(plan, fast_cap=False))
+        cut = 'LIMIT 2 BY "__unit", '  # c rows by unit and group (G groups by unit is LIMIT G BY "__unit")
+        assert "groupArraySorted(2)" in fast and cut not in fast
+        assert "groupArraySorted" not in reference and cut in reference
+        keys = [(k, 3 * k + 1) for k in range(1, 5)]
+        for key in keys:
+            two, one = exact(engine, plan, fast, key), exact(engine, plan, reference, key)
+            assert two.keys == one.keys
+            for name in two.measures:
+                assert list(two.measures[name]) == list(one.measures[name]), (key, name)
+        # each unit has 10 rows in each group (5 per shard): 2 kept per group, in 3 groups or in G = 2
+        assert sum(exact(engine, plan, fast, keys[0]).measures["m0"]) == 40 * 2 * (groups or 3)
+        sums = {tuple(exact(engine, plan, fast, key).measures["m1"]) for key in keys}
+        assert len(sums) > 1  # negative control: the key decides which rows
+    finally:
+        s.close()
+        _drop(cluster_server, database)
