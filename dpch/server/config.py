@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dpch.accounting.budget import NO_RENEWAL, Budget, Renewal
+from dpch.accounting.budget import DEFAULT_DELTA, NO_RENEWAL, Budget, Renewal
 from dpch.errors import ConfigError
 from dpch.sql.settings import INTERVAL_MODES
 from dpch.store.keeper import MODES
@@ -210,7 +210,7 @@ class ServerConfig:
                 digest = hashlib.sha256(str(spec.get("password", "")).encode()).hexdigest()
             budget = None
             if "epsilon" in spec:
-                budget = Budget(float(spec["epsilon"]), float(spec.get("delta", 1e-6)))
+                budget = Budget(float(spec["epsilon"]), float(spec.get("delta", DEFAULT_DELTA)))
             users[name] = User(name, str(spec.get("analyst", name)), digest, budget,
                                _renewal(spec, budget, f"{source}: [users.{name}]"),
                                **_user_options(spec, f"{source}: [users.{name}]"))
