@@ -122,7 +122,7 @@ class BudgetStore:
         )
         if not rows or rows[0][2] == 0:
             return None
-        return Budget(float(rows[0][0]), float(rows[0][1]))
+        return Budget(rows[0][0], rows[0][1])  # Float64 columns: Python floats
 
     def settings(self, analyst: str) -> dict[str, BudgetSetting]:
         """Every scope's latest setting for ``analyst``: "" (analyst-wide) and each dataset."""
@@ -134,7 +134,7 @@ class BudgetStore:
             {"a": analyst},
         )
         return {
-            r[0]: BudgetSetting(Budget(float(r[1]), float(r[2])), r[0], r[3], json.loads(r[4]) if r[4] else None,
+            r[0]: BudgetSetting(Budget(r[1], r[2]), r[0], r[3], json.loads(r[4]) if r[4] else None,
                                 _renewal(r[5], r[6], r[7]))
             for r in rows
         }
@@ -168,7 +168,7 @@ class BudgetStore:
             f"SELECT analyst, argMax(epsilon, set_at), argMax(delta, set_at), {_RENEWAL} FROM {self.table}"
             " WHERE dataset = '' GROUP BY analyst ORDER BY analyst"
         )
-        return {r[0]: BudgetSetting(Budget(float(r[1]), float(r[2])), renewal=_renewal(r[3], r[4], r[5]))
+        return {r[0]: BudgetSetting(Budget(r[1], r[2]), renewal=_renewal(r[3], r[4], r[5]))
                 for r in rows}
 
 
@@ -178,7 +178,7 @@ _RENEWAL = "argMax(renew, set_at), argMax(lifetime_epsilon, set_at), argMax(life
 
 def _renewal(schedule: str, lifetime_epsilon: float, lifetime_delta: float) -> Renewal:
     """A row's renewal; a lifetime ε of 0 means no cap (rows written before renewal existed too)."""
-    lifetime = Budget(float(lifetime_epsilon), float(lifetime_delta)) if schedule and lifetime_epsilon > 0 else None
+    lifetime = Budget(lifetime_epsilon, lifetime_delta) if schedule and lifetime_epsilon > 0 else None
     return Renewal(schedule, lifetime)
 
 
