@@ -114,3 +114,28 @@ def test_every_early_return_mutant_parses():
         for mutant in mutate.mutants_of(module, source):
             if mutant.description.startswith("early return"):
                 mutate.apply(source, mutant)  # raises SyntaxError if it does not parse
+
+
+def test_a_test_past_its_limit_fails_and_is_marked(tmp_path):
+    """The per-test limit of the mutation run's plugin: a test that runs past its limit (a mutant that
+    loops) fails at once and leaves the mark the run reads as a timeout; a test within its limit, or
+    one the limits file does not name, runs as usual (negative controls)."""
+    import subprocess
+
+    tool = _tool()
+    (tmp_path / "mutation_profile.py").write_text(tool._PLUGIN)
+    (tmp_path / "test_loop.py").write_text(
+        "def test_loops():\n    while True:\n        pass\n\n\n"
+        "def test_quick():\n    assert sum(range(10)) == 45\n")
+    (tmp_path / ".mutation-limits.json").write_text(json.dumps(
+        {"test_loop.py::test_loops": 0.5, "test_loop.py::test_quick": 60.0}))
+    run = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "mutation_profile",
+           "-o", "addopts=", "test_loop.py"]
+    env = {"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    out = subprocess.run(run, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1 and "1 failed, 1 passed" in out.stdout and "_TooSlow" in out.stdout
+    assert (tmp_path / ".mutation-too-slow").exists()
+    (tmp_path / ".mutation-too-slow").unlink()
+    out = subprocess.run([*run, "-k", "quick"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and not (tmp_path / ".mutation-too-slow").exists()
+    assert tool.per_test_limit(2.0) == 30.0 and tool.per_test_limit(None) == 120.0

@@ -93,6 +93,13 @@ _NEIGHBOURS = ["tests/soundness/test_neighbours.py"]
 #: seconds the slow lane may take (it has no unmutated baseline: running it for every module first would
 #: cost more than the survivors it judges)
 SLOW_TIMEOUT = 1800.0
+
+
+def per_test_limit(seconds: float | None) -> float:
+    """How long one covering test may run under a mutant before it counts as a timeout: five times its
+    unmutated time (from the map) plus 20 s, which absorbs a session fixture's start-up (chdb) landing on
+    the first test and a loaded machine; a test the map did not time gets 120 s."""
+    return 120.0 if seconds is None else 20.0 + 5.0 * seconds
 SLOW_TESTS: dict[str, list[str]] = {
     **{f"dpch/sql/{name}.py": _NEIGHBOURS for name in (
         "analyze", "aggregates", "bounds", "cap", "grouping", "relation", "rewrite", "value_rules", "time_buckets",
@@ -246,8 +253,35 @@ settings.register_profile("mutation", derandomize=True, deadline=None, print_blo
                           suppress_health_check=list(HealthCheck))
 settings.load_profile("mutation")
 
-import json, pathlib
+import json, pathlib, signal
+import pytest
 _SELECTION = pathlib.Path(".mutation-selection.json")
+_LIMITS, _SLOW = pathlib.Path(".mutation-limits.json"), pathlib.Path(".mutation-too-slow")
+
+
+class _TooSlow(BaseException):
+    """Raised by the alarm: a BaseException, so that no ``except Exception`` in the code under test
+    swallows it."""
+
+
+def _alarm(signum, frame):
+    _SLOW.write_text("")
+    raise _TooSlow("the mutant made this test run far longer than unmutated")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """With a limits file (seconds per node id), a test that runs past its limit fails, so a mutant that
+    loops is judged in seconds, not at the whole run's timeout."""
+    limits = json.loads(_LIMITS.read_text()) if _LIMITS.exists() else {}
+    limit = limits.get(item.nodeid)
+    if limit:
+        signal.signal(signal.SIGALRM, _alarm)
+        signal.setitimer(signal.ITIMER_REAL, limit)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -599,7 +633,7 @@ class Sandbox:
         return "killed" if code in (1, 2) or code < 0 else "error"  # 2: interrupted/collection error
 
     def run(self, mutant: Mutant | None, module: str, timeout: float, lane: str = "fast",
-            covering: list[str] | None = None) -> tuple[str, float]:
+            covering: list[str] | None = None, test_times: dict[str, float] | None = None) -> tuple[str, float]:
         """The mutant's tests: those the coverage map says reach its lines (``covering``, fastest first), or
         without a map the fast lane (``TESTS``) then, if it survived there, the slow lane (``SLOW_TESTS``:
         generated tests that take minutes), so a mutant is judged on targeted tests first. A mutant no test
@@ -610,11 +644,15 @@ class Sandbox:
         original = self.sources[module]
         if mutant is not None:
             path.write_text(apply(original, mutant))
-        selection = self.dir / ".mutation-selection.json"
-        selection.unlink(missing_ok=True)
+        selection, limits = self.dir / ".mutation-selection.json", self.dir / ".mutation-limits.json"
+        too_slow = self.dir / ".mutation-too-slow"
+        for stale in (selection, limits, too_slow):
+            stale.unlink(missing_ok=True)
         if covering is not None:
             # by file, filtered to the covering node ids after collection (mutation_profile's hook)
             selection.write_text(json.dumps(covering))
+            if test_times:
+                limits.write_text(json.dumps({t: per_test_limit(test_times.get(t)) for t in covering}))
             lanes = [list(dict.fromkeys(t.split("::")[0] for t in covering))]
         else:
             lanes = [TESTS[module]] + ([SLOW_TESTS[module]] if lane == "both" and module in SLOW_TESTS else [])
@@ -624,6 +662,8 @@ class Sandbox:
             for i, chosen in enumerate(lanes):
                 tests = [t for t in chosen if (self.dir / t.split("::")[0]).exists()]
                 status = self._pytest(tests, timeout if i == 0 else max(timeout, SLOW_TIMEOUT))
+                if status == "killed" and too_slow.exists():
+                    status = "timeout"  # one test ran past its limit (mutation_profile's alarm)
                 if status != "survived":
                     break
         finally:
@@ -691,7 +731,7 @@ def run_all(mutants: list[Mutant], sources: dict[str, str], jobs: int, timeout_f
             try:
                 expected = base[mutant.module] if tests is None else 3.0 + sum(times.get(t, 5.0) for t in tests)
                 status, seconds = box.run(mutant, mutant.module, max(30.0, expected * timeout_factor), lane="both",
-                                          covering=tests)
+                                          covering=tests, test_times=times)
             finally:
                 free.append(box)
             return Outcome(mutant, status, seconds)
