@@ -203,3 +203,21 @@ def test_restart_continues_where_it_was(store_dsn, database, keeper):
         e.close()
     finally:
         keeper.__init__(store_dsn)
+
+
+def test_present_names_exactly_the_rows_the_ledger_holds(engine):
+    """``Ledger.present`` (the reconciler's question: which of a state's rows did a killed process
+    write?) on values: a charged fixed-cost release holds seq 1, a reservation seq 1 and, once settled,
+    seq 2; a row never written and an unknown release are absent; no keys ask nothing."""
+    from dpch.accounting.ledger import Ledger
+
+    acc = Accountant(engine, "ana", default_budget=Budget(1.0, 1e-6), filter="ex_post")
+    fixed = acc.charge(PrivacyCost(0.1), dataset="d.t", query_hash="h", mechanism="laplace").release_id
+    res = acc.reserve(_post(0.0, 0.5), dataset="d.t", query_hash="h2", mechanism="lnr")
+    ledger = Ledger(engine)
+    unknown = "00000000-0000-4000-8000-000000000000"
+    keys = [(fixed, 1), (fixed, 2), (res.release_id, 1), (res.release_id, 2), (unknown, 1)]
+    assert ledger.present(keys) == {(fixed, 1), (res.release_id, 1)}
+    res.settle(_post(0.2, 0.5))
+    assert ledger.present(keys) == {(fixed, 1), (res.release_id, 1), (res.release_id, 2)}
+    assert ledger.present([]) == set()
