@@ -216,3 +216,55 @@ def test_a_value_that_cannot_be_written_fails_its_own_caller_only(engine):
     assert acc.ledger.writer.queued == queued and _rows(engine) == 0
     acc.ledger.write(entry, 1).wait()
     assert _rows(engine) == 1
+
+
+class _InterruptedOnce(GatedWriter):
+    """The first INSERT is interrupted (KeyboardInterrupt, a BaseException: Ctrl-C arriving while it
+    runs) after the gate opens; every later one runs in chdb."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.interrupted = False
+
+    def insert(self, engine: Engine, sql: str) -> None:
+        if not self.interrupted:
+            self.interrupted = True
+            self.entered.set()
+            assert self.gate.wait(DEADLINE), "the test never opened the gate"
+            raise KeyboardInterrupt
+        super().insert(engine, sql)
+
+
+def _pending(engine: Engine, x: int):
+    from dpch.accounting.commit import PendingWrite
+
+    return PendingWrite(engine, engine.table("gc"), [("x", "UInt8")], [x])
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_an_interrupted_insert_fails_its_rows_reraises_and_strands_nothing(engine, background):
+    """A BaseException during an INSERT (``_write``): every row of its batch fails (its waiter wakes
+    with LedgerWriteFailed, reason KeyboardInterrupt), the interrupt is re-raised in the writing thread
+    (the caller's for ``background=False``; for the flusher thread, its task), and a row queued behind it
+    is still written by the next flusher: the queue is never stranded with no flusher."""
+    engine.command(f"CREATE TABLE {engine.table('gc')} (x UInt8) ENGINE = MergeTree ORDER BY x")
+    writer = _InterruptedOnce()
+    writer.gate.set()
+    first = _pending(engine, 1)
+    if background:
+        writer.gate.clear()
+        writer.submit(first, background=True)
+        assert writer.entered.wait(DEADLINE)
+        behind = writer.submit(_pending(engine, 2))  # queued while the flusher thread is in the INSERT
+        writer.gate.set()
+    else:
+        with pytest.raises(KeyboardInterrupt):
+            writer.submit(first)
+        behind = writer.submit(_pending(engine, 2))
+    with pytest.raises(LedgerWriteFailed):
+        first.wait()
+    assert first.reason == "KeyboardInterrupt"
+    wait_for(lambda: behind.done, "the row queued behind the interrupted INSERT")  # a stranded queue: never
+    behind.wait()  # durable: raises if it failed
+    assert engine.query_rows(f"SELECT x FROM {engine.table('gc')} ORDER BY x") == [(2,)]
+    assert writer.queued == 0 and writer.inserts == 2 and writer.rows == 1
