@@ -1,7 +1,7 @@
 """Session: one analyst's private connection — engine, policy, accountant, noise source.
 
-``query(sql)`` is the pipeline of :mod:`dpch.pipeline`, in order and nothing else
-(docs/design.md "Data flow"):
+``query(sql)`` plans the query and hands it to its kind of release (:mod:`dpch.pipeline.kinds`), which
+runs the pipeline's stages in order (docs/design.md "Data flow"):
 
 plan → calibrate → check → admit → execute → release → postprocess → report
 """
@@ -9,36 +9,22 @@ plan → calibrate → check → admit → execute → release → postprocess �
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 from dpch.accounting.accountant import Accountant, BudgetStatus
 from dpch.accounting.budget import Budget
 from dpch.accounting.watches import WatchState
-from dpch.mechanisms.sampling import NoiseSource
-from dpch.pipeline import accuracy_first, admit, execute, top_k
-from dpch.pipeline.calibrate import calibrate
+from dpch.pipeline import accuracy_first, admit
 from dpch.pipeline.check import Probe
 from dpch.pipeline.context import QueryContext
-from dpch.pipeline.execute import GroupData
+from dpch.pipeline.kinds import release_kind
 from dpch.pipeline.plan import PlanCache, PublicDomains, plan_query
-from dpch.pipeline.release import Noise, Rows, check_key_release, domain_rows, release_rows
-from dpch.pipeline.report import (
-    Explanation,
-    MeasureReport,
-    Release,
-    explanation_release,
-    free_explanation,
-    free_release,
-    measure_reports,
-    notes,
-)
+from dpch.pipeline.release import Noise
+from dpch.pipeline.report import Explanation, Release, explanation_release
 from dpch.pipeline.watch import Watches
 from dpch.policy.model import TablePolicy
 from dpch.policy.resolve import Policy
-from dpch.privacy.cost import PrivacyCost
 from dpch.sql.analyze import QueryPlan
-from dpch.sql.rewrite import emit_sql
 from dpch.sql.settings import QueryOptions
 from dpch.store.engine import Engine
 
@@ -105,72 +91,21 @@ class Session:
         return self.explain_plan(*self.plan(sql, **options))
 
     def explain_plan(self, plan: QueryPlan, opts: QueryOptions) -> Explanation:
-        """:meth:`explain` of an already planned query."""
-        if opts.watch is not None or opts.threshold is not None:  # a threshold watch's question
-            return self.watch_service.explain(plan, opts)
-        if opts.select == "top":  # the k keys with the largest score, by report noisy max
-            top = top_k.calibrate_top_k(plan, opts)
-            admissible, reason = admit.admissible(self.accountant, top.cost, self.datasets(plan))
-            return Explanation(sql=emit_sql(plan, self.engine.database), plan=plan, options=opts,
-                               measures=top_k.top_k_reports(plan, opts, top), cost=top.cost, admissible=admissible,
-                               reason=reason, notes=top_k.top_k_notes(plan, opts, top), selector=top.mechanism)
-        if plan.free:  # keys with a declared domain: no mechanism, no cost
-            return free_explanation(plan, opts)
-        check_key_release(plan, opts)
-        if opts.accuracy_first:  # dp_accuracy / dp_relative_error: the accuracy-first plan's cost
-            return accuracy_first.explain(self.context, plan, opts)
-        noise = calibrate(plan, opts)
-        admissible, reason = admit.admissible(self.accountant, noise.cost, self.datasets(plan))
-        return Explanation(sql=emit_sql(plan, self.engine.database), plan=plan, options=opts,
-                           measures=measure_reports(plan, opts, noise), cost=noise.cost,
-                           admissible=admissible, reason=reason, notes=notes(plan, noise, opts))
+        """:meth:`explain` of an already planned query (its kind's :meth:`~dpch.pipeline.kinds.ReleaseKind.explain`)."""
+        return release_kind(plan, opts).explain(self, plan, opts)
 
     def query(self, sql: str, **options: Any) -> Release:
         """Answers ``sql`` privately. Options (``epsilon``, ``delta``, ``mechanism``,
-        ``confidence``) may also be given as ``SETTINGS dp_epsilon = ...`` in the SQL."""
+        ``confidence``) may also be given as ``SETTINGS dp_epsilon = ...`` in the SQL.
+
+        ``EXPLAIN DP`` answers the explanation, free; anything else is answered by its kind of release
+        (:func:`dpch.pipeline.kinds.release_kind`): the pipeline's stages in order, the charge durable before
+        any noise is drawn."""
         started = time.perf_counter()
         plan, opts = self.plan(sql, **options)
         if plan.query.explain:
             return explanation_release(self.explain_plan(plan, opts), self.budget(), _ms_since(started))
-        if opts.watch is not None or opts.threshold is not None:  # a threshold watch: 'above' or 'below'
-            return self.watch_service.answer(plan, opts, started)
-        if opts.select == "top":  # the k keys with the largest score, by report noisy max
-            top = top_k.calibrate_top_k(plan, opts)
-            return self._charged(plan, opts, top.cost, top.mechanism, started,
-                                 lambda data, source: top_k.release_top_k(plan, opts, top, data, source),
-                                 top_k.top_k_reports(plan, opts, top), top_k.top_k_notes(plan, opts, top))
-        if plan.free:  # the declared domain: nothing private read, no noise, no ledger row
-            self.context.probe.check(plan, self.plans.emitted(plan, lambda p: emit_sql(p, self.engine.database)))
-            columns, rows, intervals = domain_rows(plan)
-            return free_release(opts, columns, rows, intervals, self.budget(), _ms_since(started))
-        check_key_release(plan, opts)
-        if opts.accuracy_first:  # dp_accuracy / dp_relative_error: noise reduction (cost-checked in answer)
-            return accuracy_first.answer(self.context, self.accuracy_runs, plan, opts, started)
-        noise = calibrate(plan, opts)
-        mechanism = "partition selection" if plan.key_release else opts.resolved_mechanism
-        return self._charged(plan, opts, noise.cost, mechanism, started,
-                             lambda data, source: release_rows(plan, opts, noise, data, source),
-                             measure_reports(plan, opts, noise), notes(plan, noise, opts))
-
-    def _charged(self, plan: QueryPlan, opts: QueryOptions, cost: PrivacyCost, mechanism: str, started: float,
-                 draw: Callable[[GroupData, NoiseSource], Rows], reports: list[MeasureReport],
-                 release_notes: list[str]) -> Release:
-        """Stages 3–7 of a fixed-cost release: probe, admit and charge, execute, then ``draw`` the
-        noise on the exact data once the charge is durable."""
-        emitted = self.plans.emitted(plan, lambda p: emit_sql(p, self.engine.database))
-        self.context.probe.check(plan, emitted)
-        # admitted and counted now; the ledger row is written while the aggregate runs
-        pending = admit.begin_charge(self.accountant, cost, self.datasets(plan), plan, mechanism)
-        with self.accountant.tripwire(pending):  # any failure from here on may depend on the data (rule 5);
-            data = execute.exact(self.engine, plan, emitted, self.context.noise.cap_key())  # acted on once durable
-            entry = pending.wait()  # durable before any noise is drawn (docs/design.md rule 2)
-            with self.context.noise.drawing() as source:
-                columns, rows, intervals = draw(data, source)
-        return Release(
-            columns=columns, rows=rows, intervals=intervals, cost=cost, confidence=opts.confidence,
-            mechanism=mechanism, measures=reports, budget=self.accountant.status(fresh=False),
-            release_id=entry.release_id, elapsed_ms=_ms_since(started), notes=release_notes,
-        )
+        return release_kind(plan, opts).answer(self, plan, opts, started)
 
     def refine(self, release_id: str | None = None, *, accuracy: float | None = None,
                relative_error: float | None = None, max_epsilon: float | None = None) -> Release:

@@ -35,6 +35,16 @@ from dpch.mechanisms.sampling import NoiseSource
 from dpch.pipeline import execute
 from dpch.pipeline.calibrate import NoisePlan, calibrate
 from dpch.pipeline.execute import GroupData
+from dpch.pipeline.kinds import (
+    AccuracyFirst,
+    Free,
+    KeyRelease,
+    Ordinary,
+    ReleaseKind,
+    ThresholdWatch,
+    TopK,
+    release_kind,
+)
 from dpch.pipeline.postprocess import grid_utilities
 from dpch.pipeline.top_k import TopKNoise, calibrate_top_k, pick_keys, picked_rows
 from dpch.privacy.cost import PrivacyCost
@@ -43,6 +53,19 @@ from dpch.sql.rewrite import emit_sql
 from dpch.sql.settings import QueryOptions
 
 Mechanism = LaplaceMechanism | GaussianMechanism
+
+#: how the audit observes each kind of release (:mod:`dpch.pipeline.kinds`): ``noise`` — the additive
+#: and selection mechanisms' outputs, redrawn on the exact aggregates; ``top_k`` — the picked keys;
+#: ``accuracy_first`` — where noise reduction stops and what it releases there
+OBSERVED: dict[type[ReleaseKind], str] = {Ordinary: "noise", KeyRelease: "noise", TopK: "top_k",
+                                          AccuracyFirst: "accuracy_first"}
+#: why the other kinds are not audited here, and what to do (message, hint)
+NOT_OBSERVED: dict[type[ReleaseKind], tuple[str, str]] = {
+    Free: ("nothing to audit: this query lists keys whose domain is declared, so its answer depends on the "
+           "policy alone and costs nothing", "audit a query that releases a noisy value or private keys"),
+    ThresholdWatch: ("a threshold watch is audited on its halting positions (dpch audit --query with the "
+                     "watch's question), not by this runner", "run dpch audit on the watch's question"),
+}
 
 
 @dataclass
@@ -109,18 +132,27 @@ class AuditRunner:
 
     # -- modes ---------------------------------------------------------------------------------
 
+    def observed(self) -> str:
+        """How this audit observes the query's kind of release (:data:`OBSERVED`); a kind the table
+        does not name is refused in words, never audited as another kind."""
+        plan, opts = self.sessions[0].plan(self.sql, **self.options)
+        kind = release_kind(plan, opts)
+        observed = OBSERVED.get(type(kind))
+        if observed is None:
+            message, hint = NOT_OBSERVED.get(type(kind), (f"a {kind.name} release cannot be audited here",
+                                                          "audit a query that releases a noisy value"))
+            raise QueryRejected(message, hint=hint)
+        return observed
+
     def claimed(self) -> tuple[PrivacyCost, str]:
         """What the production path says the query costs (never from the seams above)."""
         session = self.sessions[0]
+        observed = self.observed()
         plan, opts = session.plan(self.sql, **self.options)
-        if plan.free:
-            raise QueryRejected("nothing to audit: this query lists keys whose domain is declared, so its answer "
-                                "depends on the policy alone and costs nothing",
-                                hint="audit a query that releases a noisy value or private keys")
-        if opts.accuracy_first:
+        if observed == "accuracy_first":
             afplan, step = self._accuracy_plan(session, plan, opts)
             return afplan.cost_at(step), afplan.mechanism
-        if opts.select == "top":
+        if observed == "top_k":
             top = calibrate_top_k(plan, opts)
             return top.cost, top.mechanism
         noise = calibrate(plan, opts)
@@ -130,10 +162,11 @@ class AuditRunner:
         """The privacy profile the production calibration claims (Gaussian releases; never from the
         seams above, so an injected mis-calibration is measured against the real claim). ``moved``:
         coordinates of each measure that differ between D and D′ (fast mode)."""
+        observed = self.observed()
         plan, opts = self.sessions[0].plan(self.sql, **self.options)
-        if opts.accuracy_first:
+        if observed == "accuracy_first":
             return None, "accuracy-first release: its pure-ε bound is the test"
-        if opts.select == "top":
+        if observed == "top_k":
             return None, "top-k selection: a discrete output; its likelihood-ratio and pure-ε bounds are the test"
         noise = calibrate(plan, opts)
         return claimed_profile(noise.additive, other_mechanisms=bool(noise.selectors) or noise.selection is not None,
@@ -149,10 +182,10 @@ class AuditRunner:
         one coordinate each, so that the estimators can combine them.
         """
         claimed, mechanism = self.claimed()
-        first_opts = self.sessions[0].plan(self.sql, **self.options)[1]
-        if first_opts.accuracy_first:
+        observed = self.observed()
+        if observed == "accuracy_first":
             return self._run_accuracy_first(trials, claimed, mechanism)
-        if first_opts.select == "top":
+        if observed == "top_k":
             return self._run_top_k(trials, claimed, mechanism)
         prepared = []
         for session in self.sessions:
@@ -305,7 +338,7 @@ class AuditRunner:
     def run_full(self, trials: int) -> AuditSamples:
         """``trials`` full :meth:`Session.query` calls per side; observations are released cells."""
         claimed, mechanism = self.claimed()
-        if self.sessions[0].plan(self.sql, **self.options)[1].select == "top":
+        if self.observed() == "top_k":
             raise QueryRejected("the full-stack audit observes released values; a top-k query's output is its "
                                 "picked keys, which the fast path observes",
                                 hint="audit it without --full-stack")

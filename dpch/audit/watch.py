@@ -36,6 +36,7 @@ from dpch.errors import ConfigError, QueryRejected
 from dpch.mechanisms.sampling import NoiseSource
 from dpch.mechanisms.selection import GaussianAboveThreshold
 from dpch.pipeline import execute
+from dpch.pipeline.kinds import ThresholdWatch, release_kind
 from dpch.pipeline.watch import question_measure
 from dpch.sql.rewrite import emit_sql
 
@@ -110,7 +111,7 @@ def audit_watch(session: Any, sql: str, *, trials: int = 20_000, questions: int 
         raise ConfigError("a watch audit needs at least 20 trials per side and one question",
                           hint="e.g. trials=20000, questions=10")
     plan, opts = session.plan(sql, **options)
-    if opts.watch is None:
+    if not isinstance(release_kind(plan, opts), ThresholdWatch):
         raise QueryRejected("this query asks no watch", hint="add SETTINGS dp_watch = 'name', or audit it as a query")
     question = question_measure(plan, opts)
     params = session.watch_state(question.watch).params

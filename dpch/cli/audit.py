@@ -85,6 +85,7 @@ def audit(obj: Context, table: str | None, sql: str | None, trials: int | None, 
     from dpch.audit.report import summary, write_report
     from dpch.audit.runner import AuditRunner
     from dpch.audit.suite import run_suite
+    from dpch.pipeline.kinds import ThresholdWatch, release_kind
 
     if suite:
         session = obj.store("dpch audit")
@@ -105,7 +106,7 @@ def audit(obj: Context, table: str | None, sql: str | None, trials: int | None, 
     if table is not None and plan.table.table != table:
         raise ConfigError(f"the query reads table {plan.table.table}, not {table}",
                           hint="pass the query's own table to --table")
-    if opts.watch is not None:  # a watched question: its halting positions against ε_post(t)
+    if isinstance(release_kind(plan, opts), ThresholdWatch):  # audited on its halting positions
         # start-up: as above, the audit's modules load only when an audit runs
         from dpch.audit.watch import audit_watch
 

@@ -31,10 +31,11 @@ from dpch.accounting.accountant import BudgetStatus
 from dpch.api import PrivateSession
 from dpch.connection import connect_gateway, connect_local, is_gateway_dsn
 from dpch.errors import DpchError, kind_of
+from dpch.pipeline.kinds import release_kind
 from dpch.pipeline.report import Release
 from dpch.privacy.cost import PrivacyCost
 from dpch.session import Session
-from dpch.sql.result_types import release_types, typed_rows
+from dpch.sql.result_types import typed_rows
 
 
 class SeparateReleasesWarning(UserWarning):
@@ -228,7 +229,7 @@ def planned_query(session: Session) -> TypedQuery:
 
     def run(sql: str) -> tuple[Release, list[str]]:
         plan, opts = session.plan(sql)
-        return session.query(sql), release_types(plan, opts)
+        return session.query(sql), release_kind(plan, opts).column_types(plan, opts)
 
     return run
 

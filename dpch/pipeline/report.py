@@ -229,7 +229,7 @@ class Explanation:
         if self.selector is not None:
             return self.selector
         if self.plan.key_release:
-            return "none" if self.plan.free else "partition selection"
+            return "partition selection"
         return self.options.resolved_mechanism
 
     def describe(self) -> str:
@@ -303,7 +303,7 @@ FREE_KEYS_NOTE = ("keys released free: the declared domain, whether or not a row
 def free_explanation(plan: QueryPlan, opts: QueryOptions, sql: str = "") -> Explanation:
     """EXPLAIN of a free key release: no mechanism, no cost, no SQL run."""
     return Explanation(sql=sql, plan=plan, options=opts, measures=[], cost=PrivacyCost.zero(), admissible=True,
-                       reason="free", notes=[FREE_KEYS_NOTE])
+                       reason="free", notes=[FREE_KEYS_NOTE], selector="none")
 
 
 def free_release(opts: QueryOptions, columns: list[str], rows: list[tuple[Any, ...]],

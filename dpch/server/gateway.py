@@ -26,6 +26,7 @@ from sqlglot.tokens import TokenType
 from dpch.accounting.accountant import Accountant, BudgetStatus, reconcile_all
 from dpch.accounting.admission import OwnerAdmission, admission_for
 from dpch.errors import AdmissionUnavailable, AuthenticationFailed, ConfigError, DpchError, QueryRejected
+from dpch.pipeline.kinds import release_kind
 from dpch.pipeline.report import Release
 from dpch.policy.annotations import is_annotation
 from dpch.policy.resolve import Policy
@@ -41,7 +42,7 @@ from dpch.server.ledger_views import ALL, ViewQuery, budget_rows, budget_warning
 from dpch.server.wire import release_to_wire
 from dpch.session import Session
 from dpch.sql.limits import check_unparsed, too_deep
-from dpch.sql.result_types import release_types, typed_rows
+from dpch.sql.result_types import typed_rows
 from dpch.sql.settings import SETTING_NAMES, QueryOptions
 from dpch.store.engine import Engine
 
@@ -296,19 +297,20 @@ class Gateway:
                 explained = session.query(sql, **options)
                 cached = CachedRelease(explained, ["String"] * len(explained.columns), time.monotonic())
                 return Answer(cached, False, noisy_columns(plan), opts.intervals)
-            if opts.watch is not None or opts.threshold is not None:
-                # a watch's question advances its state: each one is a new answer, never a cached replay
-                asked = session.query(sql, **options)
-                return Answer(CachedRelease(asked, release_types(plan, opts), time.monotonic()), False,
-                              tuple(False for _ in plan.outputs), opts.intervals)
-            noisy = noisy_columns(plan)
-            if opts.intervals == "columns":
+            kind = release_kind(plan, opts)
+            noisy = noisy_columns(plan) if kind.estimates else tuple(False for _ in plan.outputs)
+            if kind.estimates and opts.intervals == "columns":
                 check_names(plan.columns, noisy)  # before anything is charged
+            if not kind.cacheable:
+                # e.g. a watch's question advances its state: each one is a new answer, never a cached replay
+                asked = session.query(sql, **options)
+                return Answer(CachedRelease(asked, kind.column_types(plan, opts), time.monotonic()), False,
+                              noisy, opts.intervals)
             key = cache_key("release", user.analyst, session.engine.database, plan.query.fingerprint,
                             release_options(opts))
 
             def fresh() -> tuple[Release, list[str]]:
-                return session.query(sql, **options), release_types(plan, opts)
+                return session.query(sql, **options), kind.column_types(plan, opts)
 
             cached, hit = self.cache.get_or_release(key, fresh, ttl=self.config.cache_ttl_for(user))
             return Answer(cached, hit, noisy, opts.intervals)

@@ -9,19 +9,17 @@ from sqlglot import exp
 
 from dpch.sql import functions, outputs
 from dpch.sql.analyze import QueryPlan
-from dpch.sql.settings import QueryOptions
 
 #: ClickHouse's integer types a result column can have (a count, an integer sum, an integer cast)
 INTEGER_TYPES = frozenset({"Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32", "UInt64"})
 
 
-def release_types(plan: QueryPlan, opts: QueryOptions | None = None) -> list[str]:
+def release_types(plan: QueryPlan) -> list[str]:
     """ClickHouse types of a release's columns: a key keeps its type; a column that is exactly a
     noisy count or integer sum is Int64 (its noise is integer-valued); a conversion
     (``CAST(avg(x) AS Int32)``, ``toFloat32(…)``) has the type it converts to, as in ClickHouse;
-    anything else is Float64. A threshold watch's answer (``opts.watch``) is a String, 'above' or 'below'."""
-    if opts is not None and (opts.watch is not None or opts.threshold is not None):
-        return ["String"] * len(plan.outputs)  # a watched question has no key (dpch.pipeline.watch refuses them)
+    anything else is Float64. (A kind of release whose columns are not these says so itself:
+    :meth:`dpch.pipeline.kinds.ReleaseKind.column_types`.)"""
     measures = {m.name: m for m in plan.measures}
     types = []
     for out in plan.outputs:
