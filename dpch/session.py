@@ -14,6 +14,7 @@ from typing import Any
 from dpch.accounting.accountant import Accountant, BudgetStatus
 from dpch.accounting.budget import Budget
 from dpch.accounting.watches import WatchState
+from dpch.errors import DpchError
 from dpch.pipeline import accuracy_first, admit
 from dpch.pipeline.check import Probe
 from dpch.pipeline.context import QueryContext
@@ -153,14 +154,16 @@ class Session:
         return self.policy.table(self.engine, table)
 
     def tables(self) -> list[TablePolicy]:
-        """Policies of the tables in the database that have one (private or public)."""
+        """Policies of the tables in the database that have one (private or public). A table whose
+        annotations are invalid is left out of the list (querying it names what is wrong); anything
+        else that fails (the store, the connection) is raised, not hidden."""
         result = []
         for name in self.engine.list_tables():
             if name.startswith("dpch_"):
                 continue
             try:
                 policy = self.table_policy(name)
-            except Exception:
+            except DpchError:
                 continue
             if policy.private or policy.public:
                 result.append(policy)
