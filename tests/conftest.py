@@ -16,8 +16,8 @@ from hypothesis import settings
 os.environ["DPCH_ALLOW_FIXED_SEED"] = "1"  # tests use fixed noise seeds; production refuses them
 
 import dpch  # noqa: E402
+from dpch.fixtures import tables  # noqa: E402
 from dpch.store.engine import Engine  # noqa: E402
-from sql_fixtures import tables  # noqa: E402
 
 _counter = itertools.count()
 

@@ -290,8 +290,8 @@ def test_dockerignore_keeps_secrets_stores_and_vcs_out_but_not_what_the_image_co
         assert _ignored(path, patterns), path
     copied = re.findall(r"^COPY\s+(.+?)\s+\S+$", (DOCKER / "Dockerfile").read_text(), re.MULTILINE)
     sources = [s for line in copied for s in line.split()]
-    assert {"pyproject.toml", "README.md", "dpch", "sql_fixtures", "docker/requirements.py"} <= set(sources)
-    for source in [*sources, "dpch/__init__.py", "sql_fixtures/tables.py"]:
+    assert {"pyproject.toml", "README.md", "dpch", "docker/requirements.py"} <= set(sources)
+    for source in [*sources, "dpch/__init__.py", "dpch/fixtures/tables.py"]:
         assert not _ignored(source, patterns), source
 
 

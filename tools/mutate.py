@@ -169,6 +169,9 @@ TESTS: dict[str, list[str]] = {
     # issue 24's independent cost check
     "dpch/pipeline/cost_audit.py": ["tests/pipeline/test_cost_audit.py", "tests/sql/test_top_k_corpus.py",
                                     "tests/soundness/test_cost_consistency.py"],
+    # issue 25's release kinds: which kind a query is decides its mechanism, its charge and whether it is cached
+    "dpch/pipeline/kinds.py": ["tests/pipeline/test_release_kinds.py", "tests/pipeline/test_cost_audit.py",
+                               "tests/server/test_cache_and_remote.py", "tests/pipeline/test_watch.py"],
     # issue 26's shared admission: the decision state, its chain of compare-and-set writes, the admission store
     **{f"dpch/accounting/{name}.py": _ADMISSION_TESTS for name in ("state", "chain", "admission")},
 }
@@ -564,7 +567,7 @@ class Sandbox:
         self.sources = sources
         self.dir = Path(tempfile.mkdtemp(prefix="dpch-mutate-"))
         ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".venv", ".git", "*.egg-info", ".hypothesis")
-        for name in ("dpch", "tests", "sql_fixtures", "docs"):  # docs: tests check them against the code
+        for name in ("dpch", "tests", "docs"):  # docs: tests check them against the code
             shutil.copytree(ROOT / name, self.dir / name, ignore=ignore)
         for name in ("pyproject.toml", "README.md"):  # README.md: tests check what it says too
             shutil.copy(ROOT / name, self.dir / name)

@@ -17,10 +17,10 @@ from dpch import Budget, BudgetExceeded
 from dpch.accounting.accountant import Accountant
 from dpch.accounting.budget import NoBudgetSet
 from dpch.cli.main import cli
+from dpch.fixtures import visits
 from dpch.privacy.cost import PrivacyCost
 from dpch.server import ServerConfig, make_server
 from dpch.store.engine import Engine
-from sql_fixtures import visits
 from tests.helpers import ledger_rows, make_table
 
 COLUMNS = "uid UInt64, x Float64 COMMENT 'dp: bounds=[0, 1]'"

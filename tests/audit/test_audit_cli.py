@@ -82,7 +82,7 @@ def test_a_top_k_audit_writes_its_report(store_dsn, visits_db, tmp_path):
 @pytest.fixture(scope="module")
 def scratch(keeper: Engine, store_dsn: str):
     """A database of its own holding the fixture tables, for commands that write (budgets, watches)."""
-    from sql_fixtures import tables
+    from dpch.fixtures import tables
 
     name = f"audit_cli_{uuid.uuid4().hex[:8]}"
     engine = Engine(store_dsn, database=name)

@@ -14,7 +14,7 @@ os.environ["DPCH_ALLOW_FIXED_SEED"] = "1"
 
 import dpch  # noqa: E402
 from dpch.audit import audit_query  # noqa: E402
-from sql_fixtures import visits  # noqa: E402
+from dpch.fixtures import visits  # noqa: E402
 
 QUERIES = [
     ("count, Laplace", "SELECT count(*) FROM visits", {"epsilon": 1.0}),

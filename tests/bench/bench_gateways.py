@@ -188,8 +188,8 @@ def _config(dsn: str, database: str, mode: str, budget: float) -> dict:
 
 
 def _prepare(dsn: str, database: str) -> None:
+    from dpch.fixtures import visits
     from dpch.store.engine import Engine
-    from sql_fixtures import visits
 
     with Engine(dsn, database=database) as engine:
         visits.load(engine, "visits", people=2000)

@@ -33,8 +33,8 @@ import numpy as np  # noqa: E402
 
 import dpch  # noqa: E402
 from dpch.accounting.budget import Budget  # noqa: E402
+from dpch.fixtures import tables  # noqa: E402
 from dpch.pipeline.calibrate import calibrate  # noqa: E402
-from sql_fixtures import tables  # noqa: E402
 
 DELTA = 1e-6
 EPSILONS = (0.01, 1.0)

@@ -24,8 +24,8 @@ os.environ.setdefault("DPCH_ALLOW_FIXED_SEED", "1")
 import dpch  # noqa: E402
 from dpch.accounting.budget import Budget  # noqa: E402
 from dpch.cli.demo import DEMO_QUERIES  # noqa: E402
+from dpch.fixtures import visits  # noqa: E402
 from dpch.sql.cap import keyed  # noqa: E402
-from sql_fixtures import visits  # noqa: E402
 
 #: a fixed cap key for the emitted SQL run directly (a release draws its own, dpch.sql.cap.row_order)
 CAP_KEY = (0x0123456789ABCDEF, 0xFEDCBA9876543210)

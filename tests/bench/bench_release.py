@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import dpch  # noqa: E402
 from dpch.accounting.budget import Budget  # noqa: E402
+from dpch.fixtures import visits  # noqa: E402
 from dpch.sql.cap import keyed  # noqa: E402
-from sql_fixtures import visits  # noqa: E402
 
 AIMS = {("demo", "laplace"): 0.9, ("large", "laplace"): 1.0, ("demo", "gaussian"): 1.0, ("large", "gaussian"): 1.05}
 QUERIES = {

@@ -50,7 +50,7 @@ SERVER = r"""
 import sys, threading
 from dpch.server import ServerConfig, make_server
 from dpch.store.engine import Engine
-from sql_fixtures import visits
+from dpch.fixtures import visits
 
 store, people, cache_ttl, history = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 dsn = f"chdb://{store}"
@@ -140,7 +140,7 @@ def _drive(pool: multiprocessing.pool.Pool, port: int, clients: int, seconds: fl
 def _floor(people: int) -> tuple[float, float]:
     """Median and p99 ms of the queries run directly on embedded ClickHouse, one at a time."""
     code = (
-        "import sys, time, statistics\nfrom dpch.store.engine import Engine\nfrom sql_fixtures import visits\n"
+        "import sys, time, statistics\nfrom dpch.store.engine import Engine\nfrom dpch.fixtures import visits\n"
         f"e = Engine(f'chdb://{{sys.argv[1]}}', database='bench')\nvisits.load(e, 'visits', people={people})\n"
         f"qs = {QUERIES!r}\nms = []\n"
         "for q in qs * 50:\n    t = time.perf_counter(); e.query_rows(q.replace('FROM visits', 'FROM bench.visits'))\n"

@@ -22,10 +22,10 @@ os.environ.setdefault("DPCH_ALLOW_FIXED_SEED", "1")
 import sqlglot  # noqa: E402
 
 import dpch  # noqa: E402
+from dpch.fixtures import tables  # noqa: E402
 from dpch.sql.rewrite import emit_sql  # noqa: E402
-from sql_fixtures import tables  # noqa: E402
 
-CORPUS = tomllib.loads((Path(__file__).parents[2] / "sql_fixtures" / "corpus.toml").read_text())
+CORPUS = tomllib.loads((Path(__file__).parents[2] / "dpch" / "fixtures" / "corpus.toml").read_text())
 
 
 def run(rounds: int = 20) -> str:

@@ -60,7 +60,7 @@ def _median_ms(argv: list[str], runs: int, env: dict[str, str], cwd: str) -> flo
 
 def _build_store(path: str, env: dict[str, str]) -> None:
     # in its own process: an embedded store is held by one process at a time
-    code = ("import sys\nfrom dpch.store.engine import Engine\nfrom sql_fixtures import tables\n"
+    code = ("import sys\nfrom dpch.store.engine import Engine\nfrom dpch.fixtures import tables\n"
             "from dpch.accounting.budget import Budget, BudgetStore\n"
             f"e = Engine(sys.argv[1])\ntables.load_all(e, people={PEOPLE})\n"
             "BudgetStore(e).set('bench', Budget(3.0, 1e-6))\ne.close()")  # the analyst's budget, as the owner sets it

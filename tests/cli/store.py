@@ -9,8 +9,8 @@ from __future__ import annotations
 import sys
 
 from dpch.accounting.budget import Budget, BudgetStore
+from dpch.fixtures import tables
 from dpch.store.engine import Engine
-from sql_fixtures import tables
 
 TOWNS_ROWS = 1_500_000
 TOWNS_DDL = """

@@ -6,8 +6,8 @@ import pytest
 
 from dpch import dbapi
 from dpch.accounting.budget import Budget, BudgetStore
+from dpch.fixtures import visits
 from dpch.store.engine import Engine
-from sql_fixtures import visits
 
 Q = "SELECT region, count(*) AS n, avg(spend) AS a FROM visits WHERE age > %(age)s GROUP BY region"
 

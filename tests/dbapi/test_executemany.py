@@ -8,8 +8,8 @@ import pytest
 
 from dpch import dbapi
 from dpch.accounting import Budget
+from dpch.fixtures import visits
 from dpch.store.engine import Engine
-from sql_fixtures import visits
 
 Q = "SELECT count(*) AS n FROM visits WHERE age > %(age)s SETTINGS dp_epsilon = 0.25"
 

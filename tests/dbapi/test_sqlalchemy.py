@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 import sqlalchemy as sa
 
+from dpch.fixtures import visits
 from dpch.store.engine import Engine
-from sql_fixtures import visits
 
 
 @pytest.fixture

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from dpch.fixtures import visits
 from dpch.server import ServerConfig, make_server
 from dpch.store.engine import Engine
-from sql_fixtures import visits
 
 #: each user's analyst has a budget set by the gateway's config at startup (ε 3): an analyst the data
 #: owner gave no budget is refused (tests/accounting/test_no_budget.py)

@@ -12,7 +12,7 @@ from sqlglot import exp
 
 from tests.server.http_post import post as http_post
 
-CORPUS = tomllib.loads((Path(__file__).parents[2] / "sql_fixtures" / "corpus.toml").read_text())
+CORPUS = tomllib.loads((Path(__file__).parents[2] / "dpch" / "fixtures" / "corpus.toml").read_text())
 #: the corpus's refusals that read only the gateway's table (visits), and bad input of other kinds
 REFUSED = [c["sql"] for c in CORPUS["rejected"] if re.search(r"\bFROM visits\b", c["sql"])
            and not re.search(r"\b(people|regions|FORMAT)\b", c["sql"])] + [  # FORMAT: the gateway's to serve

@@ -33,8 +33,8 @@ import dpch
 from dpch.accounting.budget import Budget
 from dpch.accounting.ledger import Ledger
 from dpch.accounting.watches import WatchStore, watch_violations
+from dpch.fixtures import visits
 from dpch.store.engine import Engine
-from sql_fixtures import visits
 from tests.helpers import ROOT, child_env
 from tests.multiproc import Child
 

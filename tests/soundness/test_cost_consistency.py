@@ -31,7 +31,7 @@ from dpch.mechanisms.gaussian import GaussianMechanism
 from dpch.mechanisms.laplace import LaplaceMechanism
 from dpch.mechanisms.partition_selection import LaplacePartitionSelection
 
-CORPUS = tomllib.loads((Path(__file__).parents[2] / "sql_fixtures" / "corpus.toml").read_text())
+CORPUS = tomllib.loads((Path(__file__).parents[2] / "dpch" / "fixtures" / "corpus.toml").read_text())
 
 #: queries the corpus lacks that exercise composition paths (several quantiles of one column —
 #: issue 12 defect 3 — and quantiles beside additive measures, per group)

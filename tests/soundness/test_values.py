@@ -27,7 +27,7 @@ import dpch
 from dpch import Budget
 from tests.soundness.exact_answers import exact_answer, mismatches, raw_rows, raw_sql
 
-CORPUS = tomllib.loads((Path(__file__).parents[2] / "sql_fixtures" / "corpus.toml").read_text())
+CORPUS = tomllib.loads((Path(__file__).parents[2] / "dpch" / "fixtures" / "corpus.toml").read_text())
 DATABASE = "values_fixture"
 
 #: the fixture tables cut to their caps and clamped into their bounds (ClickHouse SQL, {src}/{dst})

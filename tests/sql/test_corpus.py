@@ -1,4 +1,4 @@
-"""The query corpus (sql_fixtures/corpus.toml) against the demo table on embedded chdb."""
+"""The query corpus (dpch/fixtures/corpus.toml) against the demo table on embedded chdb."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import dpch
 from dpch import Budget, DpchError
 
-CORPUS = tomllib.loads((Path(__file__).parents[2] / "sql_fixtures" / "corpus.toml").read_text())
+CORPUS = tomllib.loads((Path(__file__).parents[2] / "dpch" / "fixtures" / "corpus.toml").read_text())
 
 
 @pytest.fixture(scope="module")

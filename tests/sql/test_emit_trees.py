@@ -1,7 +1,7 @@
 """The emitted SQL is built as one sqlglot tree and rendered once (docs/design.md rule 4; issue 12,
 defect 7): no dpch-generated text is parsed on the way, and the SQL is the same as before.
 
-``fixtures/emitted_sql.json`` holds, for every accepted query of ``sql_fixtures/corpus.toml`` and
+``fixtures/emitted_sql.json`` holds, for every accepted query of ``dpch/fixtures/corpus.toml`` and
 every join of ``test_public_joins.py``, the emitted SQL and both probes as the text-assembling code
 produced them (``render(parse_one(<assembled text>))``), recorded at commit 3fd297e by running this
 module with ``DPCH_WRITE_EMIT_FIXTURE=1`` before the conversion to trees. The per-test database

@@ -1,5 +1,5 @@
 """Key release in SQL (issue 16, part 1): the analysis of a GROUP BY or SELECT DISTINCT without
-aggregate, and the corpus's ``[[key_release]]`` entries (sql_fixtures/corpus.toml) on the fixture
+aggregate, and the corpus's ``[[key_release]]`` entries (dpch/fixtures/corpus.toml) on the fixture
 tables: a free release's exact rows, a partition selection's keys ⊆ the data's keys."""
 
 from __future__ import annotations

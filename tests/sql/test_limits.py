@@ -191,7 +191,7 @@ def _fixture_sql() -> Iterator[tuple[str, str]]:
             for value in obj:
                 yield from strings(value)
 
-    for path in ["sql_fixtures/corpus.toml", "tests/sql/fixtures/bi_time.toml",
+    for path in ["dpch/fixtures/corpus.toml", "tests/sql/fixtures/bi_time.toml",
                  *sorted(glob.glob(str(ROOT / "tests/server/replays/*.toml")))]:
         with open(ROOT / path, "rb") as f:
             for sql in strings(tomllib.load(f)):

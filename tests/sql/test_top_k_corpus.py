@@ -1,4 +1,4 @@
-"""Top-k in the corpus (issue 16, part 2): each ``[[top_k]]`` entry of sql_fixtures/corpus.toml runs
+"""Top-k in the corpus (issue 16, part 2): each ``[[top_k]]`` entry of dpch/fixtures/corpus.toml runs
 on the fixture tables at a large ε, and must release exactly the k keys with the largest (DESC) or
 smallest (ASC) exact score, in order — the scores asked from ClickHouse directly with the emitted
 SQL (the contribution-capped rows the mechanism sees). Values, where asked, lie in their intervals
