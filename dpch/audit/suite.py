@@ -1,7 +1,7 @@
 """The fixed audit suite: one query per kind of release, audited on the fixture tables.
 
 ``dpch audit --suite`` loads the fixture tables ``visits``, ``people`` and ``regions``
-(:mod:`sql_fixtures.tables`) into a scratch database, audits every entry in fast mode, and
+(:mod:`dpch.fixtures.tables`) into a scratch database, audits every entry in fast mode, and
 fails if any entry's ε lower bound exceeds its claimed ε, or a Gaussian entry's privacy-profile
 lower bound δ_lb(ε) exceeds its claimed δ(ε) (:mod:`.profile`). Gaussian entries get 10× the
 trials: (ε, δ) Gaussian noise is only distinguishable far in its tails. Covered: counts, sums, avg
@@ -109,7 +109,7 @@ def run_suite(
 ) -> list[SuiteOutcome]:
     """Audits every :data:`SUITE` entry (or only ``entries``) on fresh fixture tables in a scratch
     database of ``dsn``."""
-    from sql_fixtures import tables
+    from dpch.fixtures import tables
 
     database = f"dpch_audit_suite_{uuid.uuid4().hex[:8]}"
     engine = Engine(dsn, database=database)

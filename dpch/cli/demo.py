@@ -26,7 +26,7 @@ def run_demo(dsn: str | None, *, database: str | None, reset: bool, echo: Callab
     # start-up: the session stack (NumPy, SciPy, sqlglot, the ClickHouse client) loads only when used
     from dpch.accounting.budget import Budget, BudgetStore
     from dpch.connection import connect_local
-    from sql_fixtures import tables
+    from dpch.fixtures import tables
 
     demo_budget = Budget(epsilon=DEMO_EPSILON, delta=DEMO_DELTA)
     with connect_local(dsn, analyst=DEMO_ANALYST, database=database, default_budget=demo_budget) as session:
