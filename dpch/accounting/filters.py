@@ -26,8 +26,9 @@ realized ex-post ε.
 
 ``history`` is the sequence of past releases' costs as the ledger counts them (a reservation
 never settled counts at its worst case; see :mod:`.ledger`). Filters that cannot use a
-realized ex-post cost count an ex-post release at its worst case (:func:`ex_ante`): a
-mechanism whose privacy loss is bounded by ``worst`` in every outcome is ``worst``-DP ex ante.
+realized ex-post cost count an ex-post release at its worst case
+(:meth:`~dpch.privacy.cost.PrivacyCost.at_worst`): a mechanism whose privacy loss is bounded by
+``worst`` in every outcome is ``worst``-DP ex ante.
 
 Filters (``name``: theorem):
 
@@ -72,15 +73,6 @@ class Decision:
 
 
 ADMIT = Decision(True, "within budget")
-
-
-def ex_ante(cost: PrivacyCost) -> PrivacyCost:
-    """``cost`` as a fixed-cost release: an ex-post release at its worst case."""
-    if not cost.ex_post:
-        return cost
-    eps = cost.worst_epsilon if cost.worst_epsilon is not None else cost.epsilon
-    rho = cost.worst_rho if cost.worst_rho is not None else cost.rho
-    return PrivacyCost(eps, cost.delta, rho, rho_delta=cost.rho_delta if rho is not None else 0.0)
 
 
 def kinds(cost: PrivacyCost) -> frozenset[CostKind]:
@@ -168,7 +160,7 @@ class PrivacyFilter(ABC):
         worst case ``counted`` (the ledger's count of the reservation), where ρ is what it takes from
         a ρ budget — 0 under filters that compose no ρ (their status has no ρ). The same view
         admission decides on, so what the status shows reserved is what admission counts."""
-        need = ex_ante(counted)
+        need = counted.at_worst()
         return need.epsilon, need.delta, 0.0
 
     @property
@@ -236,7 +228,7 @@ class BasicCompositionFilter(PrivacyFilter):
         return self._decide_spent(self.spent_from(tally), request)
 
     def _decide_spent(self, spent: PrivacyCost, request: PrivacyCost) -> Decision:
-        need = ex_ante(request)
+        need = request.at_worst()
         eps_left = max(0.0, self.budget.epsilon - spent.epsilon)
         delta_left = max(0.0, self.budget.delta - spent.delta)
         if not self._epsilon_fits(spent.epsilon, need.epsilon):
@@ -378,7 +370,7 @@ class AdvancedCompositionFilter(PrivacyFilter):
 
     def decide(self, history: Sequence[PrivacyCost], request: PrivacyCost) -> Decision:
         eps, deltas = self._rounds(history)
-        need = ex_ante(request)
+        need = request.at_worst()
         eps.append(need.epsilon)
         deltas.append(need.delta)
         if need.delta > 0 and self.delta_share == 0:
@@ -439,7 +431,7 @@ class AdvancedCompositionFilter(PrivacyFilter):
                                           self.budget.epsilon, self.delta_g)
 
     def decide_from(self, tally: Any, request: PrivacyCost) -> Decision:
-        need = ex_ante(request)
+        need = request.at_worst()
         if need.delta > 0 and self.delta_share == 0:
             return Decision(False, "the advanced filter is configured for pure ε releases (δ = 0); this one "
                             f"needs δ {need.delta:g} (set approx_delta_share to admit them by Lemma 3.3)")
@@ -521,7 +513,7 @@ class ZCDPFilter(PrivacyFilter):
         if cost.ex_post and cost.rho is not None and self.brownian:
             rho = cost.worst_rho if admission and cost.worst_rho is not None else cost.rho
             return ZCDP(rho, 0.0)  # Thm 6: a BM round has δ_n = 0
-        return ex_ante(cost).zcdp()
+        return cost.at_worst().zcdp()
 
     def zcdp_view(self, cost: PrivacyCost, *, admission: bool) -> tuple[float, float]:
         """(ρ, δ) of one release (:meth:`view` as a pair)."""
@@ -532,7 +524,7 @@ class ZCDPFilter(PrivacyFilter):
         """The reservation's worst ε, and the (ρ, δ) admission counts for it (:meth:`view` at admission):
         its own ρ, or its (ε, δ) converted to ε²/2 (a watch's reservation has no ρ of its own)."""
         rho, delta = self.zcdp_view(counted, admission=True)
-        return ex_ante(counted).epsilon, delta, rho
+        return counted.at_worst().epsilon, delta, rho
 
     def totals(self, history: Sequence[PrivacyCost]) -> tuple[float, float]:
         """(Σρ, Σδ) of ``history``: zCDP composition (Rogers et al. 2023, Lemma 2.4)."""

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from dpch.accounting.filters import FILTERS, ex_ante
+from dpch.accounting.filters import FILTERS
 from dpch.accuracy import planner, rules
 from dpch.accuracy.planner import AccuracyPlan
 from dpch.errors import AccuracyNotReached, BudgetExceeded, QueryRejected
@@ -234,7 +234,7 @@ def _charges_realized(ctx: QueryContext) -> bool:
 
 
 def _as_charged(realized: PrivacyCost, charges_realized: bool) -> PrivacyCost:
-    return realized if charges_realized else ex_ante(realized)
+    return realized if charges_realized else realized.at_worst()
 
 
 def answer(ctx: QueryContext, runs: AccuracyRuns, plan: QueryPlan, opts: QueryOptions, started: float) -> Release:
