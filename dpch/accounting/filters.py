@@ -120,9 +120,9 @@ class PrivacyFilter(ABC):
         return self._remaining_of(self.spent(history))
 
     def _remaining_of(self, spent: PrivacyCost) -> PrivacyCost:
-        return PrivacyCost(
+        return PrivacyCost.of(ApproxDP(
             max(0.0, self.budget.epsilon - spent.epsilon), max(0.0, self.budget.delta - spent.delta)
-        )
+        ))
 
     # -- running totals: the same answers from a tally, O(1) in the history ------------------------
 
@@ -198,9 +198,8 @@ class BasicCompositionFilter(PrivacyFilter):
 
     def spent(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
         if not history:
-            return PrivacyCost(0.0, 0.0)
-        total = compose([self.view(c) for c in history])
-        return PrivacyCost(total.epsilon, total.delta)
+            return PrivacyCost.of(ApproxDP(0.0, 0.0))
+        return PrivacyCost.of(compose([self.view(c) for c in history]))
 
     def features(self, cost: PrivacyCost) -> tuple[float, ...]:
         v = self.view(cost)
@@ -210,7 +209,7 @@ class BasicCompositionFilter(PrivacyFilter):
         return self._tally(2, history)
 
     def spent_from(self, tally: Any) -> PrivacyCost:
-        return PrivacyCost(tally.total(0), tally.total(1))
+        return PrivacyCost.of(ApproxDP(tally.total(0), tally.total(1)))
 
     def _epsilon_fits(self, spent_eps: float, need: float) -> bool:
         return _within(spent_eps + need, self.budget.epsilon)
@@ -257,8 +256,8 @@ class PureEpsilonFilter(BasicCompositionFilter):
 
     def spent(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
         if not history:
-            return PrivacyCost(0.0, 0.0)
-        return PrivacyCost(compose([PureDP(self.view(c).epsilon) for c in history]).epsilon, 0.0)
+            return PrivacyCost.of(PureDP(0.0))
+        return PrivacyCost.of(compose([PureDP(self.view(c).epsilon) for c in history]))
 
     def features(self, cost: PrivacyCost) -> tuple[float, ...]:
         return (self.view(cost).epsilon,)
@@ -267,7 +266,7 @@ class PureEpsilonFilter(BasicCompositionFilter):
         return self._tally(1, history)
 
     def spent_from(self, tally: Any) -> PrivacyCost:
-        return PrivacyCost(tally.total(0), 0.0)
+        return PrivacyCost.of(PureDP(tally.total(0)))
 
     def guarantee(self) -> tuple[float, float]:
         return self.budget.epsilon, 0.0
@@ -276,7 +275,7 @@ class PureEpsilonFilter(BasicCompositionFilter):
         return self._remaining_of(self.spent(history))
 
     def _remaining_of(self, spent: PrivacyCost) -> PrivacyCost:
-        return PrivacyCost(max(0.0, self.budget.epsilon - spent.epsilon), 0.0)
+        return PrivacyCost.of(PureDP(max(0.0, self.budget.epsilon - spent.epsilon)))
 
 
 class ExPostFilter(BasicCompositionFilter):
@@ -299,9 +298,10 @@ class ExPostFilter(BasicCompositionFilter):
     def spent(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
         # realized E_i (a reservation: its worst case), composed by Rogers et al. 2023, Lemma 5.1
         if not history:
-            return PrivacyCost(0.0, 0.0)
+            return PrivacyCost.of(ApproxDP(0.0, 0.0))
         total: ExPost = compose([c.realized_ex_post() for c in history])
-        return PrivacyCost(total.epsilon, total.delta)
+        # the odometer is the realized Σ E_i and Σ δ_i (Lemma 5.2), not the worst cases ex_post_to_approx reads
+        return PrivacyCost.of(ApproxDP(total.epsilon, total.delta))
 
     def features(self, cost: PrivacyCost) -> tuple[float, ...]:
         r = cost.realized_ex_post()
@@ -389,11 +389,11 @@ class AdvancedCompositionFilter(PrivacyFilter):
     def spent(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
         eps, deltas = self._rounds(history)
         if not eps:
-            return PrivacyCost(0.0, 0.0)
+            return PrivacyCost.of(ApproxDP(0.0, 0.0))
         eff = self._effective(eps)
         bound = odometers.odometer(eff, self.odometer_n, self.delta_g)
         used_delta = odometers.lemma_3_3_delta(eps, deltas) if self.delta_share > 0 else 0.0
-        return PrivacyCost(bound, used_delta)
+        return PrivacyCost.of(ApproxDP(bound, used_delta))
 
     def remaining(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
         eps, deltas = self._rounds(history)
@@ -401,7 +401,7 @@ class AdvancedCompositionFilter(PrivacyFilter):
         factor = 2.0 if self.delta_share > 0 else 1.0
         lo, hi = 0.0, self.budget.epsilon
         if self.k([*eff, 0.0]) > self.budget.epsilon:
-            return PrivacyCost(0.0, 0.0)
+            return PrivacyCost.of(ApproxDP(0.0, 0.0))
         for _ in range(60):
             mid = (lo + hi) / 2.0
             if self.k([*eff, factor * mid]) <= self.budget.epsilon:
@@ -409,7 +409,7 @@ class AdvancedCompositionFilter(PrivacyFilter):
             else:
                 hi = mid
         delta_left = max(0.0, self.delta_g_prime - odometers.lemma_3_3_delta(eps, deltas)) if self.delta_share else 0.0
-        return PrivacyCost(lo, delta_left)
+        return PrivacyCost.of(ApproxDP(lo, delta_left))
 
     # running totals: Σ eff_i, Σ eff_i², Σ eff_i(e^{eff_i}−1)/2 over the effective ε's, and Σ of
     # Lemma 3.3's 2δ_i/(ε_i e^{ε_i}) — exactly the fsums filter_k, the odometer and lemma_3_3_delta take
@@ -448,17 +448,17 @@ class AdvancedCompositionFilter(PrivacyFilter):
 
     def spent_from(self, tally: Any) -> PrivacyCost:
         if not tally.count:
-            return PrivacyCost(0.0, 0.0)
+            return PrivacyCost.of(ApproxDP(0.0, 0.0))
         bound = min(tally.total(0), odometers.odometer_thm_6_5_of_sums(
             tally.total(1), tally.total(2), self.odometer_n, self.delta_g))
         used_delta = tally.total(3) if self.delta_share > 0 else 0.0
-        return PrivacyCost(bound, used_delta)
+        return PrivacyCost.of(ApproxDP(bound, used_delta))
 
     def remaining_from(self, tally: Any) -> PrivacyCost:
         factor = 2.0 if self.delta_share > 0 else 1.0
         lo, hi = 0.0, self.budget.epsilon
         if self._k_from(tally, 0.0) > self.budget.epsilon:
-            return PrivacyCost(0.0, 0.0)
+            return PrivacyCost.of(ApproxDP(0.0, 0.0))
         for _ in range(60):
             mid = (lo + hi) / 2.0
             if self._k_from(tally, factor * mid) <= self.budget.epsilon:
@@ -466,7 +466,7 @@ class AdvancedCompositionFilter(PrivacyFilter):
             else:
                 hi = mid
         delta_left = max(0.0, self.delta_g_prime - tally.total(3)) if self.delta_share else 0.0
-        return PrivacyCost(lo, delta_left)
+        return PrivacyCost.of(ApproxDP(lo, delta_left))
 
 
 class ZCDPFilter(PrivacyFilter):
@@ -552,14 +552,14 @@ class ZCDPFilter(PrivacyFilter):
 
     def _spent_totals(self, rho: float, delta: float) -> PrivacyCost:
         eps = zcdp_to_dp_epsilon(rho, self.delta_conv, printed_theorem_6=self.printed)
-        return PrivacyCost(eps, delta, rho)
+        return PrivacyCost.of(ApproxDP(eps, delta), ZCDP(rho))
 
     def remaining(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
         return self._remaining_totals(*self.totals(history))
 
     def _remaining_totals(self, rho: float, delta: float) -> PrivacyCost:
         left = max(0.0, self.rho_budget - rho)
-        return PrivacyCost(math.sqrt(2.0 * left), max(0.0, self.delta_mech - delta), left)
+        return PrivacyCost.of(ApproxDP(math.sqrt(2.0 * left), max(0.0, self.delta_mech - delta)), ZCDP(left))
 
     # running totals: (Σρ, Σδ) of the releases' zCDP views, exactly the fsums of :meth:`totals`
 
@@ -622,6 +622,12 @@ class MixedFilter(PrivacyFilter):
     def _sides(self, history: Sequence[PrivacyCost]) -> tuple[list[PrivacyCost], list[PrivacyCost]]:
         return [c for c in history if not c.ex_post], [c for c in history if c.ex_post]
 
+    @staticmethod
+    def _amount(epsilon: float, delta: float, zcdp_side: PrivacyCost) -> PrivacyCost:
+        """An amount of both sides: their (ε, δ), and the ρ of the zCDP side (the ex-post side has none)."""
+        rho = zcdp_side.rho
+        return PrivacyCost.of(ApproxDP(epsilon, delta), None if rho is None else ZCDP(rho))
+
     def reserved_terms(self, counted: PrivacyCost) -> tuple[float, float, float]:
         """The side the reservation is routed to says its units: ε on the ex-post side (no ρ), ρ on the zCDP side."""
         return (self.ex_post if counted.ex_post else self.zcdp).reserved_terms(counted)
@@ -637,12 +643,12 @@ class MixedFilter(PrivacyFilter):
     def spent(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
         fixed, post = self._sides(history)
         z, e = self.zcdp.spent(fixed), self.ex_post.spent(post)
-        return PrivacyCost(z.epsilon + e.epsilon, z.delta + e.delta, z.rho)
+        return self._amount(z.epsilon + e.epsilon, z.delta + e.delta, z)
 
     def remaining(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
         fixed, post = self._sides(history)
         z, e = self.zcdp.remaining(fixed), self.ex_post.remaining(post)
-        return PrivacyCost(max(z.epsilon, e.epsilon), z.delta + e.delta, z.rho)
+        return self._amount(max(z.epsilon, e.epsilon), z.delta + e.delta, z)
 
     # running totals: one tally per side, each release routed by its kind as in :meth:`_sides`
 
@@ -660,11 +666,11 @@ class MixedFilter(PrivacyFilter):
 
     def spent_from(self, tally: Any) -> PrivacyCost:
         z, e = self.zcdp.spent_from(tally.fixed), self.ex_post.spent_from(tally.post)
-        return PrivacyCost(z.epsilon + e.epsilon, z.delta + e.delta, z.rho)
+        return self._amount(z.epsilon + e.epsilon, z.delta + e.delta, z)
 
     def remaining_from(self, tally: Any) -> PrivacyCost:
         z, e = self.zcdp.remaining_from(tally.fixed), self.ex_post.remaining_from(tally.post)
-        return PrivacyCost(max(z.epsilon, e.epsilon), z.delta + e.delta, z.rho)
+        return self._amount(max(z.epsilon, e.epsilon), z.delta + e.delta, z)
 
 
 FILTERS: dict[str, type[PrivacyFilter]] = {
