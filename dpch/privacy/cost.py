@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import enum
 import math
-import numbers
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar, overload
@@ -299,12 +298,13 @@ class PrivacyCost:
 
     @classmethod
     def of_release(cls, cost: PrivacyCost, *, ex_post: bool, worst: PrivacyCost | None) -> PrivacyCost:
-        """The ledger's record of a release of the kind ``ex_post`` that cost ``cost``'s (ε, δ), ρ and ρ's
-        δ, and whose worst case for later admissions is ``worst``'s ε and ρ (``None``: it records none).
+        """The ledger's record of one release: what it cost (``cost``'s ε, δ, ρ and ρ's δ), its kind
+        (``ex_post``), and the worst case later admissions count it at (``worst``'s ε and ρ; ``None``:
+        none).
 
-        The ledger writes a release's kind and its worst case apart from what it cost (its reservation
-        row), so each record it reads back — a settled charge, an open reservation counted at its worst
-        case, a row decoded — is put together here from the two."""
+        The ledger keeps a release's kind and worst case apart from what it cost (the reservation row
+        and the ``worst_*`` columns), so each record it puts together — a settled charge, an open
+        reservation counted at its worst case, a row read back — is made here from the two."""
         return cls(cost.epsilon, cost.delta, cost.rho, ex_post=ex_post,
                    worst_epsilon=None if worst is None else worst.epsilon,
                    worst_rho=None if worst is None else worst.rho, rho_delta=cost.rho_delta)
@@ -334,7 +334,7 @@ class PrivacyCost:
         and ρ), the others at their defaults.
 
         It is data from outside this process, so it is checked before it is believed: a name that is
-        no field, a missing ε, a number that is not a real number (a bool is not one), an ``ex_post``
+        no field, a missing ε, a number that is not an int or float (a bool is not one), an ``ex_post``
         that is not a bool, or a negative or NaN ``worst_*`` (a filter admits on it) is a ValueError;
         the constructor refuses negative ε, δ, ρ and ρ's δ as always."""
         names = {f.name for f in fields(cls)}
@@ -349,8 +349,8 @@ class PrivacyCost:
                     raise ValueError(f"ex_post must be a bool, got {value!r}")
             elif value is None and name in _OPTIONAL:
                 continue
-            elif isinstance(value, bool) or not isinstance(value, numbers.Real):
-                raise ValueError(f"{name} must be a real number, got {value!r}")
+            elif isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"{name} must be a number, got {value!r}")
             elif name in _OPTIONAL and not value >= 0:  # worst_* (and ρ): also refuses NaN
                 raise ValueError(f"{name} must be non-negative, got {value!r}")
         return cls(**data)
