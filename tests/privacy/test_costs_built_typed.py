@@ -144,8 +144,9 @@ def test_realized_an_ex_post_cost():
 
 
 def test_realized_refuses_a_negative_or_nan_worst_case():
-    """A filter admits on the worst ε: a negative one would admit anything. (Every view of such a record
-    raised before issue 25 too; it is now refused where it is made.)"""
+    """A filter admits on the worst ε: a negative one would admit anything. (Before issue 25 such a record
+    was made, and raised only when read: its (ε, δ), ex-post and worst-case views, which every filter
+    reads, refused it; it is now refused where it is made.)"""
     for bad in (-1.0, math.nan):
         with pytest.raises(ValueError, match="worst_epsilon must be non-negative"):
             PrivacyCost.realized(ExPost(0.1, 0.0, bad))
