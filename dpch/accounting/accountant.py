@@ -113,7 +113,7 @@ from dpch.errors import (
     QueryFailedAfterCharge,
     ReservationClosed,
 )
-from dpch.privacy.cost import PrivacyCost
+from dpch.privacy.cost import ZCDP, ApproxDP, PrivacyCost
 from dpch.store.cancel import checkpoint
 from dpch.store.engine import Engine, open_embedded_states
 
@@ -634,8 +634,10 @@ class Accountant:
             status = self._scope_status(state, check)
             if check.lifetime:  # the cap of the scope just before it: what is left is the smaller of the two
                 period = statuses[-1]
-                left = PrivacyCost(min(period.remaining.epsilon, status.remaining.epsilon),
-                                   min(period.remaining.delta, status.remaining.delta), period.remaining.rho)
+                rho = period.remaining.rho
+                left = PrivacyCost.of(ApproxDP(min(period.remaining.epsilon, status.remaining.epsilon),
+                                               min(period.remaining.delta, status.remaining.delta)),
+                                      None if rho is None else ZCDP(rho))
                 statuses[-1] = replace(period, lifetime=status, remaining=left)
             else:
                 statuses.append(status)

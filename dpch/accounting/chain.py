@@ -289,8 +289,8 @@ def entry_data(e: LedgerEntry) -> dict[str, Any]:
 def _entry(d: dict[str, Any]) -> LedgerEntry:
     return LedgerEntry(release_id=d["id"], time=as_utc(datetime.fromisoformat(d["time"])), analyst=d["analyst"],
                        dataset=d["dataset"], query_hash=d["query_hash"], mechanism=d["mechanism"], status=d["status"],
-                       cost=PrivacyCost(**d["cost"]), worst=PrivacyCost(**d["worst"]), filter=d["filter"],
-                       datasets=tuple(d["datasets"]), period=d["period"])
+                       cost=PrivacyCost.from_dict(d["cost"]), worst=PrivacyCost.from_dict(d["worst"]),
+                       filter=d["filter"], datasets=tuple(d["datasets"]), period=d["period"])
 
 
 def _period_data(p: Period | None) -> list[str] | None:

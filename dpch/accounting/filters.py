@@ -26,8 +26,9 @@ realized ex-post ε.
 
 ``history`` is the sequence of past releases' costs as the ledger counts them (a reservation
 never settled counts at its worst case; see :mod:`.ledger`). Filters that cannot use a
-realized ex-post cost count an ex-post release at its worst case (:func:`ex_ante`): a
-mechanism whose privacy loss is bounded by ``worst`` in every outcome is ``worst``-DP ex ante.
+realized ex-post cost count an ex-post release at its worst case
+(:meth:`~dpch.privacy.cost.PrivacyCost.at_worst`): a mechanism whose privacy loss is bounded by
+``worst`` in every outcome is ``worst``-DP ex ante.
 
 Filters (``name``: theorem):
 
@@ -72,15 +73,6 @@ class Decision:
 
 
 ADMIT = Decision(True, "within budget")
-
-
-def ex_ante(cost: PrivacyCost) -> PrivacyCost:
-    """``cost`` as a fixed-cost release: an ex-post release at its worst case."""
-    if not cost.ex_post:
-        return cost
-    eps = cost.worst_epsilon if cost.worst_epsilon is not None else cost.epsilon
-    rho = cost.worst_rho if cost.worst_rho is not None else cost.rho
-    return PrivacyCost(eps, cost.delta, rho, rho_delta=cost.rho_delta if rho is not None else 0.0)
 
 
 def kinds(cost: PrivacyCost) -> frozenset[CostKind]:
@@ -128,9 +120,9 @@ class PrivacyFilter(ABC):
         return self._remaining_of(self.spent(history))
 
     def _remaining_of(self, spent: PrivacyCost) -> PrivacyCost:
-        return PrivacyCost(
+        return PrivacyCost.of(ApproxDP(
             max(0.0, self.budget.epsilon - spent.epsilon), max(0.0, self.budget.delta - spent.delta)
-        )
+        ))
 
     # -- running totals: the same answers from a tally, O(1) in the history ------------------------
 
@@ -168,7 +160,7 @@ class PrivacyFilter(ABC):
         worst case ``counted`` (the ledger's count of the reservation), where ρ is what it takes from
         a ρ budget — 0 under filters that compose no ρ (their status has no ρ). The same view
         admission decides on, so what the status shows reserved is what admission counts."""
-        need = ex_ante(counted)
+        need = counted.at_worst()
         return need.epsilon, need.delta, 0.0
 
     @property
@@ -206,9 +198,8 @@ class BasicCompositionFilter(PrivacyFilter):
 
     def spent(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
         if not history:
-            return PrivacyCost(0.0, 0.0)
-        total = compose([self.view(c) for c in history])
-        return PrivacyCost(total.epsilon, total.delta)
+            return PrivacyCost.of(ApproxDP(0.0, 0.0))
+        return PrivacyCost.of(compose([self.view(c) for c in history]))
 
     def features(self, cost: PrivacyCost) -> tuple[float, ...]:
         v = self.view(cost)
@@ -218,7 +209,7 @@ class BasicCompositionFilter(PrivacyFilter):
         return self._tally(2, history)
 
     def spent_from(self, tally: Any) -> PrivacyCost:
-        return PrivacyCost(tally.total(0), tally.total(1))
+        return PrivacyCost.of(ApproxDP(tally.total(0), tally.total(1)))
 
     def _epsilon_fits(self, spent_eps: float, need: float) -> bool:
         return _within(spent_eps + need, self.budget.epsilon)
@@ -236,7 +227,7 @@ class BasicCompositionFilter(PrivacyFilter):
         return self._decide_spent(self.spent_from(tally), request)
 
     def _decide_spent(self, spent: PrivacyCost, request: PrivacyCost) -> Decision:
-        need = ex_ante(request)
+        need = request.at_worst()
         eps_left = max(0.0, self.budget.epsilon - spent.epsilon)
         delta_left = max(0.0, self.budget.delta - spent.delta)
         if not self._epsilon_fits(spent.epsilon, need.epsilon):
@@ -265,8 +256,8 @@ class PureEpsilonFilter(BasicCompositionFilter):
 
     def spent(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
         if not history:
-            return PrivacyCost(0.0, 0.0)
-        return PrivacyCost(compose([PureDP(self.view(c).epsilon) for c in history]).epsilon, 0.0)
+            return PrivacyCost.of(PureDP(0.0))
+        return PrivacyCost.of(compose([PureDP(self.view(c).epsilon) for c in history]))
 
     def features(self, cost: PrivacyCost) -> tuple[float, ...]:
         return (self.view(cost).epsilon,)
@@ -275,7 +266,7 @@ class PureEpsilonFilter(BasicCompositionFilter):
         return self._tally(1, history)
 
     def spent_from(self, tally: Any) -> PrivacyCost:
-        return PrivacyCost(tally.total(0), 0.0)
+        return PrivacyCost.of(PureDP(tally.total(0)))
 
     def guarantee(self) -> tuple[float, float]:
         return self.budget.epsilon, 0.0
@@ -284,7 +275,7 @@ class PureEpsilonFilter(BasicCompositionFilter):
         return self._remaining_of(self.spent(history))
 
     def _remaining_of(self, spent: PrivacyCost) -> PrivacyCost:
-        return PrivacyCost(max(0.0, self.budget.epsilon - spent.epsilon), 0.0)
+        return PrivacyCost.of(PureDP(max(0.0, self.budget.epsilon - spent.epsilon)))
 
 
 class ExPostFilter(BasicCompositionFilter):
@@ -307,9 +298,10 @@ class ExPostFilter(BasicCompositionFilter):
     def spent(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
         # realized E_i (a reservation: its worst case), composed by Rogers et al. 2023, Lemma 5.1
         if not history:
-            return PrivacyCost(0.0, 0.0)
+            return PrivacyCost.of(ApproxDP(0.0, 0.0))
         total: ExPost = compose([c.realized_ex_post() for c in history])
-        return PrivacyCost(total.epsilon, total.delta)
+        # the odometer is the realized Σ E_i and Σ δ_i (Lemma 5.2), not the worst cases ex_post_to_approx reads
+        return PrivacyCost.of(ApproxDP(total.epsilon, total.delta))
 
     def features(self, cost: PrivacyCost) -> tuple[float, ...]:
         r = cost.realized_ex_post()
@@ -378,7 +370,7 @@ class AdvancedCompositionFilter(PrivacyFilter):
 
     def decide(self, history: Sequence[PrivacyCost], request: PrivacyCost) -> Decision:
         eps, deltas = self._rounds(history)
-        need = ex_ante(request)
+        need = request.at_worst()
         eps.append(need.epsilon)
         deltas.append(need.delta)
         if need.delta > 0 and self.delta_share == 0:
@@ -397,11 +389,11 @@ class AdvancedCompositionFilter(PrivacyFilter):
     def spent(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
         eps, deltas = self._rounds(history)
         if not eps:
-            return PrivacyCost(0.0, 0.0)
+            return PrivacyCost.of(ApproxDP(0.0, 0.0))
         eff = self._effective(eps)
         bound = odometers.odometer(eff, self.odometer_n, self.delta_g)
         used_delta = odometers.lemma_3_3_delta(eps, deltas) if self.delta_share > 0 else 0.0
-        return PrivacyCost(bound, used_delta)
+        return PrivacyCost.of(ApproxDP(bound, used_delta))
 
     def remaining(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
         eps, deltas = self._rounds(history)
@@ -409,7 +401,7 @@ class AdvancedCompositionFilter(PrivacyFilter):
         factor = 2.0 if self.delta_share > 0 else 1.0
         lo, hi = 0.0, self.budget.epsilon
         if self.k([*eff, 0.0]) > self.budget.epsilon:
-            return PrivacyCost(0.0, 0.0)
+            return PrivacyCost.of(ApproxDP(0.0, 0.0))
         for _ in range(60):
             mid = (lo + hi) / 2.0
             if self.k([*eff, factor * mid]) <= self.budget.epsilon:
@@ -417,7 +409,7 @@ class AdvancedCompositionFilter(PrivacyFilter):
             else:
                 hi = mid
         delta_left = max(0.0, self.delta_g_prime - odometers.lemma_3_3_delta(eps, deltas)) if self.delta_share else 0.0
-        return PrivacyCost(lo, delta_left)
+        return PrivacyCost.of(ApproxDP(lo, delta_left))
 
     # running totals: Σ eff_i, Σ eff_i², Σ eff_i(e^{eff_i}−1)/2 over the effective ε's, and Σ of
     # Lemma 3.3's 2δ_i/(ε_i e^{ε_i}) — exactly the fsums filter_k, the odometer and lemma_3_3_delta take
@@ -439,7 +431,7 @@ class AdvancedCompositionFilter(PrivacyFilter):
                                           self.budget.epsilon, self.delta_g)
 
     def decide_from(self, tally: Any, request: PrivacyCost) -> Decision:
-        need = ex_ante(request)
+        need = request.at_worst()
         if need.delta > 0 and self.delta_share == 0:
             return Decision(False, "the advanced filter is configured for pure ε releases (δ = 0); this one "
                             f"needs δ {need.delta:g} (set approx_delta_share to admit them by Lemma 3.3)")
@@ -456,17 +448,17 @@ class AdvancedCompositionFilter(PrivacyFilter):
 
     def spent_from(self, tally: Any) -> PrivacyCost:
         if not tally.count:
-            return PrivacyCost(0.0, 0.0)
+            return PrivacyCost.of(ApproxDP(0.0, 0.0))
         bound = min(tally.total(0), odometers.odometer_thm_6_5_of_sums(
             tally.total(1), tally.total(2), self.odometer_n, self.delta_g))
         used_delta = tally.total(3) if self.delta_share > 0 else 0.0
-        return PrivacyCost(bound, used_delta)
+        return PrivacyCost.of(ApproxDP(bound, used_delta))
 
     def remaining_from(self, tally: Any) -> PrivacyCost:
         factor = 2.0 if self.delta_share > 0 else 1.0
         lo, hi = 0.0, self.budget.epsilon
         if self._k_from(tally, 0.0) > self.budget.epsilon:
-            return PrivacyCost(0.0, 0.0)
+            return PrivacyCost.of(ApproxDP(0.0, 0.0))
         for _ in range(60):
             mid = (lo + hi) / 2.0
             if self._k_from(tally, factor * mid) <= self.budget.epsilon:
@@ -474,7 +466,7 @@ class AdvancedCompositionFilter(PrivacyFilter):
             else:
                 hi = mid
         delta_left = max(0.0, self.delta_g_prime - tally.total(3)) if self.delta_share else 0.0
-        return PrivacyCost(lo, delta_left)
+        return PrivacyCost.of(ApproxDP(lo, delta_left))
 
 
 class ZCDPFilter(PrivacyFilter):
@@ -521,7 +513,7 @@ class ZCDPFilter(PrivacyFilter):
         if cost.ex_post and cost.rho is not None and self.brownian:
             rho = cost.worst_rho if admission and cost.worst_rho is not None else cost.rho
             return ZCDP(rho, 0.0)  # Thm 6: a BM round has δ_n = 0
-        return ex_ante(cost).zcdp()
+        return cost.at_worst().zcdp()
 
     def zcdp_view(self, cost: PrivacyCost, *, admission: bool) -> tuple[float, float]:
         """(ρ, δ) of one release (:meth:`view` as a pair)."""
@@ -532,7 +524,7 @@ class ZCDPFilter(PrivacyFilter):
         """The reservation's worst ε, and the (ρ, δ) admission counts for it (:meth:`view` at admission):
         its own ρ, or its (ε, δ) converted to ε²/2 (a watch's reservation has no ρ of its own)."""
         rho, delta = self.zcdp_view(counted, admission=True)
-        return ex_ante(counted).epsilon, delta, rho
+        return counted.at_worst().epsilon, delta, rho
 
     def totals(self, history: Sequence[PrivacyCost]) -> tuple[float, float]:
         """(Σρ, Σδ) of ``history``: zCDP composition (Rogers et al. 2023, Lemma 2.4)."""
@@ -560,14 +552,14 @@ class ZCDPFilter(PrivacyFilter):
 
     def _spent_totals(self, rho: float, delta: float) -> PrivacyCost:
         eps = zcdp_to_dp_epsilon(rho, self.delta_conv, printed_theorem_6=self.printed)
-        return PrivacyCost(eps, delta, rho)
+        return PrivacyCost.of(ApproxDP(eps, delta), ZCDP(rho))
 
     def remaining(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
         return self._remaining_totals(*self.totals(history))
 
     def _remaining_totals(self, rho: float, delta: float) -> PrivacyCost:
         left = max(0.0, self.rho_budget - rho)
-        return PrivacyCost(math.sqrt(2.0 * left), max(0.0, self.delta_mech - delta), left)
+        return PrivacyCost.of(ApproxDP(math.sqrt(2.0 * left), max(0.0, self.delta_mech - delta)), ZCDP(left))
 
     # running totals: (Σρ, Σδ) of the releases' zCDP views, exactly the fsums of :meth:`totals`
 
@@ -630,6 +622,12 @@ class MixedFilter(PrivacyFilter):
     def _sides(self, history: Sequence[PrivacyCost]) -> tuple[list[PrivacyCost], list[PrivacyCost]]:
         return [c for c in history if not c.ex_post], [c for c in history if c.ex_post]
 
+    @staticmethod
+    def _amount(epsilon: float, delta: float, zcdp_side: PrivacyCost) -> PrivacyCost:
+        """An amount of both sides: their (ε, δ), and the ρ of the zCDP side (the ex-post side has none)."""
+        rho = zcdp_side.rho
+        return PrivacyCost.of(ApproxDP(epsilon, delta), None if rho is None else ZCDP(rho))
+
     def reserved_terms(self, counted: PrivacyCost) -> tuple[float, float, float]:
         """The side the reservation is routed to says its units: ε on the ex-post side (no ρ), ρ on the zCDP side."""
         return (self.ex_post if counted.ex_post else self.zcdp).reserved_terms(counted)
@@ -645,12 +643,12 @@ class MixedFilter(PrivacyFilter):
     def spent(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
         fixed, post = self._sides(history)
         z, e = self.zcdp.spent(fixed), self.ex_post.spent(post)
-        return PrivacyCost(z.epsilon + e.epsilon, z.delta + e.delta, z.rho)
+        return self._amount(z.epsilon + e.epsilon, z.delta + e.delta, z)
 
     def remaining(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
         fixed, post = self._sides(history)
         z, e = self.zcdp.remaining(fixed), self.ex_post.remaining(post)
-        return PrivacyCost(max(z.epsilon, e.epsilon), z.delta + e.delta, z.rho)
+        return self._amount(max(z.epsilon, e.epsilon), z.delta + e.delta, z)
 
     # running totals: one tally per side, each release routed by its kind as in :meth:`_sides`
 
@@ -668,11 +666,11 @@ class MixedFilter(PrivacyFilter):
 
     def spent_from(self, tally: Any) -> PrivacyCost:
         z, e = self.zcdp.spent_from(tally.fixed), self.ex_post.spent_from(tally.post)
-        return PrivacyCost(z.epsilon + e.epsilon, z.delta + e.delta, z.rho)
+        return self._amount(z.epsilon + e.epsilon, z.delta + e.delta, z)
 
     def remaining_from(self, tally: Any) -> PrivacyCost:
         z, e = self.zcdp.remaining_from(tally.fixed), self.ex_post.remaining_from(tally.post)
-        return PrivacyCost(max(z.epsilon, e.epsilon), z.delta + e.delta, z.rho)
+        return self._amount(max(z.epsilon, e.epsilon), z.delta + e.delta, z)
 
 
 FILTERS: dict[str, type[PrivacyFilter]] = {

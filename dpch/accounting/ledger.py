@@ -41,7 +41,7 @@ from datetime import UTC, datetime
 from dpch.accounting.commit import GroupCommit, PendingWrite
 from dpch.accounting.periods import as_utc
 from dpch.errors import ConfigError
-from dpch.privacy.cost import PrivacyCost
+from dpch.privacy.cost import ZCDP, ApproxDP, PrivacyCost
 from dpch.store.engine import Engine
 from dpch.store.quoting import quote_string
 
@@ -81,19 +81,9 @@ class LedgerEntry:
         if self.status == "voided":
             return PrivacyCost.zero()
         if self.status == "reserved":
-            w = self.worst
-            return PrivacyCost(w.epsilon, w.delta, w.rho, ex_post=self.cost.ex_post,
-                               worst_epsilon=w.epsilon, worst_rho=w.rho, rho_delta=w.rho_delta)
+            # the worst case, as the release's kind, and its own worst case for the next admission
+            return PrivacyCost.of_release(self.worst, ex_post=self.cost.ex_post, worst=self.worst)
         return self.cost
-
-
-def worst_of(cost: PrivacyCost) -> PrivacyCost:
-    """The worst case a request can cost, as stored in the ``worst_*`` columns."""
-    if not cost.ex_post:
-        return PrivacyCost(cost.epsilon, cost.delta, cost.rho, rho_delta=cost.rho_delta)
-    eps = cost.worst_epsilon if cost.worst_epsilon is not None else cost.epsilon
-    rho = cost.worst_rho if cost.worst_rho is not None else cost.rho
-    return PrivacyCost(eps, cost.delta, rho, rho_delta=cost.rho_delta if rho is not None else 0.0)
 
 
 #: the ledger's columns as written, (name, ClickHouse type), in :meth:`Ledger.row` order
@@ -188,7 +178,7 @@ class Ledger:
         return LedgerEntry(
             release_id=str(uuid.uuid4()), time=time or datetime.now(UTC), analyst=analyst,
             dataset="+".join(datasets), query_hash=query_hash, mechanism=mechanism, status=status, cost=cost,
-            worst=worst_of(cost), filter=filter_name, datasets=datasets, period=period,
+            worst=cost.at_worst(), filter=filter_name, datasets=datasets, period=period,
         )
 
     @staticmethod
@@ -200,9 +190,7 @@ class Ledger:
             return replace(reserved, status="voided", time=time)
         # as the ledger will read it back: the reservation's kind and worst case, the realized cost
         ex_post = reserved.cost.ex_post
-        cost = PrivacyCost(realized.epsilon, realized.delta, realized.rho, ex_post=ex_post,
-                           worst_epsilon=reserved.worst.epsilon if ex_post else None,
-                           worst_rho=reserved.worst.rho if ex_post else None, rho_delta=realized.rho_delta)
+        cost = PrivacyCost.of_release(realized, ex_post=ex_post, worst=reserved.worst if ex_post else None)
         return replace(reserved, status="charged", cost=cost, time=time)
 
     @staticmethod
@@ -282,11 +270,12 @@ class Ledger:
         result = []
         for r in rows:
             ex_post = bool(r[13])
+            # one rho_delta column, the cost's: the δ of its ρ, and of the worst case's where both have a ρ
             rho_delta = float(r[16]) if r[9] is not None else 0.0
-            worst = PrivacyCost(r[10], r[11], r[12], rho_delta=rho_delta if r[12] is not None else 0.0)
-            cost = PrivacyCost(r[7], r[8], r[9], ex_post=ex_post,
-                               worst_epsilon=r[10] if ex_post else None, worst_rho=r[12] if ex_post else None,
-                               rho_delta=rho_delta)
+            worst = PrivacyCost.of(ApproxDP(r[10], r[11]), None if r[12] is None else ZCDP(r[12], rho_delta))
+            cost = PrivacyCost.of_release(
+                PrivacyCost.of(ApproxDP(r[7], r[8]), None if r[9] is None else ZCDP(r[9], rho_delta)),
+                ex_post=ex_post, worst=worst if ex_post else None)
             result.append(LedgerEntry(
                 release_id=r[0], time=as_utc(r[1]), analyst=r[2], dataset=r[3], query_hash=r[4],
                 mechanism=r[5], status=r[6], cost=cost, worst=worst, filter=r[14], datasets=tuple(r[15]),

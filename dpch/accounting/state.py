@@ -23,7 +23,7 @@ from dpch.accounting.ledger import LedgerEntry
 from dpch.accounting.locks import AnalystLock
 from dpch.accounting.periods import Clock, Period, as_utc
 from dpch.accounting.tally import ExactSum
-from dpch.privacy.cost import PrivacyCost
+from dpch.privacy.cost import ZCDP, ApproxDP, PrivacyCost
 
 
 class ScopeTotals:
@@ -87,7 +87,7 @@ class ScopeTotals:
     def reserved_cost(self) -> PrivacyCost:
         """The open reservations in the filter's units (ρ only where the filter has a ρ budget)."""
         eps, delta, rho = (t.value() for t in self.reserved)
-        return PrivacyCost(eps, delta, rho if self.flt.counts_rho else None)
+        return PrivacyCost.of(ApproxDP(eps, delta), ZCDP(rho) if self.flt.counts_rho else None)
 
 
 class AnalystState:

@@ -44,7 +44,7 @@ from dpch.mechanisms.boundaries import MixtureBoundary
 from dpch.mechanisms.calibration import analytic_gaussian_sigma
 from dpch.mechanisms.normal import log_ndtr, ndtri
 from dpch.mechanisms.rat import halting_margins
-from dpch.privacy.cost import PrivacyCost
+from dpch.privacy.cost import ZCDP, ApproxDP, ExPost, PrivacyCost, PureDP
 from dpch.sql.accuracy_target import AccuracyTarget
 from dpch.sql.analyze import QueryPlan
 
@@ -169,28 +169,29 @@ class AccuracyPlan:
             return self._direct_cost()
         if self.kind == "laplace":
             eps, worst = float(self.grid[step]), float(self.grid[last])
-            return PrivacyCost(eps, 0.0, ex_post=True, worst_epsilon=worst)
+            return PrivacyCost.realized(ExPost(eps, 0.0, worst))
         t, t_k, k = self.scale(step), self.scale(last), self.blocks.stack_l2_squared()
         if self.target.stop_rule == "exact":  # Whitehouse et al. 2022, Cor 5.2: (2ψ(T_N), δ); no zCDP view
-            return PrivacyCost(2 * self._psi(t), self.delta, ex_post=True, worst_epsilon=2 * self._psi(t_k))
+            return PrivacyCost.realized(ExPost(2 * self._psi(t), self.delta, 2 * self._psi(t_k)))
         if self.base_time is None:
-            return PrivacyCost(self._psi(t), self.delta, rho=k / (2 * t), ex_post=True,
-                               worst_epsilon=self._psi(t_k), worst_rho=k / (2 * t_k))
+            return PrivacyCost.realized(ExPost(self._psi(t), self.delta, self._psi(t_k)),
+                                        rho=k / (2 * t), worst_rho=k / (2 * t_k))
         t0 = self.base_time
         paid = 0.0 if self.base_direct else self._psi(t0)
-        return PrivacyCost(max(0.0, self._psi(t) - paid), self.delta if self.base_direct else 0.0,
-                           rho=k / (2 * t) - k / (2 * t0), ex_post=True,
-                           worst_epsilon=max(0.0, self._psi(t_k) - paid), worst_rho=k / (2 * t_k) - k / (2 * t0))
+        return PrivacyCost.realized(
+            ExPost(max(0.0, self._psi(t) - paid), self.delta if self.base_direct else 0.0,
+                   max(0.0, self._psi(t_k) - paid)),
+            rho=k / (2 * t) - k / (2 * t0), worst_rho=k / (2 * t_k) - k / (2 * t0))
 
     def _direct_cost(self) -> PrivacyCost:
         """The fixed cost of a direct release: Gaussian N(0, t) per normalized coordinate is
         k/(2t)-zCDP and (analytic-Gaussian ε, δ)-DP; Laplace at ε is ε-DP (k/b)."""
         g = float(self.grid[0])
         if self.kind == "laplace":
-            return PrivacyCost(g, 0.0)
+            return PrivacyCost.of(PureDP(g))
         k = self.blocks.stack_l2_squared()
-        return PrivacyCost(analytic_gaussian_epsilon(math.sqrt(g), self.delta, math.sqrt(k)), self.delta,
-                           rho=k / (2 * g))
+        return PrivacyCost.of(ApproxDP(analytic_gaussian_epsilon(math.sqrt(g), self.delta, math.sqrt(k)), self.delta),
+                              ZCDP(k / (2 * g)))
 
     @property
     def worst_cost(self) -> PrivacyCost:
@@ -313,7 +314,7 @@ def plan_accuracy(plan: QueryPlan, target: AccuracyTarget, *, mechanism: str | N
                  "charges the realized cost: zcdp_bm, ex_post, mixed")
     if kind == "laplace":
         def lap_cost(eps: float) -> PrivacyCost:
-            return PrivacyCost(eps, 0.0, ex_post=True, worst_epsilon=eps)
+            return PrivacyCost.realized(ExPost(eps, 0.0, eps))
 
         if cap is not None and cap < LAPLACE_LEAST_EPSILON:
             raise _cap_below_least(cap, LAPLACE_LEAST_EPSILON)

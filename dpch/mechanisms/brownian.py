@@ -36,7 +36,7 @@ from dpch.mechanisms import calibration
 from dpch.mechanisms.boundaries import Boundary, LinearBoundary, MixtureBoundary
 from dpch.mechanisms.lnr import snap
 from dpch.mechanisms.sampling import NoiseSource
-from dpch.privacy.cost import PrivacyCost
+from dpch.privacy.cost import ExPost, PrivacyCost
 
 
 def bridge_step(noise: np.ndarray, t_prev: float, t_next: float, rng: np.random.Generator) -> np.ndarray:
@@ -134,13 +134,11 @@ class BrownianMechanism:
     def cost_at(self, time: float) -> PrivacyCost:
         """(ψ(T), δ)-ex-post and Δ2²/(2T) zCDP for a run stopped at T (Whitehouse et al. 2022, Cor 3.7;
         Rogers et al. 2023, Thm 6)."""
-        return PrivacyCost(
-            self.boundary(time),
-            self.delta,
+        finest = float(self.times[-1])
+        return PrivacyCost.realized(
+            ExPost(self.boundary(time), self.delta, self.boundary(finest)),
             rho=self.sensitivity**2 / (2.0 * time),
-            ex_post=True,
-            worst_epsilon=self.boundary(float(self.times[-1])),
-            worst_rho=self.sensitivity**2 / (2.0 * float(self.times[-1])),
+            worst_rho=self.sensitivity**2 / (2.0 * finest),
         )
 
     @property
@@ -227,5 +225,5 @@ class BrownianRun:
     def cost(self) -> PrivacyCost:
         """Realized cost at the current stop (zero before any release)."""
         if self.time is None:
-            return PrivacyCost(0.0, 0.0, 0.0, ex_post=True)
+            return PrivacyCost.zero(ex_post=True)
         return self._mechanism.cost_at(self.time)

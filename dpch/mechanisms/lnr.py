@@ -31,7 +31,7 @@ import numpy as np
 
 from dpch.mechanisms import calibration
 from dpch.mechanisms.sampling import NoiseSource
-from dpch.privacy.cost import PrivacyCost
+from dpch.privacy.cost import ExPost, PrivacyCost, PureDP
 
 
 def snap(values: np.ndarray, scale: float) -> np.ndarray:
@@ -74,7 +74,7 @@ class LaplaceNoiseReduction:
     @property
     def worst_cost(self) -> PrivacyCost:
         """What a run costs if it reaches the last iterate (for the filter's admission)."""
-        return PrivacyCost(float(self.epsilons[-1]), 0.0)
+        return PrivacyCost.of(PureDP(float(self.epsilons[-1])))
 
     def half_width(self, step: int, confidence: float = 0.95) -> float:
         """Half-width of iterate ``step`` (0-based): Lap(t_step) plus grid rounding."""
@@ -112,7 +112,7 @@ class LNRRun:
         """(ε_N, 0)-ex-post at the stop N (Whitehouse et al. 2022, Prop 4.2); zero before any release."""
         worst = float(self._mechanism.epsilons[-1])
         eps = float(self._mechanism.epsilons[self.released - 1]) if self.released else 0.0
-        return PrivacyCost(eps, 0.0, ex_post=True, worst_epsilon=worst)
+        return PrivacyCost.realized(ExPost(eps, 0.0, worst))
 
 
 class LaplacePath:

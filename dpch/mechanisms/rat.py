@@ -26,7 +26,7 @@ import numpy as np
 from dpch.mechanisms.boundaries import Boundary
 from dpch.mechanisms.lnr import LaplacePath
 from dpch.mechanisms.sampling import NoiseSource
-from dpch.privacy.cost import PrivacyCost
+from dpch.privacy.cost import ExPost, PrivacyCost
 
 
 class NoiseReductionRun(Protocol):
@@ -140,9 +140,4 @@ class ReducedAboveThreshold:
     def _cost(self, inner: PrivacyCost, eps_n: float) -> PrivacyCost:
         """Thm 5.1: L^Alg_{1:N} + E_N, ex post."""
         worst_inner = inner.worst_epsilon if inner.worst_epsilon is not None else inner.epsilon
-        return PrivacyCost(
-            inner.epsilon + eps_n,
-            inner.delta,
-            ex_post=True,
-            worst_epsilon=worst_inner + self.epsilon_max,
-        )
+        return PrivacyCost.realized(ExPost(inner.epsilon + eps_n, inner.delta, worst_inner + self.epsilon_max))

@@ -31,7 +31,7 @@ import numpy as np
 from dpch.mechanisms.normal import ndtri
 from dpch.mechanisms.sampling import NoiseSource
 from dpch.mechanisms.selection_bounds import at_epsilon_max, at_epsilon_post, rnm_epsilon
-from dpch.privacy.cost import PrivacyCost
+from dpch.privacy.cost import ExPost, PrivacyCost, PureDP
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ class GaussianReportNoisyMax:
 
     @property
     def cost(self) -> PrivacyCost:
-        return PrivacyCost(self.epsilon, 0.0)
+        return PrivacyCost.of(PureDP(self.epsilon))
 
     def score_half_width(self, confidence: float = 0.95) -> float:
         """All d noisy scores are within this of the true ones with the given confidence."""
@@ -119,7 +119,7 @@ class LaplaceReportNoisyMax:
 
     @property
     def cost(self) -> PrivacyCost:
-        return PrivacyCost(self.epsilon, 0.0)
+        return PrivacyCost.of(PureDP(self.epsilon))
 
     def score_half_width(self, d: int, confidence: float = 0.95) -> float:
         return self.scale * math.log(d / (1.0 - confidence))
@@ -199,8 +199,8 @@ class AboveThresholdRun:
         m = self._mechanism
         worst = m.epsilon_max
         if self.halted:
-            return PrivacyCost(m.epsilon_post(self.count), m.delta, ex_post=True, worst_epsilon=worst)
-        return PrivacyCost(worst, m.delta, ex_post=True, worst_epsilon=worst)
+            return PrivacyCost.realized(ExPost(m.epsilon_post(self.count), m.delta, worst))
+        return PrivacyCost.realized(ExPost(worst, m.delta, worst))
 
 
 @dataclass(frozen=True)
@@ -214,7 +214,7 @@ class LaplaceAboveThreshold:
 
     @property
     def cost(self) -> PrivacyCost:
-        return PrivacyCost(self.epsilon, 0.0)
+        return PrivacyCost.of(PureDP(self.epsilon))
 
     def run(self, values: np.ndarray, source: NoiseSource) -> int | None:
         """Index of the first ⊤ among ``values`` (None if all ⊥)."""

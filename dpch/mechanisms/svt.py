@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dpch.mechanisms.sampling import NoiseSource
 from dpch.mechanisms.selection import AboveThresholdRun, GaussianAboveThreshold
-from dpch.privacy.cost import PrivacyCost
+from dpch.privacy.cost import ExPost, PrivacyCost
 
 
 class BudgetExhausted(Exception):
@@ -89,9 +89,4 @@ class GaussianSparseVector:
     def cost(self) -> PrivacyCost:
         """Ex-post ε spent so far (plus ε_max for an open instance) and Σ δ_j."""
         open_charge = self.instance.epsilon_max if self._run is not None else 0.0
-        return PrivacyCost(
-            self.spent + open_charge,
-            self.instances * self.instance.delta,
-            ex_post=True,
-            worst_epsilon=self.budget,
-        )
+        return PrivacyCost.realized(ExPost(self.spent + open_charge, self.instances * self.instance.delta, self.budget))

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from dpch.accounting.filters import FILTERS, ex_ante
+from dpch.accounting.filters import FILTERS
 from dpch.accuracy import planner, rules
 from dpch.accuracy.planner import AccuracyPlan
 from dpch.errors import AccuracyNotReached, BudgetExceeded, QueryRejected
@@ -53,7 +53,7 @@ from dpch.pipeline import admit, cost_audit, execute
 from dpch.pipeline.context import QueryContext
 from dpch.pipeline.postprocess import build_rows, having_order_limit
 from dpch.pipeline.report import Explanation, MeasureReport, Release
-from dpch.privacy.cost import PrivacyCost
+from dpch.privacy.cost import PrivacyCost, PureDP
 from dpch.sql.accuracy_target import AccuracyTarget
 from dpch.sql.analyze import QueryPlan
 from dpch.sql.rewrite import emit_sql
@@ -234,7 +234,7 @@ def _charges_realized(ctx: QueryContext) -> bool:
 
 
 def _as_charged(realized: PrivacyCost, charges_realized: bool) -> PrivacyCost:
-    return realized if charges_realized else ex_ante(realized)
+    return realized if charges_realized else realized.at_worst()
 
 
 def answer(ctx: QueryContext, runs: AccuracyRuns, plan: QueryPlan, opts: QueryOptions, started: float) -> Release:
@@ -300,7 +300,7 @@ def explain(ctx: QueryContext, plan: QueryPlan, opts: QueryOptions) -> Explanati
     try:
         afplan = plan_for(ctx, plan, opts)
     except BudgetExceeded as exc:
-        return Explanation(sql=sql, plan=plan, options=opts, measures=[], cost=PrivacyCost(0.0, 0.0),
+        return Explanation(sql=sql, plan=plan, options=opts, measures=[], cost=PrivacyCost.of(PureDP(0.0)),
                            admissible=False, reason=exc.message,
                            notes=["the budget admits no noise-reduction run for this target"])
     if afplan.direct:

@@ -12,7 +12,7 @@ from dpch.accounting.accountant import BudgetStatus
 from dpch.mechanisms.gaussian import GaussianMechanism
 from dpch.pipeline.calibrate import NoisePlan
 from dpch.pipeline.postprocess import grid_of, rank_error
-from dpch.privacy.cost import PrivacyCost
+from dpch.privacy.cost import PrivacyCost, PureDP
 from dpch.sql.analyze import QueryPlan
 from dpch.sql.settings import QueryOptions
 
@@ -288,7 +288,7 @@ def explanation_release(explanation: Explanation, budget: BudgetStatus, elapsed_
     cost = explanation.cost
     return Release(
         columns=["explain"], rows=[(line,) for line in lines], intervals=[[None] for _ in lines],
-        cost=PrivacyCost(0.0, 0.0), confidence=explanation.options.confidence, mechanism="none",
+        cost=PrivacyCost.of(PureDP(0.0)), confidence=explanation.options.confidence, mechanism="none",
         measures=explanation.measures, budget=budget, release_id="", elapsed_ms=elapsed_ms,
         notes=[f"EXPLAIN DP spends nothing; running the query would cost ε {cost.epsilon:g}"
                + (f", δ {cost.delta:g}" if cost.delta else "")],

@@ -49,7 +49,7 @@ from dpch.pipeline import admit, cost_audit, execute
 from dpch.pipeline.context import QueryContext
 from dpch.pipeline.report import Explanation, Release
 from dpch.policy.model import TablePolicy
-from dpch.privacy.cost import PrivacyCost
+from dpch.privacy.cost import ApproxDP, ExPost, PrivacyCost
 from dpch.sql import outputs
 from dpch.sql.analyze import QueryPlan
 from dpch.sql.rewrite import emit_sql
@@ -195,7 +195,7 @@ class Watches:
             if old is not None and old.state != "closed":
                 raise QueryRejected(f"watch {name} already exists ({old.state})",
                                     hint=f"close it first (dpch watch close {name}) or choose another name")
-            worst = PrivacyCost(params.epsilon, params.delta, ex_post=True, worst_epsilon=params.epsilon)
+            worst = PrivacyCost.realized(ExPost(params.epsilon, params.delta, params.epsilon))
             # the independent cost check (docs/design.md rule 7), before anything is reserved
             cost_audit.require(cost_audit.watch_reservation_problems(params, worst))
             reservation = admit.reserve(self.accountant, worst, datasets, f"watch:{name}", MECHANISM)
@@ -240,7 +240,7 @@ class Watches:
                     reservation.void()
                 else:
                     p = state.params
-                    realized = PrivacyCost(state.realized_epsilon(), p.delta, ex_post=True, worst_epsilon=p.epsilon)
+                    realized = PrivacyCost.realized(ExPost(state.realized_epsilon(), p.delta, p.epsilon))
                     # E recomputed from the watch's rows by the independent check; a mismatch leaves the
                     # reservation counted at its worst case (closing again retries the settle)
                     cost_audit.require(cost_audit.watch_settle_problems(self.store.history(self.analyst, name),
@@ -392,6 +392,7 @@ class Watches:
         if state.state == "exhausted":
             note += "; the watch is now exhausted"
         return Release(columns=[question.column], rows=[(ABOVE if top else BELOW,)], intervals=[[None]],
-                       cost=PrivacyCost(charged, 0.0), confidence=confidence, mechanism=f"{MECHANISM} {p.name}",
-                       measures=[], budget=self.accountant.status(fresh=False), release_id=state.release_id,
-                       elapsed_ms=(time.perf_counter() - started) * 1000.0, notes=[note])
+                       cost=PrivacyCost.of(ApproxDP(charged, 0.0)), confidence=confidence,
+                       mechanism=f"{MECHANISM} {p.name}", measures=[], budget=self.accountant.status(fresh=False),
+                       release_id=state.release_id, elapsed_ms=(time.perf_counter() - started) * 1000.0,
+                       notes=[note])

@@ -16,17 +16,22 @@ conversions (:func:`pure_to_approx`, :func:`pure_to_zcdp`, :func:`approx_to_zcdp
 :class:`PrivacyCost` is the record of one release as the ledger stores it and the filters read
 it: its (ε, δ)-DP view (``epsilon``, ``delta``), its zCDP view where it has a better one than the
 conversion of its (ε, δ) (``rho``, ``rho_delta``), and, for an ex-post release, its worst case.
-Build it from typed costs with :meth:`PrivacyCost.of` and read a view back with
-:meth:`PrivacyCost.approx_dp`, :meth:`PrivacyCost.zcdp`.
+Build it from typed costs — :meth:`PrivacyCost.of` (a fixed cost), :meth:`PrivacyCost.realized`
+(an ex-post one), :meth:`PrivacyCost.composed`, :meth:`PrivacyCost.zero` — or, for the ledger,
+:meth:`PrivacyCost.of_release` (a release of a known kind against its reservation) and
+:meth:`PrivacyCost.from_dict` (a stored or wire record read back); read a view back with
+:meth:`PrivacyCost.approx_dp`, :meth:`PrivacyCost.zcdp`, :meth:`PrivacyCost.realized_ex_post`,
+:meth:`PrivacyCost.at_worst`. Code outside :mod:`dpch.privacy` builds records only through these
+(tests/privacy/test_costs_built_typed.py), so each way a record is made is written, and argued, once.
 """
 
 from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import TypeVar, overload
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, TypeVar, overload
 
 from dpch.privacy import conversions
 
@@ -279,5 +284,85 @@ class PrivacyCost:
         return ExPost(self.epsilon, self.delta, worst)
 
     @classmethod
-    def zero(cls) -> PrivacyCost:
-        return cls(0.0, 0.0, 0.0)
+    def realized(cls, cost: ExPost, *, rho: float | None = None, worst_rho: float | None = None,
+                 rho_delta: float = 0.0) -> PrivacyCost:
+        """The record of an ex-post release (noise reduction, Above Threshold, a sparse-vector watch):
+        ``cost`` is its realized (E, δ) and the worst E it could have reached (Whitehouse et al. 2022,
+        Def 2.2; Rogers et al. 2023, Def 4.1), which the filters admit it on beforehand.
+
+        ``rho``/``worst_rho``: the realized and worst ρ of a run that also has a zCDP view (a Brownian
+        run stopped at T is Δ2²/(2T)-zCDP, Rogers et al. 2023, Thm 6), ``rho_delta`` that view's δ;
+        ``None`` where it has none (a zCDP filter then counts it at its worst (ε, δ) converted)."""
+        return cls(cost.epsilon, cost.delta, rho, ex_post=True, worst_epsilon=cost.worst_epsilon,
+                   worst_rho=worst_rho, rho_delta=rho_delta)
+
+    @classmethod
+    def of_release(cls, cost: PrivacyCost, *, ex_post: bool, worst: PrivacyCost | None) -> PrivacyCost:
+        """The ledger's record of one release: what it cost (``cost``'s ε, δ, ρ and ρ's δ), its kind
+        (``ex_post``), and the worst case later admissions count it at (``worst``'s ε and ρ; ``None``:
+        none).
+
+        The ledger keeps a release's kind and worst case apart from what it cost (the reservation row
+        and the ``worst_*`` columns), so each record it puts together — a settled charge, an open
+        reservation counted at its worst case, a row read back — is made here from the two."""
+        return cls(cost.epsilon, cost.delta, cost.rho, ex_post=ex_post,
+                   worst_epsilon=None if worst is None else worst.epsilon,
+                   worst_rho=None if worst is None else worst.rho, rho_delta=cost.rho_delta)
+
+    def at_worst(self) -> PrivacyCost:
+        """This release as a fixed-cost record at its worst case: what a filter that cannot use a
+        realized cost counts, and what the ledger stores as a request's worst case.
+
+        An ex-post release whose privacy loss is at most ``worst_epsilon`` in every outcome is
+        ``worst_epsilon``-DP ex ante (at δ, :func:`ex_post_to_approx`), and its zCDP view is its worst ρ
+        (a Brownian run at its finest grid point, Rogers et al. 2023, Thm 6); without a stated worst
+        case it counts at what it says. A fixed-cost record is its own worst case: returned as it is,
+        or without the ``worst_*`` a counted reservation carries (they mean nothing on a fixed cost)."""
+        if not self.ex_post:
+            if self.worst_epsilon is None and self.worst_rho is None:
+                return self
+            return PrivacyCost(self.epsilon, self.delta, self.rho, rho_delta=self.rho_delta)
+        eps = self.worst_epsilon if self.worst_epsilon is not None else self.epsilon
+        rho = self.worst_rho if self.worst_rho is not None else self.rho
+        # a worst case without a ρ of its own has no ρ's δ either (its zCDP view is its (ε, δ) converted)
+        return PrivacyCost(eps, self.delta, rho, rho_delta=self.rho_delta if rho is not None else 0.0)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PrivacyCost:
+        """A record read back from its fields by name: all of them as :func:`dataclasses.asdict` wrote
+        them (the shared admission state), or some with ``epsilon`` among them (the wire carries ε, δ
+        and ρ), the others at their defaults.
+
+        It is data from outside this process, so it is checked before it is believed: a name that is
+        no field, a missing ε, a number that is not an int or float (a bool is not one), an ``ex_post``
+        that is not a bool, or a negative or NaN ``worst_*`` (a filter admits on it) is a ValueError;
+        the constructor refuses negative ε, δ, ρ and ρ's δ as always."""
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ValueError(f"a privacy cost has no field {', '.join(map(repr, unknown))}")
+        if "epsilon" not in data:
+            raise ValueError("a privacy cost needs its epsilon")
+        for name, value in data.items():
+            if name == "ex_post":
+                if not isinstance(value, bool):
+                    raise ValueError(f"ex_post must be a bool, got {value!r}")
+            elif value is None and name in _OPTIONAL:
+                continue
+            elif isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"{name} must be a number, got {value!r}")
+            elif name in _OPTIONAL and not value >= 0:  # worst_* (and ρ): also refuses NaN
+                raise ValueError(f"{name} must be non-negative, got {value!r}")
+        return cls(**data)
+
+    @classmethod
+    def zero(cls, *, ex_post: bool = False) -> PrivacyCost:
+        """Nothing spent, in every view (ρ 0, not ``None``: its zCDP view is its own zero ρ).
+
+        ``ex_post``: the realized cost of an ex-post run before its first release; it states no worst
+        case (the run's reservation holds it)."""
+        return cls(0.0, 0.0, 0.0, ex_post=ex_post)
+
+
+#: the fields of a :class:`PrivacyCost` that may be ``None`` (no such view)
+_OPTIONAL = frozenset({"rho", "worst_epsilon", "worst_rho"})

@@ -29,7 +29,7 @@ def cost_dict(cost: PrivacyCost) -> dict[str, Any]:
 
 def cost_from_wire(data: dict[str, Any]) -> PrivacyCost:
     """The inverse of :func:`cost_dict`."""
-    return PrivacyCost(data["epsilon"], data["delta"], data.get("rho"))
+    return PrivacyCost.from_dict({"epsilon": data["epsilon"], "delta": data["delta"], "rho": data.get("rho")})
 
 
 def release_to_wire(release: Release, types: list[str], *, cached: bool = False) -> dict[str, Any]:
@@ -80,7 +80,7 @@ def budget_from_wire(data: dict[str, Any]) -> BudgetStatus:
         eps, delta = c["epsilon"], c["delta"]
         if floor:
             eps, delta = max(0.0, eps), max(0.0, delta)
-        return PrivacyCost(eps, delta, c.get("rho"))
+        return PrivacyCost.from_dict({"epsilon": eps, "delta": delta, "rho": c.get("rho")})
 
     return BudgetStatus(
         analyst=data["analyst"],
@@ -118,8 +118,10 @@ def _lock_from_wire(lock: dict[str, Any], analyst: str) -> AnalystLock:
 
 def entry_from_wire(e: dict[str, Any], analyst: str) -> LedgerEntry:
     """A recent release as :func:`dpch.accounting.accountant.entry_dict` wrote it."""
-    cost = PrivacyCost(e["epsilon"], e["delta"], e.get("rho"), ex_post="worst_epsilon" in e)
-    worst = PrivacyCost(e.get("worst_epsilon", e["epsilon"]), e["delta"])
+    # an entry states its worst ε only for an ex-post release or an open reservation: it is then read as ex-post
+    cost = PrivacyCost.from_dict({"epsilon": e["epsilon"], "delta": e["delta"], "rho": e.get("rho"),
+                                  "ex_post": "worst_epsilon" in e})
+    worst = PrivacyCost.from_dict({"epsilon": e.get("worst_epsilon", e["epsilon"]), "delta": e["delta"]})
     return LedgerEntry(release_id=e["release_id"], time=datetime.fromisoformat(e["time"]), analyst=analyst,
                        dataset=e["dataset"], query_hash="", mechanism=e["mechanism"], status=e["status"],
                        cost=cost, worst=worst, datasets=tuple(e.get("datasets", ())))
@@ -132,7 +134,7 @@ def release_from_wire(data: dict[str, Any]) -> tuple[Release, list[str]]:
         columns=list(data["columns"]),
         rows=[tuple(r) for r in data["rows"]],
         intervals=[[tuple(i) if i is not None else None for i in row] for row in data["intervals"]],
-        cost=PrivacyCost(cost["epsilon"], cost["delta"], cost.get("rho")),
+        cost=cost_from_wire(cost),
         confidence=data["confidence"],
         mechanism=data["mechanism"],
         measures=[MeasureReport(**m) for m in data["measures"]],

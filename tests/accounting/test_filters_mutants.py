@@ -13,7 +13,7 @@ import math
 import pytest
 
 from dpch.accounting.budget import Budget
-from dpch.accounting.filters import AdvancedCompositionFilter, BasicCompositionFilter, ex_ante
+from dpch.accounting.filters import AdvancedCompositionFilter, BasicCompositionFilter
 from dpch.privacy.cost import PrivacyCost
 
 BUDGET = Budget(10.0, 1e-6)
@@ -67,12 +67,13 @@ def test_remaining_never_grows_when_a_realized_cost_is_lower(cls):
     assert low < flt.remaining([PrivacyCost(REALIZED)]).epsilon
 
 
-def test_ex_ante_reads_the_worst_case_and_keeps_fixed_costs():
-    assert ex_ante(_ex_post(REALIZED, WORST)) == PrivacyCost(WORST, 0.0)
+def test_at_worst_reads_the_worst_case_and_keeps_fixed_costs():
+    """What the filters count an ex-post release as (``filters.ex_ante`` before issue 25)."""
+    assert _ex_post(REALIZED, WORST).at_worst() == PrivacyCost(WORST, 0.0)
     fixed = PrivacyCost(0.3, 1e-7, 0.01)
-    assert ex_ante(fixed) is fixed
+    assert fixed.at_worst() is fixed
     # an ex-post cost without a stated worst case counts at what it says
-    assert ex_ante(PrivacyCost(0.4, 0.0, ex_post=True)).epsilon == 0.4
+    assert PrivacyCost(0.4, 0.0, ex_post=True).at_worst().epsilon == 0.4
 
 
 def test_mixed_filter_spends_the_sum_of_its_two_sides():

@@ -294,6 +294,8 @@ GUARDS: dict[str, Boundary | Elsewhere | Invariant] = {
     "dpch/privacy/cost.py __post_init__: self.rho is not None and (not self.rho >= 0)":
         Elsewhere("tests/privacy/test_guards_at_boundaries.py::"
               "test_a_cost_parameter_below_zero_or_nan_is_refused"),
+    "dpch/privacy/cost.py from_dict: 'epsilon' not in data":
+        Elsewhere("tests/privacy/test_costs_built_typed.py::test_from_dict_refuses_what_is_not_a_record"),
     # ------------------------------------------------------- reached at their boundary here
     "dpch/mechanisms/calibration.py analytic_gaussian_sigma: delta >= 1": Boundary(
         accept=(lambda: analytic_gaussian_sigma(1.0, BELOW_ONE),),
