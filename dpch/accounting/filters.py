@@ -55,7 +55,7 @@ from dpch.accounting.budget import Budget
 from dpch.accounting.tally import SplitTally, Tally
 from dpch.errors import ConfigError
 from dpch.privacy.conversions import rho_max, zcdp_to_dp_epsilon
-from dpch.privacy.cost import ZCDP, ApproxDP, CostKind, ExPost, PrivacyCost, PureDP, compose
+from dpch.privacy.cost import ZCDP, ApproxDP, CostKind, PrivacyCost, PureDP
 
 #: relative slack for floating-point sums (ten charges of 0.1 must fit a budget of 1.0);
 #: 1e-9·ε is far below any meaningful privacy difference
@@ -107,17 +107,20 @@ class PrivacyFilter(ABC):
     def __init__(self, budget: Budget) -> None:
         self.budget = budget
 
-    @abstractmethod
+    # Each filter's rule is written once, over a running tally of its history (:meth:`tally`, O(1) per
+    # release, what admission uses); these history forms are that rule applied to the tally of ``history``.
+
     def spent(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
         """An odometer: a valid bound on the privacy ``history`` has spent, in this filter's terms."""
+        return self.spent_from(self.tally(history))
 
-    @abstractmethod
     def decide(self, history: Sequence[PrivacyCost], request: PrivacyCost) -> Decision:
         """Whether a release costing at most ``request`` may run after ``history``."""
+        return self.decide_from(self.tally(history), request)
 
     def remaining(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
         """Largest pure-ε request admissible now (``epsilon``) and the δ still free."""
-        return self._remaining_of(self.spent(history))
+        return self.remaining_from(self.tally(history))
 
     def _remaining_of(self, spent: PrivacyCost) -> PrivacyCost:
         return PrivacyCost.of(ApproxDP(
@@ -132,14 +135,14 @@ class PrivacyFilter(ABC):
 
     @abstractmethod
     def spent_from(self, tally: Any) -> PrivacyCost:
-        """:meth:`spent` of the history ``tally`` counts."""
+        """The odometer of the history ``tally`` counts."""
 
     @abstractmethod
     def decide_from(self, tally: Any, request: PrivacyCost) -> Decision:
-        """:meth:`decide` after the history ``tally`` counts."""
+        """Whether a release costing at most ``request`` may run after the history ``tally`` counts."""
 
     def remaining_from(self, tally: Any) -> PrivacyCost:
-        """:meth:`remaining` of the history ``tally`` counts."""
+        """The largest pure-ε request admissible after the history ``tally`` counts, and the δ still free."""
         return self._remaining_of(self.spent_from(tally))
 
     def _tally(self, width: int, history: Sequence[PrivacyCost]) -> Tally:
@@ -196,13 +199,8 @@ class BasicCompositionFilter(PrivacyFilter):
         """One release in this filter's terms: its (ε, δ), an ex-post release at its worst case."""
         return cost.approx_dp()
 
-    def spent(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
-        if not history:
-            return PrivacyCost.of(ApproxDP(0.0, 0.0))
-        return PrivacyCost.of(compose([self.view(c) for c in history]))
-
     def features(self, cost: PrivacyCost) -> tuple[float, ...]:
-        v = self.view(cost)
+        v = self.view(cost)  # Σ of these is compose() of the views: basic composition
         return v.epsilon, v.delta
 
     def tally(self, history: Sequence[PrivacyCost] = ()) -> Tally:
@@ -213,12 +211,6 @@ class BasicCompositionFilter(PrivacyFilter):
 
     def _epsilon_fits(self, spent_eps: float, need: float) -> bool:
         return _within(spent_eps + need, self.budget.epsilon)
-
-    def decide(self, history: Sequence[PrivacyCost], request: PrivacyCost) -> Decision:
-        refused = self.refuse_kind(request)
-        if refused is not None:
-            return refused
-        return self._decide_spent(self.spent(history), request)
 
     def decide_from(self, tally: Any, request: PrivacyCost) -> Decision:
         refused = self.refuse_kind(request)
@@ -254,11 +246,6 @@ class PureEpsilonFilter(BasicCompositionFilter):
     accepts = frozenset({CostKind.PURE})
     composes = CostKind.PURE
 
-    def spent(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
-        if not history:
-            return PrivacyCost.of(PureDP(0.0))
-        return PrivacyCost.of(compose([PureDP(self.view(c).epsilon) for c in history]))
-
     def features(self, cost: PrivacyCost) -> tuple[float, ...]:
         return (self.view(cost).epsilon,)
 
@@ -270,9 +257,6 @@ class PureEpsilonFilter(BasicCompositionFilter):
 
     def guarantee(self) -> tuple[float, float]:
         return self.budget.epsilon, 0.0
-
-    def remaining(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
-        return self._remaining_of(self.spent(history))
 
     def _remaining_of(self, spent: PrivacyCost) -> PrivacyCost:
         return PrivacyCost.of(PureDP(max(0.0, self.budget.epsilon - spent.epsilon)))
@@ -295,15 +279,9 @@ class ExPostFilter(BasicCompositionFilter):
     charges_realized = True
     composes = CostKind.EX_POST
 
-    def spent(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
-        # realized E_i (a reservation: its worst case), composed by Rogers et al. 2023, Lemma 5.1
-        if not history:
-            return PrivacyCost.of(ApproxDP(0.0, 0.0))
-        total: ExPost = compose([c.realized_ex_post() for c in history])
-        # the odometer is the realized Σ E_i and Σ δ_i (Lemma 5.2), not the worst cases ex_post_to_approx reads
-        return PrivacyCost.of(ApproxDP(total.epsilon, total.delta))
-
     def features(self, cost: PrivacyCost) -> tuple[float, ...]:
+        # realized E_i (a reservation: its worst case), composed by Rogers et al. 2023, Lemma 5.1: the odometer
+        # is the realized Σ E_i and Σ δ_i (Lemma 5.2), not the worst cases ex_post_to_approx reads
         r = cost.realized_ex_post()
         return r.epsilon, r.delta
 
@@ -357,59 +335,10 @@ class AdvancedCompositionFilter(PrivacyFilter):
         self.odometer_n = float(odometer_n)
         self.x = odometers.filter_x(budget.epsilon, self.delta_g)
 
-    def _rounds(self, history: Sequence[PrivacyCost]) -> tuple[list[float], list[float]]:
-        costs = [c.approx_dp() for c in history]  # an ex-post release at its worst case
-        return [c.epsilon for c in costs], [c.delta for c in costs]
-
-    def _effective(self, eps: list[float]) -> list[float]:
-        return odometers.lemma_3_3_epsilons(eps) if self.delta_share > 0 else eps
-
     def k(self, epsilons: Sequence[float]) -> float:
-        """Thm 5.1's K on the effective (possibly doubled) ε's."""
+        """Thm 5.1's K of the rounds' effective (possibly doubled) ε's, from the list (the tally's form is
+        :func:`.odometers.filter_k_of_sums`)."""
         return odometers.filter_k(list(epsilons), self.budget.epsilon, self.delta_g)
-
-    def decide(self, history: Sequence[PrivacyCost], request: PrivacyCost) -> Decision:
-        eps, deltas = self._rounds(history)
-        need = request.at_worst()
-        eps.append(need.epsilon)
-        deltas.append(need.delta)
-        if need.delta > 0 and self.delta_share == 0:
-            return Decision(False, "the advanced filter is configured for pure ε releases (δ = 0); this one "
-                            f"needs δ {need.delta:g} (set approx_delta_share to admit them by Lemma 3.3)")
-        if self.delta_share > 0 and odometers.lemma_3_3_delta(eps, deltas) > self.delta_g_prime * (1 + FLOAT_SLACK):
-            return Decision(False, f"the query's δ {need.delta:g} does not fit the δ left for (ε, δ) releases "
-                            "(Rogers et al. 2016, Lemma 3.3)")
-        k = self.k(self._effective(eps))
-        if k > self.budget.epsilon * (1 + FLOAT_SLACK):
-            left = self.remaining(history).epsilon
-            return Decision(False, f"the query needs ε {need.epsilon:g} but the advanced-composition bound "
-                            f"would reach {k:.6g} > {self.budget.epsilon:g} (largest admissible now: ε {left:.6g})")
-        return ADMIT
-
-    def spent(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
-        eps, deltas = self._rounds(history)
-        if not eps:
-            return PrivacyCost.of(ApproxDP(0.0, 0.0))
-        eff = self._effective(eps)
-        bound = odometers.odometer(eff, self.odometer_n, self.delta_g)
-        used_delta = odometers.lemma_3_3_delta(eps, deltas) if self.delta_share > 0 else 0.0
-        return PrivacyCost.of(ApproxDP(bound, used_delta))
-
-    def remaining(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
-        eps, deltas = self._rounds(history)
-        eff = self._effective(eps)
-        factor = 2.0 if self.delta_share > 0 else 1.0
-        lo, hi = 0.0, self.budget.epsilon
-        if self.k([*eff, 0.0]) > self.budget.epsilon:
-            return PrivacyCost.of(ApproxDP(0.0, 0.0))
-        for _ in range(60):
-            mid = (lo + hi) / 2.0
-            if self.k([*eff, factor * mid]) <= self.budget.epsilon:
-                lo = mid
-            else:
-                hi = mid
-        delta_left = max(0.0, self.delta_g_prime - odometers.lemma_3_3_delta(eps, deltas)) if self.delta_share else 0.0
-        return PrivacyCost.of(ApproxDP(lo, delta_left))
 
     # running totals: Σ eff_i, Σ eff_i², Σ eff_i(e^{eff_i}−1)/2 over the effective ε's, and Σ of
     # Lemma 3.3's 2δ_i/(ε_i e^{ε_i}) — exactly the fsums filter_k, the odometer and lemma_3_3_delta take
@@ -527,14 +456,9 @@ class ZCDPFilter(PrivacyFilter):
         return counted.at_worst().epsilon, delta, rho
 
     def totals(self, history: Sequence[PrivacyCost]) -> tuple[float, float]:
-        """(Σρ, Σδ) of ``history``: zCDP composition (Rogers et al. 2023, Lemma 2.4)."""
-        if not history:
-            return 0.0, 0.0
-        total = compose([self.view(c, admission=False) for c in history])
-        return total.rho, total.delta
-
-    def decide(self, history: Sequence[PrivacyCost], request: PrivacyCost) -> Decision:
-        return self._decide_totals(*self.totals(history), request)
+        """(Σρ, Σδ) of ``history``: zCDP composition (Rogers et al. 2023, Lemma 2.4), as the tally sums it."""
+        t = self.tally(history)
+        return t.total(0), t.total(1)
 
     def _decide_totals(self, rho: float, delta: float, request: PrivacyCost) -> Decision:
         need_rho, need_delta = self.zcdp_view(request, admission=True)
@@ -547,21 +471,15 @@ class ZCDPFilter(PrivacyFilter):
             return Decision(False, f"the query needs δ {need_delta:g} but only δ {left:.3g} is left for releases")
         return ADMIT
 
-    def spent(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
-        return self._spent_totals(*self.totals(history))
-
     def _spent_totals(self, rho: float, delta: float) -> PrivacyCost:
         eps = zcdp_to_dp_epsilon(rho, self.delta_conv, printed_theorem_6=self.printed)
         return PrivacyCost.of(ApproxDP(eps, delta), ZCDP(rho))
-
-    def remaining(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
-        return self._remaining_totals(*self.totals(history))
 
     def _remaining_totals(self, rho: float, delta: float) -> PrivacyCost:
         left = max(0.0, self.rho_budget - rho)
         return PrivacyCost.of(ApproxDP(math.sqrt(2.0 * left), max(0.0, self.delta_mech - delta)), ZCDP(left))
 
-    # running totals: (Σρ, Σδ) of the releases' zCDP views, exactly the fsums of :meth:`totals`
+    # running totals: (Σρ, Σδ) of the releases' zCDP views
 
     def features(self, cost: PrivacyCost) -> tuple[float, ...]:
         return self.zcdp_view(cost, admission=False)
@@ -619,9 +537,6 @@ class MixedFilter(PrivacyFilter):
                                conversion_delta_share=conversion_delta_share)
         self.ex_post = ExPostFilter(Budget(budget.epsilon * (1 - split), budget.delta * (1 - split)))
 
-    def _sides(self, history: Sequence[PrivacyCost]) -> tuple[list[PrivacyCost], list[PrivacyCost]]:
-        return [c for c in history if not c.ex_post], [c for c in history if c.ex_post]
-
     @staticmethod
     def _amount(epsilon: float, delta: float, zcdp_side: PrivacyCost) -> PrivacyCost:
         """An amount of both sides: their (ε, δ), and the ρ of the zCDP side (the ex-post side has none)."""
@@ -632,25 +547,7 @@ class MixedFilter(PrivacyFilter):
         """The side the reservation is routed to says its units: ε on the ex-post side (no ρ), ρ on the zCDP side."""
         return (self.ex_post if counted.ex_post else self.zcdp).reserved_terms(counted)
 
-    def decide(self, history: Sequence[PrivacyCost], request: PrivacyCost) -> Decision:
-        fixed, post = self._sides(history)
-        if request.ex_post:
-            d = self.ex_post.decide(post, request)
-            return d if d.admitted else Decision(False, f"ex-post side: {d.reason}")
-        d = self.zcdp.decide(fixed, request)
-        return d if d.admitted else Decision(False, f"zCDP side: {d.reason}")
-
-    def spent(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
-        fixed, post = self._sides(history)
-        z, e = self.zcdp.spent(fixed), self.ex_post.spent(post)
-        return self._amount(z.epsilon + e.epsilon, z.delta + e.delta, z)
-
-    def remaining(self, history: Sequence[PrivacyCost]) -> PrivacyCost:
-        fixed, post = self._sides(history)
-        z, e = self.zcdp.remaining(fixed), self.ex_post.remaining(post)
-        return self._amount(max(z.epsilon, e.epsilon), z.delta + e.delta, z)
-
-    # running totals: one tally per side, each release routed by its kind as in :meth:`_sides`
+    # one tally per side, each release routed by its kind (SplitTally: an ex-post release to the ex-post side)
 
     def tally(self, history: Sequence[PrivacyCost] = ()) -> SplitTally:
         t = SplitTally(self.zcdp.tally(), self.ex_post.tally())

@@ -1,8 +1,9 @@
-"""Running totals (issue 14, part 1): every filter's tally-based decide/spent/remaining equal its
-history-based reference, bit for bit, on random histories — including histories where releases
-were replaced (a reservation settled, voided or failed removes its old counted cost and adds its
-new one). Derandomized hypothesis; exact float equality (the tally's sums are math.fsum-exact,
-so no tolerance is needed: a tolerance here would hide a sum that drifts)."""
+"""Running totals (issue 14, part 1; issue 25): every filter decides from a running tally only, and its
+decide/spent/remaining equal the list-form reference of its theorem (tests/accounting/reference_filters.py,
+independent of the tally), bit for bit, on random histories — including tallies where releases were
+replaced (a reservation settled, voided or failed removes its old counted cost and adds its new one).
+Derandomized hypothesis; exact float equality (the tally's sums are math.fsum-exact, so no tolerance
+is needed: a tolerance here would hide a sum that drifts)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from hypothesis import strategies as st
 from dpch.accounting.budget import Budget
 from dpch.accounting.filters import FILTERS, make_filter
 from dpch.accounting.tally import ExactSum
-from dpch.privacy.cost import PrivacyCost
+from dpch.privacy.cost import ZCDP, ApproxDP, PrivacyCost
+from tests.accounting import reference_filters as reference
 
 #: every filter, with the options whose features differ (doubled ε's, Thm 6 printed or not)
 CONFIGS: list[tuple[str, dict]] = [
@@ -69,10 +71,18 @@ def test_tally_equals_history_for_every_filter(config, budget, history, replaced
     fresh = flt.tally(history)
     for t in (tally, fresh):
         assert t.count == len(history)
-        assert _same(flt.spent_from(t), flt.spent(history))
-        assert _same(flt.remaining_from(t), flt.remaining(history))
+        assert _same(flt.spent_from(t), _record(reference.spent(flt, history)))
+        assert _same(flt.remaining_from(t), _record(reference.remaining(flt, history)))
         for request in requests:
-            assert flt.decide_from(t, request) == flt.decide(history, request)
+            decision = flt.decide_from(t, request)
+            assert decision.admitted == reference.admits(flt, history, request)
+            assert decision == flt.decide(history, request)  # the history form is the tally's rule
+
+
+def _record(terms: tuple[float, float, float | None]) -> PrivacyCost:
+    """The reference's (ε, δ, ρ) as a record compared field by field (:func:`_same`)."""
+    eps, delta, rho = terms
+    return PrivacyCost.of(ApproxDP(eps, delta), None if rho is None else ZCDP(rho))
 
 
 def test_every_filter_is_covered():
