@@ -39,6 +39,10 @@ CASES = [
 ]
 INTERVALS = ["INTERVAL 1 MILLISECOND", "INTERVAL 1 SECOND", "INTERVAL 1 DAY", "INTERVAL 1 YEAR",
              "INTERVAL 100 YEAR"]
+#: a Date32 ± seconds, minutes or hours is a DateTime64(3) (± days or more stays a Date32, and a Date ±
+#: milliseconds does not type): the clamp's ends are then the Date32's own range (guards.type_range)
+DATE32 = ("Date32", "DateTime64(3)", ["'1900-01-01'", "'1900-01-02'", "'2026-06-01'", "'2299-12-30'", "'2299-12-31'"])
+DATE32_INTERVALS = ["INTERVAL 1 SECOND", "INTERVAL 36 HOUR", "INTERVAL 90 MINUTE"]
 
 
 def _seconds(text: str | None) -> float | None:
@@ -58,8 +62,11 @@ def _utc(engine, expression: str, type_: str, value: str, settings: str) -> str 
 
 
 @pytest.mark.parametrize("op", ["+", "-"])
-@pytest.mark.parametrize("interval", INTERVALS)
-@pytest.mark.parametrize("type_, result, values", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(("type_", "result", "values", "interval"),
+                         [(*case, interval) for case in CASES for interval in INTERVALS]
+                         + [(*DATE32, interval) for interval in DATE32_INTERVALS],
+                         ids=[f"{case[0]}-{interval}" for case in CASES for interval in INTERVALS]
+                         + [f"Date32-{interval}" for interval in DATE32_INTERVALS])
 def test_the_guard_keeps_every_result_that_is_in_range(keeper, type_, result, values, interval, op):
     node = sqlglot.parse_one(f"v {op} {interval}", read="clickhouse")
     guarded = guards.date_arithmetic(node, "this", type_, result).sql("clickhouse")
