@@ -34,8 +34,9 @@ CASES = [
     ("DateTime64(9, 'UTC')", "DateTime64(9, 'UTC')",
      ["'1900-01-01 00:00:00'", "'1900-01-01 00:00:00.000000001'", "'2026-06-01 12:00:00'",
       "'2262-04-11 23:47:15.999999999'", "'2262-04-11 23:47:16'"]),
+    # the lower end in Kolkata's time: 1900-01-01 00:00 UTC, when Kolkata was +05:21:10 (ClickHouse's tzdata)
     ("Nullable(DateTime64(3, 'Asia/Kolkata'))", "Nullable(DateTime64(3, 'Asia/Kolkata'))",
-     ["'1900-01-01 05:53:28'", "'2026-06-01 12:00:00'", "NULL"]),
+     ["'1900-01-01 05:21:10'", "'1900-01-01 05:21:10.001'", "'2026-06-01 12:00:00'", "NULL"]),
 ]
 INTERVALS = ["INTERVAL 1 MILLISECOND", "INTERVAL 1 SECOND", "INTERVAL 1 DAY", "INTERVAL 1 YEAR",
              "INTERVAL 100 YEAR"]
@@ -103,6 +104,19 @@ def test_an_interval_that_is_not_a_number_and_a_unit_is_refused_in_words(text):
         guards.interval_seconds(_interval(text))
 
 
+@pytest.mark.parametrize("text", ["INTERVAL 'nan' SECOND", "INTERVAL 'inf' HOUR", "INTERVAL 'abc' DAY"])
+def test_an_interval_whose_length_is_not_a_finite_number_is_refused_in_words(text):
+    with pytest.raises(QueryRejected, match=r"the interval's length must be a number") as info:
+        guards.interval_seconds(_interval(text))
+    assert text in str(info.value)  # the analyst's own SQL, no parser names
+
+
+def test_an_interval_written_as_a_string_or_negated_is_its_signed_length():
+    assert guards.interval_seconds(_interval("INTERVAL '1' DAY")) == 86_400.0
+    assert guards.interval_seconds(_interval("INTERVAL - 2 HOUR")) == -7200.0
+    assert guards.interval_seconds(_interval("INTERVAL -'2' HOUR")) == -7200.0  # a negated string: Neg(Literal)
+
+
 def test_an_interval_that_exactly_fills_the_range_is_kept_and_one_second_more_is_refused(keeper):
     type_ = "DateTime64(0, 'UTC')"
     settings = ", ".join(s.sql("clickhouse") for s in pinned_settings())
@@ -114,3 +128,10 @@ def test_an_interval_that_exactly_fills_the_range_is_kept_and_one_second_more_is
     with pytest.raises(QueryRejected, match="longer than the range of dates") as info:
         guards.date_arithmetic(too_long, "this", type_, type_)
     assert "v + INTERVAL" in str(info.value), "the message shows the SQL the analyst wrote"
+
+
+def test_arithmetic_with_something_other_than_an_interval_is_refused_naming_the_sql_as_written():
+    node = sqlglot.parse_one("toDateTime64(x, 3) + n", read="clickhouse")
+    with pytest.raises(QueryRejected) as info:
+        guards.date_arithmetic(node, "this", "DateTime64(3)", "DateTime64(3)")
+    assert str(info.value).startswith("toDateTime64(x, 3) + n: arithmetic on a DateTime64 takes a constant INTERVAL")
