@@ -297,3 +297,33 @@ def test_pow_0_and_round_to_decimals_keep_their_types(skewed):
     assert [m.integer for m in plan.measures] == [False, False, True]  # round(x, 1) of a Float64 is not whole
     plan, _ = skewed.plan("SELECT sum(round(n, 1)) FROM s")
     assert [m.integer for m in plan.measures] == [True]
+
+
+def test_a_negated_value_keeps_both_ends_of_its_interval(skewed):
+    """−x of x in [−10, 5] is [−5, 10] — both ends, not only the magnitude (sum(−x) cannot tell an
+    interval with one end wrong): avg(−x)'s centred sum has r = 7.5, and −x + 20 lies in [15, 30]."""
+    plan = skewed.explain("SELECT avg(-x), sum(-x + 20) FROM s").plan
+    sensitivities = sorted(m.sensitivity for m in plan.measures)
+    # avg: the count (k) and Σ(−x − mid) with r = (10 − (−5))/2 = 7.5; the sum: k·30
+    assert sensitivities == [K1 * 1.0, K1 * 7.5, K1 * 30.0]
+
+
+@pytest.mark.parametrize(("sql", "refused"), [
+    ("SELECT sum(round(x, 15)), sum(least(greatest(round(x, -15), -1), 1)) FROM s", None),
+    ("SELECT sum(round(x, 16)) FROM s", "places"),
+    ("SELECT sum(floor(x, -16)) FROM s", "places"),
+    # x + 695 ≤ 700: exp's limit, inclusive (least() bounds the sum, so it can be calibrated)
+    ("SELECT sum(least(exp(x + 695), 1)) FROM s", None),
+    ("SELECT sum(least(exp(x + 695.5), 1)) FROM s", "exp() of values up to 700.5 overflows"),
+    ("SELECT sum(CASE n WHEN 1 THEN x ELSE 0 END) FROM s", "simple CASE"),
+])
+def test_value_rule_limits_at_their_boundary(skewed, sql, refused):
+    """round/floor places up to ±15 (10^-places stays a normal Float64), exp of at most 700 (Float64's
+    exp overflows past 709.78): the last accepted and the first refused value of each; simple CASE is
+    refused in words."""
+    if refused is None:
+        assert skewed.explain(sql).plan.measures
+        return
+    with pytest.raises(QueryRejected) as info:
+        skewed.explain(sql)
+    assert refused in str(info.value)
