@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
@@ -41,12 +42,18 @@ from dpch.accounting.filters import FILTERS
 from dpch.accuracy import bounds, rules
 from dpch.errors import BudgetExceeded, QueryRejected
 from dpch.mechanisms.boundaries import MixtureBoundary
+from dpch.mechanisms.brownian import BrownianMechanism, BrownianRun
 from dpch.mechanisms.calibration import analytic_gaussian_sigma
+from dpch.mechanisms.lnr import LaplaceNoiseReduction, LNRRun
 from dpch.mechanisms.normal import log_ndtr, ndtri
 from dpch.mechanisms.rat import halting_margins
+from dpch.mechanisms.sampling import NoiseSource
 from dpch.privacy.cost import ZCDP, ApproxDP, ExPost, PrivacyCost, PureDP
 from dpch.sql.accuracy_target import AccuracyTarget
 from dpch.sql.analyze import QueryPlan
+
+#: a run of a plan's mechanism: one Brownian path or one Laplace noise-reduction chain
+NoiseRun = BrownianRun | LNRRun
 
 #: δ of the Brownian privacy boundary when neither the query nor the budget names one
 DEFAULT_BOUNDARY_DELTA = 1e-6
@@ -98,9 +105,14 @@ class Blocks:
 
 @dataclass
 class AccuracyPlan:
-    """A grid and its costs. ``grid`` holds times (Brownian, decreasing) or ε's (Laplace, increasing)."""
+    """A grid and its costs: :class:`BrownianPlan` (``grid`` holds times, decreasing) or
+    :class:`LaplacePlan` (ε's, increasing). What differs between the two is in the two classes; the
+    code that runs, reports or audits a plan asks the plan (never its kind's name)."""
 
-    kind: str
+    #: the family's name (EXPLAIN and reports); behaviour is the subclass's, never a branch on this
+    kind: ClassVar[str]
+    #: the ℓ2 (Gaussian noise) or ℓ1 (Laplace noise) sensitivity normalizes each measure
+    uses_l2: ClassVar[bool]
     blocks: Blocks
     grid: np.ndarray
     target: AccuracyTarget
@@ -121,7 +133,7 @@ class AccuracyPlan:
     def sensitivity(self) -> float:
         """Sensitivity of the normalized stack: ℓ2 (Brownian) or ℓ1 (Laplace); √k or k for k measures
         normalized by their own sensitivities."""
-        return math.sqrt(self.blocks.stack_l2_squared()) if self.kind == "brownian" else self.blocks.stack_l1()
+        raise NotImplementedError
 
     @property
     def points(self) -> int:
@@ -129,26 +141,42 @@ class AccuracyPlan:
 
     @property
     def mechanism(self) -> str:
-        if self.direct:
-            return "gaussian" if self.kind == "brownian" else "laplace"
-        if self.kind == "laplace":
-            return "laplace-noise-reduction"
-        return "brownian+rat" if self.target.stop_rule == "exact" else "brownian"
+        raise NotImplementedError
 
     def scale(self, step: int) -> float:
         """Normalized noise: the time t (Brownian) or the Laplace scale b."""
-        g = float(self.grid[step])
-        return g if self.kind == "brownian" else self.sensitivity / g
+        raise NotImplementedError
+
+    def noise_scale(self, step: int) -> float:
+        """The normalized noise's scale parameter at ``step``: a standard deviation √t (Brownian) or b."""
+        raise NotImplementedError
 
     def half_width(self, step: int, level: float) -> float:
         """Per-coordinate half-width of iterate ``step`` in normalized units (× sensitivity = data units)."""
-        if self.kind == "brownian":
-            t = self.scale(step)
-            if self.uniform:
-                return bounds.gaussian_uniform(t, level, self.mixture_r)
-            return bounds.gaussian_fixed(t, level)
-        b = self.scale(step)
-        return bounds.laplace_uniform(b, level, self.points) if self.uniform else bounds.laplace_fixed(b, level)
+        raise NotImplementedError
+
+    def measure_sensitivities(self) -> tuple[float, ...]:
+        """Each measure's sensitivity in the norm this plan's noise is calibrated to (ℓ2 or ℓ1)."""
+        return self.blocks.l2 if self.uses_l2 else self.blocks.l1
+
+    def cost_parts(self) -> list[float]:
+        """Each measure's part of the cost: its part of the squared ℓ2 (Gaussian: its share of ρ) or of
+        the ℓ1 (Laplace: exact, ε adds up), before normalizing to shares."""
+        raise NotImplementedError
+
+    def start(self, values: np.ndarray, source: NoiseSource) -> NoiseRun:
+        """A run of this plan's mechanism on the normalized ``values``."""
+        raise NotImplementedError
+
+    def sample_noise(self, generator: np.random.Generator, scale: float, shape: tuple[int, ...]) -> np.ndarray:
+        """Independent draws of the normalized noise at the normalized scale ``scale`` (:meth:`scale`: a time
+        t or a Laplace scale b), for the audit's fast path."""
+        raise NotImplementedError
+
+    @property
+    def ex_post_delta(self) -> float:
+        """The δ of the run's ex-post ε (the Brownian boundary's; Laplace noise reduction has none)."""
+        return 0.0
 
     def rat_schedule(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
         """``dp_stop_rule = 'exact'``: ReducedAboveThreshold's privacy schedule E_n = ψ(t_n) over the
@@ -164,34 +192,10 @@ class AccuracyPlan:
 
     def cost_at(self, step: int) -> PrivacyCost:
         """Realized cost of a run stopped at ``step`` (an increment for a refinement)."""
-        last = self.points - 1
-        if self.direct:
-            return self._direct_cost()
-        if self.kind == "laplace":
-            eps, worst = float(self.grid[step]), float(self.grid[last])
-            return PrivacyCost.realized(ExPost(eps, 0.0, worst))
-        t, t_k, k = self.scale(step), self.scale(last), self.blocks.stack_l2_squared()
-        if self.target.stop_rule == "exact":  # Whitehouse et al. 2022, Cor 5.2: (2ψ(T_N), δ); no zCDP view
-            return PrivacyCost.realized(ExPost(2 * self._psi(t), self.delta, 2 * self._psi(t_k)))
-        if self.base_time is None:
-            return PrivacyCost.realized(ExPost(self._psi(t), self.delta, self._psi(t_k)),
-                                        rho=k / (2 * t), worst_rho=k / (2 * t_k))
-        t0 = self.base_time
-        paid = 0.0 if self.base_direct else self._psi(t0)
-        return PrivacyCost.realized(
-            ExPost(max(0.0, self._psi(t) - paid), self.delta if self.base_direct else 0.0,
-                   max(0.0, self._psi(t_k) - paid)),
-            rho=k / (2 * t) - k / (2 * t0), worst_rho=k / (2 * t_k) - k / (2 * t0))
+        raise NotImplementedError
 
     def _direct_cost(self) -> PrivacyCost:
-        """The fixed cost of a direct release: Gaussian N(0, t) per normalized coordinate is
-        k/(2t)-zCDP and (analytic-Gaussian ε, δ)-DP; Laplace at ε is ε-DP (k/b)."""
-        g = float(self.grid[0])
-        if self.kind == "laplace":
-            return PrivacyCost.of(PureDP(g))
-        k = self.blocks.stack_l2_squared()
-        return PrivacyCost.of(ApproxDP(analytic_gaussian_epsilon(math.sqrt(g), self.delta, math.sqrt(k)), self.delta),
-                              ZCDP(k / (2 * g)))
+        raise NotImplementedError
 
     @property
     def worst_cost(self) -> PrivacyCost:
@@ -199,19 +203,10 @@ class AccuracyPlan:
 
     def total_epsilon(self, step: int) -> float:
         """Ex-post ε of the whole path up to ``step`` (a refinement includes what came before)."""
-        if self.direct:
-            return self._direct_cost().epsilon
-        if self.kind == "laplace":
-            return float(self.grid[step])
-        factor = 2.0 if self.target.stop_rule == "exact" else 1.0
-        return factor * self._psi(self.scale(step))
+        raise NotImplementedError
 
     def total_rho(self, step: int) -> float | None:
-        if self.direct:
-            return self._direct_cost().rho
-        if self.kind == "laplace" or self.target.stop_rule == "exact":
-            return None
-        return self.blocks.stack_l2_squared() / (2 * self.scale(step))
+        raise NotImplementedError
 
     def fixed_costs(self, step: int, confidence: float, delta: float) -> dict[str, float]:
         """What a fixed-ε query with the same per-measure half-widths would cost (issue 4 part 4).
@@ -241,9 +236,149 @@ class AccuracyPlan:
         return {"laplace_epsilon": lap, "gaussian_epsilon": gauss, "gaussian_delta": delta, "gaussian_rho": rho}
 
 
+@dataclass
+class BrownianPlan(AccuracyPlan):
+    """The Brownian mechanism over a grid of times (Whitehouse et al. 2022; Rogers et al. 2023, Thm 6), or a
+    direct Gaussian release (:func:`plan_direct`)."""
+
+    kind = "brownian"
+    uses_l2 = True
+
+    @property
+    def sensitivity(self) -> float:
+        return math.sqrt(self.blocks.stack_l2_squared())
+
+    @property
+    def mechanism(self) -> str:
+        if self.direct:
+            return "gaussian"
+        return "brownian+rat" if self.target.stop_rule == "exact" else "brownian"
+
+    def scale(self, step: int) -> float:
+        return float(self.grid[step])
+
+    def noise_scale(self, step: int) -> float:
+        return math.sqrt(self.scale(step))
+
+    def half_width(self, step: int, level: float) -> float:
+        t = self.scale(step)
+        if self.uniform:
+            return bounds.gaussian_uniform(t, level, self.mixture_r)
+        return bounds.gaussian_fixed(t, level)
+
+    def cost_parts(self) -> list[float]:
+        return [(d / n) ** 2 for d, n in zip(self.blocks.l2, self.blocks.norms, strict=True)]
+
+    def start(self, values: np.ndarray, source: NoiseSource) -> NoiseRun:
+        assert self.boundary is not None
+        return BrownianMechanism(self.sensitivity, self.grid, self.boundary).start(values, source)
+
+    def sample_noise(self, generator: np.random.Generator, scale: float, shape: tuple[int, ...]) -> np.ndarray:
+        return generator.normal(0.0, math.sqrt(scale), shape)
+
+    @property
+    def ex_post_delta(self) -> float:
+        return self.delta
+
+    def cost_at(self, step: int) -> PrivacyCost:
+        if self.direct:
+            return self._direct_cost()
+        last = self.points - 1
+        t, t_k, k = self.scale(step), self.scale(last), self.blocks.stack_l2_squared()
+        if self.target.stop_rule == "exact":  # Whitehouse et al. 2022, Cor 5.2: (2ψ(T_N), δ); no zCDP view
+            return PrivacyCost.realized(ExPost(2 * self._psi(t), self.delta, 2 * self._psi(t_k)))
+        if self.base_time is None:
+            return PrivacyCost.realized(ExPost(self._psi(t), self.delta, self._psi(t_k)),
+                                        rho=k / (2 * t), worst_rho=k / (2 * t_k))
+        t0 = self.base_time
+        paid = 0.0 if self.base_direct else self._psi(t0)
+        return PrivacyCost.realized(
+            ExPost(max(0.0, self._psi(t) - paid), self.delta if self.base_direct else 0.0,
+                   max(0.0, self._psi(t_k) - paid)),
+            rho=k / (2 * t) - k / (2 * t0), worst_rho=k / (2 * t_k) - k / (2 * t0))
+
+    def _direct_cost(self) -> PrivacyCost:
+        """Gaussian N(0, t) per normalized coordinate: k/(2t)-zCDP and (analytic-Gaussian ε, δ)-DP."""
+        g = float(self.grid[0])
+        k = self.blocks.stack_l2_squared()
+        return PrivacyCost.of(ApproxDP(analytic_gaussian_epsilon(math.sqrt(g), self.delta, math.sqrt(k)), self.delta),
+                              ZCDP(k / (2 * g)))
+
+    def total_epsilon(self, step: int) -> float:
+        if self.direct:
+            return self._direct_cost().epsilon
+        factor = 2.0 if self.target.stop_rule == "exact" else 1.0
+        return factor * self._psi(self.scale(step))
+
+    def total_rho(self, step: int) -> float | None:
+        if self.direct:
+            return self._direct_cost().rho
+        if self.target.stop_rule == "exact":
+            return None
+        return self.blocks.stack_l2_squared() / (2 * self.scale(step))
+
+
+@dataclass
+class LaplacePlan(AccuracyPlan):
+    """Laplace noise reduction over a grid of ε's (Koufogiannis et al.; Whitehouse et al. 2022, Prop 4.2), or
+    a direct Laplace release (:func:`plan_direct`)."""
+
+    kind = "laplace"
+    uses_l2 = False
+
+    @property
+    def sensitivity(self) -> float:
+        return self.blocks.stack_l1()
+
+    @property
+    def mechanism(self) -> str:
+        return "laplace" if self.direct else "laplace-noise-reduction"
+
+    def scale(self, step: int) -> float:
+        return self.sensitivity / float(self.grid[step])
+
+    def noise_scale(self, step: int) -> float:
+        return self.scale(step)
+
+    def half_width(self, step: int, level: float) -> float:
+        b = self.scale(step)
+        return bounds.laplace_uniform(b, level, self.points) if self.uniform else bounds.laplace_fixed(b, level)
+
+    def cost_parts(self) -> list[float]:
+        return [d / n for d, n in zip(self.blocks.l1, self.blocks.norms, strict=True)]
+
+    def start(self, values: np.ndarray, source: NoiseSource) -> NoiseRun:
+        return LaplaceNoiseReduction(self.sensitivity, self.grid).start(values, source)
+
+    def sample_noise(self, generator: np.random.Generator, scale: float, shape: tuple[int, ...]) -> np.ndarray:
+        return generator.laplace(0.0, scale, shape)
+
+    def cost_at(self, step: int) -> PrivacyCost:
+        if self.direct:
+            return self._direct_cost()
+        eps, worst = float(self.grid[step]), float(self.grid[self.points - 1])
+        return PrivacyCost.realized(ExPost(eps, 0.0, worst))
+
+    def _direct_cost(self) -> PrivacyCost:
+        """Laplace at ε is ε-DP (k/b)."""
+        return PrivacyCost.of(PureDP(float(self.grid[0])))
+
+    def total_epsilon(self, step: int) -> float:
+        if self.direct:
+            return self._direct_cost().epsilon
+        return float(self.grid[step])
+
+    def total_rho(self, step: int) -> float | None:
+        return self._direct_cost().rho if self.direct else None
+
+
+#: the plan family of each kind's name (:func:`choose_kind`)
+PLANS: dict[str, type[AccuracyPlan]] = {"brownian": BrownianPlan, "laplace": LaplacePlan}
+
+
 def blocks_for(plan: QueryPlan, kind: str) -> Blocks:
     measures = [m for m in plan.measures if m.kind != "histogram"]
-    norms = tuple(float(m.l2_sensitivity if kind == "brownian" else m.sensitivity) for m in measures)
+    norms = tuple(float(m.l2_sensitivity if PLANS[kind].uses_l2 else m.sensitivity) for m in measures)
     return Blocks(tuple(m.name for m in measures), norms, tuple(float(m.sensitivity) for m in measures),
                   tuple(float(m.l2_sensitivity) for m in measures))
 
@@ -324,7 +459,7 @@ def plan_accuracy(plan: QueryPlan, target: AccuracyTarget, *, mechanism: str | N
             refuse(lap_cost(LAPLACE_LEAST_EPSILON))
             raise BudgetExceeded("the budget admits no Laplace noise reduction")  # pragma: no cover
         epsilons = np.geomspace(top * 10.0**-LAPLACE_DECADES, top, points or LAPLACE_POINTS)
-        return AccuracyPlan("laplace", blocks, epsilons, target, uniform)
+        return LaplacePlan(blocks, epsilons, target, uniform)
 
     bdelta = delta if delta > 0 else (budget_delta * BOUNDARY_DELTA_SHARE if budget_delta > 0
                                       else DEFAULT_BOUNDARY_DELTA)
@@ -339,7 +474,7 @@ def plan_accuracy(plan: QueryPlan, target: AccuracyTarget, *, mechanism: str | N
     boundary = MixtureBoundary.optimal(ref, bdelta, sens)
     if points is None:
         points = RAT_POINTS if target.stop_rule == "exact" else BROWNIAN_POINTS
-    probe = AccuracyPlan("brownian", blocks, np.array([1.0]), target, uniform, bdelta, boundary)
+    probe = BrownianPlan(blocks, np.array([1.0]), target, uniform, bdelta, boundary)
 
     def cost_at_time(t: float) -> PrivacyCost:
         probe.grid = np.array([t])
@@ -357,7 +492,7 @@ def plan_accuracy(plan: QueryPlan, target: AccuracyTarget, *, mechanism: str | N
         refuse(coarsest)
         raise BudgetExceeded("the budget admits no Brownian noise reduction")  # pragma: no cover
     s = _s_grid(s_top, points, grid)
-    result = AccuracyPlan("brownian", blocks, 1.0 / s, target, uniform, bdelta, boundary)
+    result = BrownianPlan(blocks, 1.0 / s, target, uniform, bdelta, boundary)
     result.mixture_r = _mixture_r(result, s)
     if target.stop_rule == "exact":
         _refuse_unreachable_exact(result)
@@ -473,12 +608,13 @@ def plan_direct(plan: QueryPlan, target: AccuracyTarget, *, mechanism: str | Non
                             hint="add e.g. dp_delta = 1e-6, or use dp_mechanism = 'laplace'")
     candidates = []
     for kind in kinds:
-        if kind == "brownian":
+        draft: AccuracyPlan
+        if kind == "brownian":  # variance 1 on the normalized stack
             blocks = _direct_blocks(plan, target, kind, lambda level: bounds.gaussian_fixed(1.0, level))
-            draft = AccuracyPlan("brownian", blocks, np.array([1.0]), target, False, bdelta, direct=True)
-        else:
+            draft = BrownianPlan(blocks, np.array([1.0]), target, False, bdelta, direct=True)
+        else:  # Laplace scale 1: ε = the stack's ℓ1 sensitivity
             blocks = _direct_blocks(plan, target, kind, lambda level: bounds.laplace_fixed(1.0, level))
-            draft = AccuracyPlan("laplace", blocks, np.array([blocks.stack_l1()]), target, False, direct=True)
+            draft = LaplacePlan(blocks, np.array([blocks.stack_l1()]), target, False, direct=True)
         candidates.append(draft)
 
     def price(p: AccuracyPlan) -> tuple[bool, float]:
@@ -494,7 +630,7 @@ def plan_direct(plan: QueryPlan, target: AccuracyTarget, *, mechanism: str | Non
             f"the target {target.describe()} needs ε {cost.epsilon:.6g} ({chosen.mechanism}), above "
             f"dp_max_epsilon {cap:g}; nothing was spent",
             hint="raise dp_max_epsilon or widen dp_accuracy")
-    if chosen.kind == "brownian":
+    if isinstance(chosen, BrownianPlan):
         # the boundary serves a later refinement of this release (its ψ, Whitehouse et al. 2022, Thm 3.6);
         # set after the cap is checked, and tuned no lower than ε 1e-6 (any ρ gives a valid boundary)
         chosen.boundary = MixtureBoundary.optimal(max(cap or epsilon_hint, 1e-6), bdelta, chosen.sensitivity)
@@ -506,7 +642,7 @@ def plan_refinement(previous: AccuracyPlan, base_time: float, target: AccuracyTa
     """The grid that continues a Brownian path stopped at ``base_time`` (cost: the increments)."""
     cap = target.max_epsilon
     base_direct = previous.direct  # a later refinement continues from a ψ already charged
-    probe = AccuracyPlan("brownian", previous.blocks, np.array([base_time]), target, previous.uniform,
+    probe = BrownianPlan(previous.blocks, np.array([base_time]), target, previous.uniform,
                          previous.delta, previous.boundary, previous.mixture_r, base_time=base_time,
                          base_direct=base_direct)
 
@@ -531,7 +667,7 @@ def plan_refinement(previous: AccuracyPlan, base_time: float, target: AccuracyTa
         refuse(nearest)
         raise BudgetExceeded("the budget admits no further refinement")  # pragma: no cover
     s = np.geomspace(s0, s_top, BROWNIAN_POINTS + 1)[1:]
-    return AccuracyPlan("brownian", previous.blocks, 1.0 / s, target, previous.uniform, previous.delta,
+    return BrownianPlan(previous.blocks, 1.0 / s, target, previous.uniform, previous.delta,
                         previous.boundary, previous.mixture_r, base_time=base_time, base_direct=base_direct)
 
 

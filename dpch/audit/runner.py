@@ -317,17 +317,14 @@ class AuditRunner:
             blocks = afplan.blocks
             # observed in units of each measure's sensitivity (a neighbour moves each coordinate by at
             # most 1); the plan's noise on measure j is norm_j × the normalized noise
-            sens = blocks.l2 if afplan.kind == "brownian" else blocks.l1
+            sens = afplan.measure_sensitivities()
             values = np.concatenate([np.asarray(exact[n], dtype=float) / d for n, d in zip(blocks.names, sens,
                                                                                             strict=True)])
             factor = np.concatenate([np.full(len(exact[n]), norm / d) for n, norm, d in zip(
                 blocks.names, blocks.norms, sens, strict=True)])
             scale = self.noise_reduction_scale(afplan, step)
             shape = (trials, values.size)
-            if afplan.kind == "brownian":
-                noise = self._noise.generator.normal(0.0, np.sqrt(scale), shape)
-            else:
-                noise = self._noise.generator.laplace(0.0, scale, shape)
+            noise = afplan.sample_noise(self._noise.generator, scale, shape)
             sides.append(values + noise * factor)
             exact_sides.append({"normalized": values})
         labels = [f"coordinate {i}" for i in range(sides[0].shape[1])]

@@ -43,10 +43,9 @@ import numpy as np
 
 from dpch.accounting.filters import FILTERS
 from dpch.accuracy import planner, rules
-from dpch.accuracy.planner import AccuracyPlan
+from dpch.accuracy.planner import AccuracyPlan, NoiseRun
 from dpch.errors import AccuracyNotReached, BudgetExceeded, QueryRejected
 from dpch.mechanisms.brownian import BrownianMechanism, BrownianRun
-from dpch.mechanisms.lnr import LaplaceNoiseReduction, LNRRun
 from dpch.mechanisms.rat import ReducedAboveThreshold
 from dpch.mechanisms.sampling import NoiseSource
 from dpch.pipeline import admit, cost_audit, execute
@@ -125,8 +124,6 @@ class AccuracyReport:
         d["reserved"] = {"epsilon": self.reserved.epsilon, "delta": self.reserved.delta, "rho": self.reserved.rho}
         return d
 
-
-NoiseRun = BrownianRun | LNRRun
 
 
 class GridRun:
@@ -324,12 +321,7 @@ def explain(ctx: QueryContext, plan: QueryPlan, opts: QueryOptions) -> Explanati
 def start(afplan: AccuracyPlan, values: np.ndarray, source: NoiseSource) -> tuple[NoiseRun, GridRun]:
     """A run of ``afplan``'s mechanism on the normalized ``values``: the Brownian mechanism (one path,
     bridge steps) or Laplace noise reduction (the Markov chain), both from :mod:`dpch.mechanisms`."""
-    path: NoiseRun
-    if afplan.kind == "brownian":
-        assert afplan.boundary is not None
-        path = BrownianMechanism(afplan.sensitivity, afplan.grid, afplan.boundary).start(values, source)
-    else:
-        path = LaplaceNoiseReduction(afplan.sensitivity, afplan.grid).start(values, source)
+    path = afplan.start(values, source)
     return path, GridRun(afplan, path, source)
 
 
@@ -395,7 +387,7 @@ def _report(afplan: AccuracyPlan, target: AccuracyTarget, step: int, met: bool, 
         confidence=target.confidence, met=met, achieved_half_width=chk.half_width,
         achieved_relative_error=chk.relative if target.relative_error is not None else None,
         mechanism=afplan.mechanism, steps=step + 1, grid_points=afplan.points, noise_scale=afplan.scale(step),
-        ex_post_epsilon=afplan.total_epsilon(step), delta=afplan.delta if afplan.kind == "brownian" else 0.0,
+        ex_post_epsilon=afplan.total_epsilon(step), delta=afplan.ex_post_delta,
         rho=afplan.total_rho(step), charged=charged, reserved=charged if afplan.direct else afplan.worst_cost,
         fixed=afplan.fixed_costs(step, target.confidence, delta), uniform_intervals=afplan.uniform,
         refinements=refinements, direct=afplan.direct)
@@ -425,18 +417,13 @@ def _measure_reports(plan: QueryPlan, afplan: AccuracyPlan, step: int, cost: Pri
     its part of the stack's ℓ1 (Laplace: exact, ε adds up) or squared ℓ2 (Gaussian: its share of ρ)."""
     hw = _half_widths(afplan, step)
     measures = [m for m in plan.measures if m.kind != "histogram"]
-    blocks = afplan.blocks
-    sensitivities = blocks.l2 if afplan.kind == "brownian" else blocks.l1
-    if afplan.kind == "brownian":
-        parts = [(d / n) ** 2 for d, n in zip(blocks.l2, blocks.norms, strict=True)]
-    else:
-        parts = [d / n for d, n in zip(blocks.l1, blocks.norms, strict=True)]
+    sensitivities = afplan.measure_sensitivities()
+    parts = afplan.cost_parts()
     shares = [p / math.fsum(parts) for p in parts]
     return [MeasureReport(
         name=m.name, expression=m.sql, sensitivity=sensitivities[j], derivation=m.derivation,
         mechanism=afplan.mechanism, epsilon=cost.epsilon * shares[j], delta=cost.delta * shares[j],
-        noise_scale=afplan.blocks.norms[j] * (math.sqrt(afplan.scale(step)) if afplan.kind == "brownian"
-                                               else afplan.scale(step)),
+        noise_scale=afplan.blocks.norms[j] * afplan.noise_scale(step),
         half_width=hw(m.name, confidence)) for j, m in enumerate(measures)]
 
 
@@ -447,7 +434,7 @@ def _release(ctx: QueryContext, stored: _Stored, noisy: dict[str, np.ndarray], s
     rows, intervals = result_rows(plan, afplan, step, noisy, stored.keys, conf)
     report = stored.report
     notes = [report.describe()]
-    if afplan.kind == "brownian" and not afplan.direct and report.rho is not None:
+    if not afplan.direct and report.rho is not None:  # a Brownian run (Laplace noise reduction has no ρ)
         notes.append("under the zcdp_bm filter the charge is ρ (Rogers et al. 2023, Thm 6); ex-post filters "
                      "charge ε (Whitehouse et al. 2022, Cor 3.7)")
     return Release(columns=plan.columns, rows=rows, intervals=intervals, cost=charged, confidence=conf,

@@ -21,7 +21,7 @@ import pytest
 
 import dpch
 from dpch.accounting.watches import WatchParams
-from dpch.accuracy.planner import AccuracyPlan
+from dpch.accuracy.planner import BrownianPlan, LaplacePlan
 from dpch.errors import CostCheckFailed
 from dpch.mechanisms.boundaries import MixtureBoundary
 from dpch.mechanisms.gaussian import GaussianMechanism
@@ -320,9 +320,10 @@ def test_accuracy_first_costs_are_recomputed_before_the_reservation(filtered, mo
     sql = sql.replace("FROM t ", f"FROM t_{flt} ")
     before = ledger_rows(s)
     if broken == "half cost":
-        real = AccuracyPlan.cost_at
-        monkeypatch.setattr(AccuracyPlan, "cost_at", lambda self, step: dataclasses.replace(
-            real(self, step), epsilon=real(self, step).epsilon / 2))
+        for family in (BrownianPlan, LaplacePlan):  # each plan family computes its own cost
+            real = family.cost_at
+            monkeypatch.setattr(family, "cost_at", lambda self, step, real=real: dataclasses.replace(
+                real(self, step), epsilon=real(self, step).epsilon / 2))
     elif broken == "half boundary":
         real_psi = MixtureBoundary.__call__
         monkeypatch.setattr(MixtureBoundary, "__call__", lambda self, t: real_psi(self, t) / 2)
