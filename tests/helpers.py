@@ -67,6 +67,19 @@ def make_table(session: dpch.Session, ddl_body: str, rows: list[tuple], columns:
     return name
 
 
+#: a table every kind of release can ask: a public key ``g`` with declared values, a private key
+#: ``occupation`` (partition selection), a bounded ``x``; one row per unit
+KINDS_TABLE = ("uid UInt32, g String COMMENT 'dp: public, values=[\"a\", \"b\", \"c\"]', occupation String, "
+               "x Float64 COMMENT 'dp: bounds=[0, 10]'")
+
+
+def make_kinds_table(session: dpch.Session, name: str = "t", units: int = 300) -> str:
+    """:data:`KINDS_TABLE` as ``name``: unit u in group "abc"[u % 3], a nurse or a cook, x = u % 11."""
+    rows = [(u, "abc"[u % 3], ("nurse", "cook")[u % 2], float(u % 11)) for u in range(units)]
+    return make_table(session, KINDS_TABLE, rows, ["uid", "g", "occupation", "x"], name=name,
+                      comment="dp: privacy_unit=uid, unique_units")
+
+
 def inject_totality_gap(monkeypatch) -> None:
     """Fault injection for the tripwire (docs/design.md rule 5), the database staying real: every
     emitted SQL run fails inside ClickHouse iff its first aggregate ``m0`` is non-zero, as if a

@@ -32,7 +32,7 @@ from dpch.pipeline import cost_audit
 from dpch.pipeline.calibrate import calibrate
 from dpch.pipeline.top_k import calibrate_top_k
 from dpch.privacy import cost as cost_module
-from tests.helpers import ledger_rows, make_table
+from tests.helpers import KINDS_TABLE, ledger_rows, make_kinds_table, make_table
 
 # -- the formulas against the papers' numbers --------------------------------------------------------------
 
@@ -157,8 +157,7 @@ def test_a_mechanism_without_an_independent_formula_is_refused():
 
 # -- every kind of release: honest charges pass, a wrong compose is caught before the charge ------------
 
-TABLE = ("uid UInt32, g String COMMENT 'dp: public, values=[\"a\", \"b\", \"c\"]', occupation String, "
-         "x Float64 COMMENT 'dp: bounds=[0, 10]'")
+TABLE = KINDS_TABLE  # one query of every kind of release runs on it
 
 #: one query per fixed-cost kind: (kind, sql)
 FIXED = [
@@ -176,8 +175,7 @@ FIXED = [
 @pytest.fixture
 def session(connect):
     s = connect(analyst="costs", default_budget=dpch.Budget(50.0, 1e-3), seed=5)
-    rows = [(u, "abc"[u % 3], ("nurse", "cook")[u % 2], float(u % 11)) for u in range(300)]
-    make_table(s, TABLE, rows, ["uid", "g", "occupation", "x"], comment="dp: privacy_unit=uid, unique_units")
+    make_kinds_table(s)
     return s
 
 

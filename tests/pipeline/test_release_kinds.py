@@ -18,17 +18,13 @@ import pytest
 
 import dpch
 from dpch.pipeline.kinds import AccuracyFirst, Free, KeyRelease, Ordinary, ThresholdWatch, TopK, release_kind
-from tests.helpers import ledger_rows, make_table
-
-TABLE = ("uid UInt32, g String COMMENT 'dp: public, values=[\"a\", \"b\", \"c\"]', occupation String, "
-         "x Float64 COMMENT 'dp: bounds=[0, 10]'")
+from tests.helpers import ledger_rows, make_kinds_table
 
 
 @pytest.fixture
 def session(connect):
     s = connect(analyst="kinds", default_budget=dpch.Budget(50.0, 1e-3), seed=5)
-    rows = [(u, "abc"[u % 3], ("nurse", "cook")[u % 2], float(u % 11)) for u in range(300)]
-    make_table(s, TABLE, rows, ["uid", "g", "occupation", "x"], comment="dp: privacy_unit=uid, unique_units")
+    make_kinds_table(s)
     return s
 
 

@@ -98,6 +98,22 @@ def test_a_verification_of_a_distributed_table_is_refused(session):
     assert session.query("SELECT sum(v) FROM local").rows  # negative control: the local table's record is used
 
 
+#: cap keys the two-stage tests compare under
+CAP_KEYS = [(k, 3 * k + 1) for k in range(1, 5)]
+
+
+def _same_values_under_each_key(engine, plan, fast: str, reference: str) -> None:
+    """The two-stage form (``fast``) gives the one-stream cap's (``reference``) keys and measures, value
+    for value, under each of :data:`CAP_KEYS`."""
+    from dpch.pipeline.execute import exact
+
+    for key in CAP_KEYS:
+        two, one = exact(engine, plan, fast, key), exact(engine, plan, reference, key)
+        assert two.keys == one.keys
+        for name in two.measures:
+            assert list(two.measures[name]) == list(one.measures[name]), (key, name)
+
+
 def test_the_cap_on_shards_is_a_two_stage_aggregate_with_the_same_rows(cluster_server, request):
     """On a Distributed table the cap is ``groupArraySorted(k)`` per unit (each shard sends its per-unit
     state, at most k rows, issue 26 part 3), and keeps exactly the rows of the one-stream sorted cap
@@ -123,12 +139,8 @@ def test_the_cap_on_shards_is_a_two_stage_aggregate_with_the_same_rows(cluster_s
         plan = s.explain("SELECT g, count(*), sum(v) FROM dist GROUP BY g").plan
         fast, reference = render(emit_tree(plan)), render(emit_tree(plan, fast_cap=False))
         assert "groupArraySorted(4)" in fast and "ARRAY JOIN" in fast and "groupArraySorted" not in reference
-        keys = [(k, 3 * k + 1) for k in range(1, 5)]
-        for key in keys:
-            two, one = exact(engine, plan, fast, key), exact(engine, plan, reference, key)
-            assert two.keys == one.keys
-            for name in two.measures:
-                assert list(two.measures[name]) == list(one.measures[name]), (key, name)
+        keys = CAP_KEYS
+        _same_values_under_each_key(engine, plan, fast, reference)
         # every unit has 30 rows (15 per shard): the cap keeps 4 per unit, 160 in all
         assert sum(exact(engine, plan, fast, keys[0]).measures["m0"]) == 160
         sums = {tuple(exact(engine, plan, fast, key).measures["m1"]) for key in keys}
@@ -168,12 +180,8 @@ def test_the_per_group_bound_on_shards_is_a_two_stage_aggregate_with_the_same_ro
         cut = 'LIMIT 2 BY "__unit", '  # c rows by unit and group (G groups by unit is LIMIT G BY "__unit")
         assert "groupArraySorted(2)" in fast and cut not in fast
         assert "groupArraySorted" not in reference and cut in reference
-        keys = [(k, 3 * k + 1) for k in range(1, 5)]
-        for key in keys:
-            two, one = exact(engine, plan, fast, key), exact(engine, plan, reference, key)
-            assert two.keys == one.keys
-            for name in two.measures:
-                assert list(two.measures[name]) == list(one.measures[name]), (key, name)
+        keys = CAP_KEYS
+        _same_values_under_each_key(engine, plan, fast, reference)
         # each unit has 10 rows in each group (5 per shard): 2 kept per group, in 3 groups or in G = 2
         assert sum(exact(engine, plan, fast, keys[0]).measures["m0"]) == 40 * 2 * (groups or 3)
         sums = {tuple(exact(engine, plan, fast, key).measures["m1"]) for key in keys}
