@@ -29,6 +29,23 @@ def test_every_filter_declares_its_kinds():
     assert FILTERS["ex_post"].composes is CostKind.EX_POST
 
 
+def test_which_filters_are_pure_only_and_which_charge_realized_costs():
+    """Two facts each filter's theorem fixes, pinned per filter: only pure ε releases (noise reduction then
+    runs Laplace), and whether an ex-post release is charged its realized cost. A basic or zCDP filter
+    charging realized ε would admit past its theorem: Rogers et al. 2016's composition counts each
+    release at its worst case; only the ex-post filters (Rogers et al. 2023, Lemma 5.2; Thm 3's ex-post
+    side; Thm 6's Brownian ρ) charge what was realized."""
+    assert {name for name, cls in FILTERS.items() if cls.pure_only} == {"pure", "advanced", "pure_ex_post"}
+    assert {name for name, cls in FILTERS.items() if cls.charges_realized} == {"zcdp_bm", "ex_post", "pure_ex_post",
+                                                                               "mixed"}
+
+
+def test_a_filter_that_tallies_each_side_has_no_features_of_its_own():
+    """The mixed filter sums one tally per side (its sides' features), never features of its own."""
+    with pytest.raises(NotImplementedError):
+        make_filter("mixed", Budget(1.0, 1e-6)).features(PrivacyCost(0.1))
+
+
 def test_the_pure_filter_refuses_by_kind():
     gauss = GaussianMechanism(0.5, 1e-6, 1.0).cost
     assert CostKind.PURE not in kinds(gauss)
