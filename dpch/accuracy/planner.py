@@ -269,9 +269,13 @@ class BrownianPlan(AccuracyPlan):
     def cost_parts(self) -> list[float]:
         return [(d / n) ** 2 for d, n in zip(self.blocks.l2, self.blocks.norms, strict=True)]
 
-    def start(self, values: np.ndarray, source: NoiseSource) -> NoiseRun:
+    def brownian(self) -> BrownianMechanism:
+        """The Brownian mechanism over this grid: a new run starts on it, a refinement continues a path on it."""
         assert self.boundary is not None
-        return BrownianMechanism(self.sensitivity, self.grid, self.boundary).start(values, source)
+        return BrownianMechanism(self.sensitivity, self.grid, self.boundary)
+
+    def start(self, values: np.ndarray, source: NoiseSource) -> NoiseRun:
+        return self.brownian().start(values, source)
 
     def sample_noise(self, generator: np.random.Generator, scale: float, shape: tuple[int, ...]) -> np.ndarray:
         return generator.normal(0.0, math.sqrt(scale), shape)
@@ -638,7 +642,7 @@ def plan_direct(plan: QueryPlan, target: AccuracyTarget, *, mechanism: str | Non
 
 
 def plan_refinement(previous: AccuracyPlan, base_time: float, target: AccuracyTarget, *, admits: Admits,
-                    refuse: Callable[[PrivacyCost], None]) -> AccuracyPlan:
+                    refuse: Callable[[PrivacyCost], None]) -> BrownianPlan:
     """The grid that continues a Brownian path stopped at ``base_time`` (cost: the increments)."""
     cap = target.max_epsilon
     base_direct = previous.direct  # a later refinement continues from a ψ already charged

@@ -45,7 +45,7 @@ from dpch.accounting.filters import FILTERS
 from dpch.accuracy import planner, rules
 from dpch.accuracy.planner import AccuracyPlan, NoiseRun
 from dpch.errors import AccuracyNotReached, BudgetExceeded, QueryRejected
-from dpch.mechanisms.brownian import BrownianMechanism, BrownianRun
+from dpch.mechanisms.brownian import BrownianRun
 from dpch.mechanisms.rat import ReducedAboveThreshold
 from dpch.mechanisms.sampling import NoiseSource
 from dpch.pipeline import admit, cost_audit, execute
@@ -478,7 +478,7 @@ def refine(ctx: QueryContext, runs: AccuracyRuns, release_id: str | None = None,
                                     stored.plan.query.fingerprint, "brownian-refine")
         with reservation, ctx.accountant.tripwire(reservation):
             with ctx.noise.drawing() as source:
-                path = holder.run.continued(BrownianMechanism(afplan.sensitivity, afplan.grid, afplan.boundary))
+                path = holder.run.continued(afplan.brownian())
                 holder.run = path  # the one path goes on from here, whatever this refinement reaches
                 run = GridRun(afplan, path, source)
                 step, noisy, met, chk = iterate(stored.plan, afplan, target, run, path.values)
