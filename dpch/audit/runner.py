@@ -68,6 +68,18 @@ NOT_OBSERVED: dict[type[ReleaseKind], tuple[str, str]] = {
 }
 
 
+def observed_as(plan: QueryPlan, opts: QueryOptions) -> str:
+    """How the audit observes the kind of release ``plan`` asked with ``opts`` is (:data:`OBSERVED`); a
+    kind the table does not name is refused in words, never audited as another kind."""
+    kind = release_kind(plan, opts)
+    observed = OBSERVED.get(type(kind))
+    if observed is None:
+        message, hint = NOT_OBSERVED.get(type(kind), (f"a {kind.name} release cannot be audited here",
+                                                      "audit a query that releases a noisy value"))
+        raise QueryRejected(message, hint=hint)
+    return observed
+
+
 @dataclass
 class AuditSamples:
     """Observations on D and D′ (one row per trial), and what the query claims to cost."""
@@ -132,23 +144,11 @@ class AuditRunner:
 
     # -- modes ---------------------------------------------------------------------------------
 
-    def observed(self) -> str:
-        """How this audit observes the query's kind of release (:data:`OBSERVED`); a kind the table
-        does not name is refused in words, never audited as another kind."""
-        plan, opts = self.sessions[0].plan(self.sql, **self.options)
-        kind = release_kind(plan, opts)
-        observed = OBSERVED.get(type(kind))
-        if observed is None:
-            message, hint = NOT_OBSERVED.get(type(kind), (f"a {kind.name} release cannot be audited here",
-                                                          "audit a query that releases a noisy value"))
-            raise QueryRejected(message, hint=hint)
-        return observed
-
     def claimed(self) -> tuple[PrivacyCost, str]:
         """What the production path says the query costs (never from the seams above)."""
         session = self.sessions[0]
-        observed = self.observed()
         plan, opts = session.plan(self.sql, **self.options)
+        observed = observed_as(plan, opts)
         if observed == "accuracy_first":
             afplan, step = self._accuracy_plan(session, plan, opts)
             return afplan.cost_at(step), afplan.mechanism
@@ -162,8 +162,8 @@ class AuditRunner:
         """The privacy profile the production calibration claims (Gaussian releases; never from the
         seams above, so an injected mis-calibration is measured against the real claim). ``moved``:
         coordinates of each measure that differ between D and D′ (fast mode)."""
-        observed = self.observed()
         plan, opts = self.sessions[0].plan(self.sql, **self.options)
+        observed = observed_as(plan, opts)
         if observed == "accuracy_first":
             return None, "accuracy-first release: its pure-ε bound is the test"
         if observed == "top_k":
@@ -182,7 +182,7 @@ class AuditRunner:
         one coordinate each, so that the estimators can combine them.
         """
         claimed, mechanism = self.claimed()
-        observed = self.observed()
+        observed = observed_as(*self.sessions[0].plan(self.sql, **self.options))
         if observed == "accuracy_first":
             return self._run_accuracy_first(trials, claimed, mechanism)
         if observed == "top_k":
@@ -335,7 +335,7 @@ class AuditRunner:
     def run_full(self, trials: int) -> AuditSamples:
         """``trials`` full :meth:`Session.query` calls per side; observations are released cells."""
         claimed, mechanism = self.claimed()
-        if self.observed() == "top_k":
+        if observed_as(*self.sessions[0].plan(self.sql, **self.options)) == "top_k":
             raise QueryRejected("the full-stack audit observes released values; a top-k query's output is its "
                                 "picked keys, which the fast path observes",
                                 hint="audit it without --full-stack")
