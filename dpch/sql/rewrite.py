@@ -162,14 +162,17 @@ def _aggregate(plan: QueryPlan, rows: exp.Table, *, fast: bool) -> exp.Select:
     select_list += [alias(m.node, m.name, quoted=False) for m in plan.measures]
     if plan.partition_selection:
         select_list.append(alias(call("uniqExact", column(UNIT_COLUMN)), SELECTION_MEASURE, quoted=False))
-    ctes = [exp.CTE(this=_inner(plan, fast=fast), alias=exp.TableAlias(this=ident(ROWS)))]
-    if plan.per_group:
-        if fast and plan.relation.tables[0].distributed:
-            # on shards: each sends, per unit and group, a partial state of at most c rows, not every row
-            ctes = [exp.CTE(this=_per_group_two_stage(plan), alias=exp.TableAlias(this=ident(KEPT)))]
-        else:
-            ctes.append(exp.CTE(this=_per_group_rows(plan, rows), alias=exp.TableAlias(this=ident(KEPT))))
+    inner = _inner(plan, fast=fast)
+    if plan.per_group and fast and plan.relation.tables[0].distributed:
+        # on shards: each sends, per unit and group, a partial state of at most c rows, not every row
+        assert isinstance(inner, exp.Select)
+        ctes = [exp.CTE(this=_per_group_two_stage(plan, inner), alias=exp.TableAlias(this=ident(KEPT)))]
         rows = exp.Table(this=ident(KEPT))
+    else:
+        ctes = [exp.CTE(this=inner, alias=exp.TableAlias(this=ident(ROWS)))]
+        if plan.per_group:
+            ctes.append(exp.CTE(this=_per_group_rows(plan, rows), alias=exp.TableAlias(this=ident(KEPT))))
+            rows = exp.Table(this=ident(KEPT))
     select = exp.Select(expressions=select_list).from_(rows, copy=False)
     if fast and plan.relation.verified is not None:
         ctes.insert(0, verified_record(plan.relation.verified))  # one scalar, read by both branches
@@ -195,14 +198,13 @@ def _per_group_rows(plan: QueryPlan, rows: exp.Table) -> exp.Select:
     return select
 
 
-def _per_group_two_stage(plan: QueryPlan) -> exp.Select:
+def _per_group_two_stage(plan: QueryPlan, select: exp.Select) -> exp.Select:
     """:func:`_per_group_rows`'s rows as a two-stage aggregate (:func:`.cap.two_stage` grouped by unit and
     keys, ``groupArraySorted(c)`` of the rows in their keyed order), for a Distributed table: the first
-    stage runs on each shard over the filtered source, so the initiator merges per-(unit, group) states
-    of at most c rows instead of receiving every row (issue 26, part 3)."""
+    stage runs on each shard over the filtered source (``select``, :func:`_inner`'s, changed in place),
+    so the initiator merges per-(unit, group) states of at most c rows instead of receiving every row
+    (issue 26, part 3)."""
     assert plan.bound is not None
-    select = _inner(plan)
-    assert isinstance(select, exp.Select)
     order = next(e for e in select.expressions if e.alias_or_name == ORDER_COLUMN)
     select.set("expressions", [e for e in select.expressions if e is not order])
     return two_stage(select, order.this, plan.bound.rows_per_group, UNIT_COLUMN, by=[k.node for k in plan.keys])
