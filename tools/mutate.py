@@ -147,6 +147,7 @@ TESTS: dict[str, list[str]] = {
         "bounds", "planner", "rules")},
     "dpch/sql/bounds.py": _SQL_TESTS,
     "dpch/sql/aggregates.py": _SQL_TESTS,
+    "dpch/sql/aggregate_kinds.py": _SQL_TESTS,
     "dpch/sql/relation.py": _SQL_TESTS,
     "dpch/accounting/filters.py": _ACCOUNTING_TESTS,
     "dpch/accounting/accountant.py": _ACCOUNTING_TESTS,
@@ -191,7 +192,6 @@ OUTSIDE: dict[str, str] = {
     "dpch/sql/outputs.py": "post-processing of released values (HAVING, ORDER BY, derived columns): it changes "
                            "what is shown, never what is private",
     "dpch/sql/post_functions.py": "post-processing functions of released values (as outputs.py)",
-    "dpch/sql/statistics.py": "a statistic's value and interval from its noisy measures (post-processing)",
     "dpch/pipeline/context.py": "a record of the stages' dependencies",
     "dpch/pipeline/postprocess.py": "post-processing of released values into rows",
     "dpch/pipeline/report.py": "the release's presentation (its cost is the ledger's, checked elsewhere)",
@@ -204,8 +204,9 @@ MAP = ROOT / ".mutation" / "coverage-map.json"
 #: work runs in child processes, which the map does not see)
 #: every outcome of every run, one JSON line each, appended as it is judged: the full campaign is split over
 #: many runs (``--resume`` skips what is recorded; ``--campaign`` adds it up), and a run stopped half-way
-#: loses only the mutants in progress
-RESULTS = ROOT / ".mutation" / "results.jsonl"
+#: loses only the mutants in progress. Kept in git: the campaign spans many sittings on machines that do
+#: not keep untracked files, and a verdict lost is hours of two cores to judge again
+RESULTS = ROOT / "tools" / "mutation_results.jsonl"
 #: survivors judged equivalent, each with its reason (kept in git: the argued part of the campaign)
 EQUIVALENT = ROOT / "tools" / "mutation_equivalent.json"
 
