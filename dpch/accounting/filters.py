@@ -426,7 +426,10 @@ class ZCDPFilter(PrivacyFilter):
         if not 0.0 < self.delta_conv < 1.0:
             raise ConfigError(f"the {self.name} filter needs a budget δ > 0 for the zCDP → DP conversion",
                               hint="the data owner sets a budget δ > 0, e.g. `dpch budget set --delta 1e-6`")
-        self.printed = self.default_printed if printed_theorem_6 is None else bool(printed_theorem_6)
+        if printed_theorem_6 is not None and not isinstance(printed_theorem_6, bool):
+            # not bool(): an owner's JSON option "false" is a non-empty string, which bool() makes True
+            raise ConfigError(f"printed_theorem_6 must be true or false, got {printed_theorem_6!r}")
+        self.printed = self.default_printed if printed_theorem_6 is None else printed_theorem_6
         self.rho_budget = self.rho_limit(budget.epsilon, self.delta_conv, printed=self.printed)
 
     @staticmethod
@@ -532,7 +535,6 @@ class MixedFilter(PrivacyFilter):
         super().__init__(budget)
         if not 0.0 < split < 1.0:
             raise ConfigError(f"split must be in (0, 1), got {split!r}")
-        self.split = float(split)
         self.zcdp = ZCDPFilter(Budget(budget.epsilon * split, budget.delta * split),
                                conversion_delta_share=conversion_delta_share)
         self.ex_post = ExPostFilter(Budget(budget.epsilon * (1 - split), budget.delta * (1 - split)))
