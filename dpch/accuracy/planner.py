@@ -50,6 +50,7 @@ from dpch.mechanisms.rat import halting_margins
 from dpch.mechanisms.sampling import NoiseSource
 from dpch.privacy.cost import ZCDP, ApproxDP, ExPost, PrivacyCost, PureDP
 from dpch.sql.accuracy_target import AccuracyTarget
+from dpch.sql.aggregate_kinds import statistic
 from dpch.sql.analyze import QueryPlan
 
 #: a run of a plan's mechanism: one Brownian path or one Laplace noise-reduction chain
@@ -422,7 +423,7 @@ def _refuse_unsupported(plan: QueryPlan, target: AccuracyTarget) -> None:
                             hint="drop dp_accuracy/dp_relative_error, or drop the quantile")
     if not any(m.kind != "histogram" for m in plan.measures):
         raise QueryRejected("the query has no noisy aggregate to make accurate")
-    if target.stop_rule == "exact" and any(s.kind not in ("count", "sum") for s in plan.stats.values()):
+    if target.stop_rule == "exact" and any(not statistic(s).additive for s in plan.stats.values()):
         raise QueryRejected("dp_stop_rule = 'exact' supports count and sum aggregates only",
                             hint="use the default dp_stop_rule = 'released'")
 

@@ -2,7 +2,7 @@
 
 A rule sees the noisy measures of the current iterate and the (public) half-width of each
 measure — nothing else. It computes every aggregate's interval exactly as the release will
-report it (:func:`dpch.sql.statistics.stat_intervals`, vectorised for count/sum/avg) and checks:
+report it (:meth:`dpch.sql.aggregate_kinds.Aggregate.interval_arrays`) and checks:
 
 - absolute: (hi − lo)/2 ≤ h for every aggregate and group;
 - relative (Rogers et al. 2023, §7): 0 ∉ [lo, hi] and 1 − α < |hi/lo| ≤ 1 + α for every aggregate and group.
@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpch.sql.accuracy_target import AccuracyTarget
+from dpch.sql.aggregate_kinds import HalfWidth, statistic
 from dpch.sql.aggregates import Stat
 from dpch.sql.analyze import QueryPlan
-from dpch.sql.statistics import HalfWidth, stat_intervals
 
 
 def checked_stats(plan: QueryPlan, confidence: float) -> dict[str, float]:
@@ -38,26 +38,7 @@ def intervals(stat: Stat, noisy: dict[str, np.ndarray], half_width: HalfWidth,
     non-negative sum's) clipping at 0 (:data:`dpch.sql.aggregates.Stat.nonnegative`): the released
     interval is this one intersected with [0, ∞), so a target this one meets, the released one meets
     too, and an absolute target's stop stays a function of the grid alone (:func:`data_dependent`)."""
-    m = len(stat.measures)
-    inner = 1.0 - (1.0 - level) / m
-    if stat.kind in ("count", "sum"):
-        v, h = noisy[stat.measures[0]], half_width(stat.measures[0], inner)
-        return v - h, v + h
-    if stat.kind == "avg":
-        s, c = noisy[stat.measures[0]], noisy[stat.measures[1]]
-        hs, hc = half_width(stat.measures[0], inner), half_width(stat.measures[1], inner)
-        iv = stat.interval
-        assert iv is not None  # an avg always has its value interval
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratios = np.stack([(s + ds) / (c + dc) for ds in (-hs, hs) for dc in (-hc, hc)])
-        lo = np.maximum(iv.lo, iv.mid + ratios.min(axis=0))
-        hi = np.minimum(iv.hi, iv.mid + ratios.max(axis=0))
-        wide = c - hc <= 0
-        return np.where(wide, iv.lo, lo), np.where(wide, iv.hi, hi)
-    ivs = stat_intervals(stat, noisy, half_width, level)
-    assert ivs is not None
-    arr = np.asarray(ivs, dtype=float).reshape(-1, 2)
-    return arr[:, 0], arr[:, 1]
+    return statistic(stat).interval_arrays(stat, noisy, half_width, level)
 
 
 @dataclass(frozen=True)
@@ -113,4 +94,4 @@ def data_dependent(plan: QueryPlan, target: AccuracyTarget) -> bool:
     """
     if target.relative_error is not None:
         return True
-    return any(plan.stats[name].kind not in ("count", "sum") for name in checked_stats(plan, target.confidence))
+    return any(not statistic(plan.stats[name]).additive for name in checked_stats(plan, target.confidence))

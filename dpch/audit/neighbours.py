@@ -34,6 +34,7 @@ from typing import Any, Literal
 from dpch.errors import QueryRejected
 from dpch.mechanisms.sampling import NoiseSource
 from dpch.policy.model import base_type
+from dpch.sql.aggregate_kinds import statistic
 from dpch.sql.analyze import QueryPlan
 from dpch.sql.cap import keyed
 from dpch.sql.rewrite_literals import literal
@@ -184,7 +185,7 @@ def quantile_sides(plan: QueryPlan) -> dict[str, Side]:
     measures = {m.name: m for m in plan.measures}
     levels: dict[str, list[float]] = {}
     for stat in plan.stats.values():
-        if stat.kind == "quantile":
+        if statistic(stat).selected:
             for column in _columns_of_measure(plan, measures[stat.measures[0]].sql):
                 levels.setdefault(column, []).append(stat.quantile)
     return {c: "low" if 1.0 - min(qs) > max(qs) else "high" for c, qs in levels.items()}

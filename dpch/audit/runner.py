@@ -48,6 +48,7 @@ from dpch.pipeline.kinds import (
 from dpch.pipeline.postprocess import grid_utilities
 from dpch.pipeline.top_k import TopKNoise, calibrate_top_k, pick_keys, picked_rows
 from dpch.privacy.cost import PrivacyCost
+from dpch.sql.aggregate_kinds import statistic
 from dpch.sql.analyze import QueryPlan
 from dpch.sql.rewrite import emit_sql
 from dpch.sql.settings import QueryOptions
@@ -232,7 +233,7 @@ class AuditRunner:
             columns += list(np.where(keep, noisy, 0.0).T)
             labels += [f"{name} {g}".rstrip() for g in groups]
         for stat in plan.stats.values():
-            if stat.kind != "quantile":
+            if not statistic(stat).selected:
                 continue
             selector = noise.selectors[stat.name]
             for g, hist in enumerate(data.histograms[stat.measures[0]]):

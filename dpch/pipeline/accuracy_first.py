@@ -54,10 +54,10 @@ from dpch.pipeline.postprocess import build_rows, having_order_limit
 from dpch.pipeline.report import Explanation, MeasureReport, Release
 from dpch.privacy.cost import PrivacyCost, PureDP
 from dpch.sql.accuracy_target import AccuracyTarget
+from dpch.sql.aggregate_kinds import stat_intervals, stat_values
 from dpch.sql.analyze import QueryPlan
 from dpch.sql.rewrite import emit_sql
 from dpch.sql.settings import QueryOptions
-from dpch.sql.statistics import stat_intervals, stat_values
 
 #: answers kept per session for ``refine`` (their exact aggregates stay in this process only)
 KEEP_RUNS = 16

@@ -27,6 +27,7 @@ from dpch.mechanisms.laplace import LaplaceMechanism
 from dpch.mechanisms.partition_selection import LaplacePartitionSelection
 from dpch.pipeline import cost_audit
 from dpch.privacy.cost import PrivacyCost
+from dpch.sql.aggregate_kinds import statistic
 from dpch.sql.aggregates import Measure, Stat
 from dpch.sql.analyze import MAX_GROUPS, UNIT_COLUMN, QueryPlan
 from dpch.sql.settings import QueryOptions
@@ -163,7 +164,7 @@ def _call_name(node: exp.Expr) -> str:
 
 def quantile_stats(plan: QueryPlan) -> list[Stat]:
     """The plan's quantile statistics: each runs one exponential mechanism."""
-    return [s for s in plan.stats.values() if s.kind == "quantile"]
+    return [s for s in plan.stats.values() if statistic(s).selected]
 
 
 #: relative slack for float rounding when comparing composed costs with the request

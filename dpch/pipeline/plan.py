@@ -15,6 +15,7 @@ from typing import Any
 from dpch.errors import QueryRejected
 from dpch.pipeline.calibrate import shared_count
 from dpch.policy.model import TablePolicy
+from dpch.sql.aggregate_kinds import statistic
 from dpch.sql.analyze import MAX_GROUPS, QueryPlan, analyze
 from dpch.sql.contribution import better
 from dpch.sql.expression_types import Describe
@@ -100,7 +101,7 @@ def choose_bound(plan: QueryPlan, opts: QueryOptions,
     if opts.bound == "groups" or asked != (None, None):
         return analyzed(asked)
     if opts.bound == "rows" or not plan.keys or plan.relation.max_rows_per_group is None or not plan.measures \
-            or any(stat.kind == "quantile" for stat in plan.stats.values()):
+            or any(statistic(stat).selected for stat in plan.stats.values()):
         return plan
     try:
         candidate = analyzed((None, None))

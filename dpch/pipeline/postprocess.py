@@ -1,5 +1,5 @@
 """Stage 7, postprocess: noisy statistics → result rows, HAVING, ORDER BY, LIMIT (free: no data
-is read). Statistics' values and intervals come from :mod:`dpch.sql.statistics`; quantiles are
+is read). Statistics' values and intervals come from :mod:`dpch.sql.aggregate_kinds`; quantiles are
 the exponential mechanism's pick on their public grid (a rank error, reported in the notes)."""
 
 from __future__ import annotations

@@ -25,9 +25,9 @@ from dpch.pipeline.postprocess import (
     having_order_limit,
     pick_quantiles,
 )
+from dpch.sql.aggregate_kinds import stat_intervals, stat_values, statistic
 from dpch.sql.analyze import QueryPlan
 from dpch.sql.settings import QueryOptions
-from dpch.sql.statistics import stat_intervals, stat_values
 
 Interval = tuple[float, float]
 Rows = tuple[list[str], list[tuple[Any, ...]], list[list[Interval | None]]]
@@ -72,7 +72,7 @@ def release_rows(plan: QueryPlan, opts: QueryOptions, noise: NoisePlan, data: Gr
     noisy = {name: mech.release(measures[name], source) for name, mech in noise.additive.items()} | shared
     quantiles = {
         stat.name: pick_quantiles(stat, histograms[stat.measures[0]], noise, source)
-        for stat in plan.stats.values() if stat.kind == "quantile"
+        for stat in plan.stats.values() if statistic(stat).selected
     }
     values = {name: stat_values(stat, noisy, quantiles) for name, stat in plan.stats.items()}
     rows, intervals = build_rows(plan.outputs, keys, values, output_intervals(plan, opts, noise, noisy))

@@ -13,6 +13,7 @@ from dpch.mechanisms.gaussian import GaussianMechanism
 from dpch.pipeline.calibrate import NoisePlan
 from dpch.pipeline.postprocess import grid_of, rank_error
 from dpch.privacy.cost import PrivacyCost, PureDP
+from dpch.sql.aggregate_kinds import statistic
 from dpch.sql.analyze import QueryPlan
 from dpch.sql.settings import QueryOptions
 
@@ -361,12 +362,11 @@ def notes(plan: QueryPlan, noise: NoisePlan, opts: QueryOptions) -> list[str]:
         shares = ", ".join(f"{name} ε {cost.epsilon:.4g}" + (f" δ {cost.delta:.2g}" if cost.delta else "")
                            for name, cost in parts)
         out.append(f"budget split evenly over {len(parts)} noisy parts: {shares}")
-    kinds = {s.kind for s in plan.stats.values()}
-    if kinds & {"avg", "var"}:
+    if any(statistic(s).derived for s in plan.stats.values()):
         out.append("avg/var/stddev are computed from noisy sums and counts, clipped to the value bounds; "
                    "their intervals are conservative (union bound)")
     for stat in plan.stats.values():
-        if stat.kind == "quantile":
+        if statistic(stat).selected:
             out.append(f"{stat.label}: exponential mechanism on a grid of {grid_of(stat)[2]} points; with "
                        f"{opts.confidence:.0%} confidence its rank is within "
                        f"{rank_error(stat, noise, opts.confidence):.0f} rows of the exact quantile's")

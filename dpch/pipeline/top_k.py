@@ -47,10 +47,10 @@ from dpch.pipeline.report import MeasureReport, measure_reports
 from dpch.pipeline.report import notes as value_notes
 from dpch.privacy.cost import PrivacyCost
 from dpch.sql import outputs
+from dpch.sql.aggregate_kinds import stat_values, statistic
 from dpch.sql.aggregates import Measure, Stat
 from dpch.sql.analyze import QueryPlan
 from dpch.sql.settings import QueryOptions
-from dpch.sql.statistics import stat_values
 
 #: the share of ε that selects the keys when the query also asks for values (the rest is split over
 #: the values' mechanisms as in an ordinary query)
@@ -190,7 +190,7 @@ def _score(plan: QueryPlan, opts: QueryOptions) -> tuple[Stat, Measure, bool, in
     refs = outputs.references(expr)
     stat = plan.stats.get(refs[0]) if isinstance(expr, exp.Var) and len(refs) == 1 else None
     measures = {m.name: m for m in plan.measures}
-    if stat is None or stat.kind not in ("count", "sum") or len(stat.measures) != 1:
+    if stat is None or not statistic(stat).additive or len(stat.measures) != 1:
         raise QueryRejected("the ORDER BY score of dp_select = 'top' must be one count or sum per key",
                             hint="e.g. ORDER BY count() DESC, or ORDER BY sum(spend) DESC")
     d = len(plan.group_domain or ())

@@ -51,6 +51,7 @@ from dpch.pipeline.report import Explanation, Release
 from dpch.policy.model import TablePolicy
 from dpch.privacy.cost import ApproxDP, ExPost, PrivacyCost
 from dpch.sql import outputs
+from dpch.sql.aggregate_kinds import statistic
 from dpch.sql.analyze import QueryPlan
 from dpch.sql.rewrite import emit_sql
 from dpch.sql.settings import QueryOptions
@@ -98,7 +99,7 @@ def question_measure(plan: QueryPlan, opts: QueryOptions) -> Question:
                             hint=hint + " (arithmetic on the statistic changes its threshold: change the threshold)")
     stat = plan.stats[stats[0]]
     measures = [m for m in plan.measures if m.name in stat.measures]
-    if stat.kind not in ("count", "sum") or len(measures) != 1 or measures[0].kind not in _ADDITIVE:
+    if not statistic(stat).additive or len(measures) != 1 or measures[0].kind not in _ADDITIVE:
         raise QueryRejected(f"dp_watch needs a count or a sum; {out.name} is {stat.kind}",
                             hint=hint + " (an average is two measures: watch its sum, or its count)")
     if plan.having is not None:

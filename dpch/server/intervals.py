@@ -18,12 +18,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from dpch.errors import QueryRejected
+from dpch.sql.aggregate_kinds import statistic
 from dpch.sql.analyze import QueryPlan
 
 #: the type of every ``_lo``/``_hi`` column
 BOUND_TYPE = "Float64"
-#: stat kinds whose released value has no interval (their columns get no bounds)
-_NO_INTERVAL = frozenset({"quantile"})
 
 
 def noisy_columns(plan: QueryPlan) -> tuple[bool, ...]:
@@ -34,7 +33,7 @@ def noisy_columns(plan: QueryPlan) -> tuple[bool, ...]:
     if plan.query.explain:
         return (False,)
     return tuple(
-        not out.is_key and bool(out.stats) and all(plan.stats[s].kind not in _NO_INTERVAL for s in out.stats)
+        not out.is_key and bool(out.stats) and all(not statistic(plan.stats[s]).selected for s in out.stats)
         for out in plan.outputs
     )
 

@@ -7,8 +7,8 @@ arithmetic, :mod:`.bounds`), r = (hi − lo)/2 and mid = (lo + hi)/2:
 | aggregate | measures | sensitivity |
 |---|---|---|
 | count(*), count(e), countIf(c) | row count | k |
-| count(DISTINCT unit) | distinct units per group | ℓ1 ≤ min(k, G, groups), ℓ2 ≤ √ that; 1 without GROUP BY |
-| count(DISTINCT e) | distinct values | k |
+| count(DISTINCT unit), uniqExact(unit) | distinct units per group | ℓ1 ≤ min(k, G, groups), ℓ2 ≤ √ that; 1 ungrouped |
+| count(DISTINCT e), uniqExact(e) | distinct values | k |
 | sum(e), sumIf(e, c) | Σ e | k·max(|lo|, |hi|) |
 | avg(e), avgIf(e, c) | Σ (e − mid), count | k·r, k |
 | varPop/varSamp/stddevPop/stddevSamp(e) | count, Σ (e − mid), Σ (e − mid)² | k, k·r, k·r² |
@@ -39,9 +39,7 @@ from dpch.sql.bounds import (
     function_name,
 )
 from dpch.sql.contribution import ContributionBound
-from dpch.sql.functions import display_name
-from dpch.sql.nodes import call, float_number, num, number, paren, render, show
-from dpch.sql.parse import DIALECT
+from dpch.sql.nodes import call, num, number, paren, render, show
 
 MeasureKind = Literal["count", "sum", "distinct", "histogram"]
 StatKind = Literal["count", "sum", "avg", "var", "quantile"]
@@ -105,14 +103,16 @@ class AggregateBuilder:
         self.measures: dict[str, Measure] = {}
         self.stats: dict[str, Stat] = {}
 
-    # -- measures ---------------------------------------------------------------------------------
+    # -- measures and statistics (the aggregates of :mod:`.aggregate_kinds` build theirs with these) ----------
 
-    def _l2(self, per_row: float) -> float | None:
+    def l2(self, per_row: float) -> float | None:
         """ℓ2 of a measure one row moves by at most ``per_row``: None (= its ℓ1) under the row cap."""
         return None if self.bound.kind == "rows" else self.bound.l2_rows * per_row
 
-    def _measure(self, kind: MeasureKind, node: exp.Expr, l1: float, integer: bool, derivation: str,
-                 l2: float | None = None) -> str:
+    def measure(self, kind: MeasureKind, node: exp.Expr, l1: float, integer: bool, derivation: str,
+                l2: float | None = None) -> str:
+        """Registers a noisy measure (sensitivity ``l1``, and ``l2``: None when it equals ``l1``); an identical
+        aggregate registered before is shared. Returns the measure's name."""
         for m in self.measures.values():
             if render(m.node) == render(node):  # identical aggregates are computed once
                 return m.name
@@ -120,7 +120,8 @@ class AggregateBuilder:
         self.measures[name] = Measure(name, kind, node, l1, l1 if l2 is None else l2, integer, derivation)
         return name
 
-    def _stat(self, kind: StatKind, label: str, measures: tuple[str, ...], **kw: Any) -> str:
+    def stat(self, kind: StatKind, label: str, measures: tuple[str, ...], **kw: Any) -> str:
+        """Registers a statistic of ``measures`` (an identical one is shared); returns its name."""
         if kind == "count":
             kw.setdefault("nonnegative", True)
         for s in self.stats.values():
@@ -131,67 +132,29 @@ class AggregateBuilder:
         self.stats[name] = Stat(name, kind, label, measures, **kw)
         return name
 
-    def _count(self, predicate: exp.Expr | None, label: str) -> str:
+    def count(self, predicate: exp.Expr | None, label: str) -> str:
+        """The measure ``count()`` (or ``countIf(predicate)``) of the capped rows."""
         node = call("countIf", predicate) if predicate is not None else call("count")
-        return self._measure("count", node, float(self.cap), True, f"{label}: one unit adds at most {self.rows}",
-                             l2=self._l2(1.0))
+        return self.measure("count", node, float(self.cap), True, f"{label}: one unit adds at most {self.rows}",
+                            l2=self.l2(1.0))
 
-    # -- aggregate calls --------------------------------------------------------------------------
-
-    def aggregate(self, node: exp.Expr) -> str:
-        """Registers the aggregate ``node``; returns the name of its statistic."""
-        label = node.sql(DIALECT)
-        name = function_name(node)
-        if isinstance(node, exp.Count):
-            return self._count_call(node, label)
-        if isinstance(node, exp.CountIf) or name == "countif":
-            predicate = self._args(node, 1, label)[0]
-            return self._stat("count", label, (self._count(self.condition(predicate), label),))
-        if isinstance(node, exp.Sum) or name == "sumif":
-            arg, cond = self._arg_and_condition(node, name == "sumif", label)
-            sum_name, value = self._sum(arg, cond, label, centred=False)
-            return self._stat("sum", label, (sum_name,), nonnegative=value.interval.lo >= 0)
-        if isinstance(node, exp.Avg) or name == "avgif":
-            arg, cond = self._arg_and_condition(node, name == "avgif", label)
-            sum_name, value = self._sum(arg, cond, label, centred=True)
-            count_name = self._count(self._not_null(value.node, cond) if value.nullable else cond, label)
-            return self._stat("avg", label, (sum_name, count_name), interval=value.interval)
-        variant = variance_variant(node)
-        if variant is not None:
-            return self._variance(node, variant, label)
-        if name in ("quantile", "median") or isinstance(node, exp.Quantile | exp.Median):
-            return self._quantile(node, name, label)
-        raise QueryRejected(f"aggregate {display_name(node)} is not supported",
-                            hint=unsupported_hint(node) or SUPPORTED_HINT)
-
-    def _count_call(self, node: exp.Count, label: str) -> str:
-        arg = node.this
-        if arg is None or isinstance(arg, exp.Star):
-            return self._stat("count", label, (self._count(None, label),))
-        if isinstance(arg, exp.Distinct):
-            items = arg.expressions
-            if len(items) != 1:
-                raise QueryRejected(f"{label}: count(DISTINCT ...) takes one expression")
-            return self._distinct(items[0], label)
-        nullable = self.translator.nullable(arg)
-        return self._stat("count", label, (self._count(self._not_null(self.condition(arg), None) if nullable
-                                                       else None, label),))
-
-    def _distinct(self, arg: exp.Expr, label: str) -> str:
+    def distinct(self, arg: exp.Expr, label: str) -> str:
+        """The statistic counting the distinct values of ``arg`` (the privacy units when ``arg`` is the unit)."""
         if self.is_unit(arg):
             groups = self.distinct_unit_groups
             l1 = float(min(self.cap, groups) if groups else 1)
-            measure = self._measure(
+            measure = self.measure(
                 "distinct", call("uniqExact", self.unit), l1, True,
                 f"{label}: one unit is one distinct value in each of at most {int(l1)} group(s)",
                 l2=math.sqrt(l1))
         else:
-            measure = self._measure("distinct", call("uniqExact", self.condition(arg)), float(self.cap), True,
-                                    f"{label}: one unit's {self.rows} add at most {self.cap} distinct values",
-                                    l2=self._l2(1.0))
-        return self._stat("count", label, (measure,))
+            measure = self.measure("distinct", call("uniqExact", self.condition(arg)), float(self.cap), True,
+                                   f"{label}: one unit's {self.rows} add at most {self.cap} distinct values",
+                                   l2=self.l2(1.0))
+        return self.stat("count", label, (measure,))
 
-    def _args(self, node: exp.Expr, count: int, label: str) -> list[exp.Expr]:
+    def args(self, node: exp.Expr, count: int, label: str) -> list[exp.Expr]:
+        """The call's ``count`` arguments (refused, in words, when it has another number)."""
         if isinstance(node, exp.CountIf):
             args = [node.this]
         elif isinstance(node, exp.Anonymous | exp.AnonymousAggFunc | exp.CombinedAggFunc):
@@ -202,86 +165,44 @@ class AggregateBuilder:
             raise QueryRejected(f"{label} takes {count} argument(s)")
         return args
 
-    def _arg_and_condition(
+    def arg_and_condition(
         self, node: exp.Expr, conditional: bool, label: str
     ) -> tuple[exp.Expr, exp.Expr | None]:
+        """The argument of ``f(x)``, or of ``fIf(x, c)`` with its condition made total."""
         if not conditional:
             arg = node.this
             if isinstance(arg, exp.Distinct):
                 raise QueryRejected(f"{label}: DISTINCT is only supported in count(DISTINCT ...)")
             return arg, None
-        arg, cond = self._args(node, 2, label)
+        arg, cond = self.args(node, 2, label)
         return arg, self.condition(cond)
 
-    def _not_null(self, node: exp.Expr, cond: exp.Expr | None) -> exp.Expr:
+    def not_null(self, node: exp.Expr, cond: exp.Expr | None) -> exp.Expr:
+        """``isNotNull(node)``, and ``cond`` when given."""
         test = call("isNotNull", node)
         return exp.And(this=paren(cond), expression=test) if cond is not None else test
 
-    def _sum(self, arg: exp.Expr, cond: exp.Expr | None, label: str, *,
-             centred: bool) -> tuple[str, ValueExpr]:
+    def sum(self, arg: exp.Expr, cond: exp.Expr | None, label: str, *,
+            centred: bool) -> tuple[str, ValueExpr]:
+        """The measure Σ arg (Σ(arg − mid) when ``centred``) over the rows where ``cond`` holds."""
         value = self.translator.translate(arg, label)
         iv = value.interval
         check_accumulable(value, label, floating=centred)  # a centred sum is accumulated in Float64
         expr = value.node
         if centred:
-            expr = _centred(value)
+            expr = centred_value(value)
             l1 = self.cap * iv.width / 2.0
             why = f"{label}: Σ(value − {num(iv.mid)}) with value in [{num(iv.lo)}, {num(iv.hi)}]: " \
                   f"{self.rows} × {num(iv.width / 2.0)}"
             integer = False
-            l2 = self._l2(iv.width / 2.0)
+            l2 = self.l2(iv.width / 2.0)
         else:
             l1 = self.cap * iv.magnitude
             why = f"{label}: value in [{num(iv.lo)}, {num(iv.hi)}]: {self.rows} × {num(iv.magnitude)}"
             integer = value.integer
-            l2 = self._l2(iv.magnitude)
+            l2 = self.l2(iv.magnitude)
         node = call("sumIf", expr, cond) if cond is not None else call("sum", expr)
-        return self._measure("sum", node, l1, integer, why, l2=l2), value
-
-    def _variance(self, node: exp.Expr, variant: str, label: str) -> str:
-        arg = self._args(node, 1, label)[0]
-        value = self.translator.translate(arg, label)
-        iv = value.interval
-        check_accumulable(value, label, floating=True)
-        centred = _centred(value)
-        r = iv.width / 2.0
-        count = self._count(self._not_null(value.node, None) if value.nullable else None, label)
-        s1 = self._measure("sum", call("sum", centred), self.cap * r, False,
-                           f"{label}: Σ(value − mid): {self.rows} × {num(r)}", l2=self._l2(r))
-        s2 = self._measure("sum", call("sum", call("pow", centred, number(2))), self.cap * r * r, False,
-                           f"{label}: Σ(value − mid)²: {self.rows} × {num(r * r)}", l2=self._l2(r * r))
-        return self._stat("var", label, (count, s1, s2), interval=iv, variant=variant)
-
-    def _quantile(self, node: exp.Expr, name: str, label: str) -> str:
-        level = 0.5
-        arg = node.this
-        if isinstance(node, exp.Quantile):
-            quantile = node.args.get("quantile")
-            if quantile is not None:
-                level = _literal(quantile, label)
-        else:
-            raise QueryRejected(f"{label}: write quantile(p)(column)")
-        if not 0.0 <= level <= 1.0:
-            raise QueryRejected(f"{label}: the quantile level must be between 0 and 1")
-        value = self.translator.translate(arg, label)
-        iv = value.interval
-        if iv.width == 0:
-            raise QueryRejected(f"{label}: the value's bounds are a single point")
-        points = QUANTILE_GRID
-        if value.integer and iv.width < QUANTILE_GRID:
-            points = int(iv.width) + 1
-        step = iv.width / (points - 1)
-        offset = paren(exp.Sub(this=as_float(value), expression=number(iv.lo)))
-        bin_ = call("toUInt32", call("round", exp.Div(this=offset, expression=float_number(step))))
-        node = call("sumMapIf", exp.Array(expressions=[bin_]),
-                    exp.Array(expressions=[call("toUInt64", number(1))]), call("isNotNull", value.node))
-        if self.bound.kind != "rows":  # one exponential mechanism per group, calibrated to the row cap's k
-            raise QueryRejected(f"{label}: a quantile needs the row cap, not the per-group bound",
-                                hint="drop dp_bound = 'groups' (and dp_max_groups, dp_max_rows_per_group)")
-        measure = self._measure("histogram", node, float(self.cap), True,
-                                f"{label}: rank utility; one unit moves a rank by at most {self.cap}")
-        return self._stat("quantile", label, (measure,), interval=iv, quantile=level,
-                          grid=(iv.lo, step, points))
+        return self.measure("sum", node, l1, integer, why, l2=l2), value
 
 
 #: Float64 measures: 2^64 rows of |value| ≤ 1e280 stay far below Float64's 1.8e308 (no ±inf)
@@ -310,13 +231,13 @@ def as_float(value: ValueExpr) -> exp.Expr:
     return call("toFloat64", value.node) if value.integer else value.node.copy()
 
 
-def _centred(value: ValueExpr) -> exp.Expr:
+def centred_value(value: ValueExpr) -> exp.Expr:
     """``(value − mid)`` in Float64, mid the centre of the value's interval."""
     return paren(exp.Sub(this=as_float(value), expression=number(value.interval.mid)))
 
 
-SUPPORTED_HINT = ("supported: count, count(DISTINCT unit), countIf, sum, sumIf, avg, avgIf, varPop, varSamp, "
-                  "stddevPop, stddevSamp (and their aliases STD, STDDEV, VAR_POP, VAR_SAMP, STDDEV_POP, "
+SUPPORTED_HINT = ("supported: count, count(DISTINCT x), uniqExact(x), countIf, sum, sumIf, avg, avgIf, varPop, "
+                  "varSamp, stddevPop, stddevSamp (and their aliases STD, STDDEV, VAR_POP, VAR_SAMP, STDDEV_POP, "
                   "STDDEV_SAMP), quantile(p), median")
 
 #: The variance family by ClickHouse's name (system.functions, ClickHouse 26): each name → the
@@ -344,7 +265,7 @@ _NAMED_CALLS = (exp.Anonymous, exp.AnonymousAggFunc, exp.CombinedAggFunc)
 _BY_NAME = (*_NAMED_CALLS, exp.ParameterizedAgg)
 
 _ROWS = "it releases values of single rows, which differential privacy cannot bound; dpch releases noisy aggregates"
-_DISTINCT = "write count(DISTINCT x) (count(DISTINCT unit) counts the privacy units)"
+_DISTINCT = "write count(DISTINCT x) or uniqExact(x) (count(DISTINCT unit) counts the privacy units)"
 _COVARIANCE = "write it as post-processing of averages: avg(x * y) - avg(x) * avg(y)"
 _MOMENTS = "compose it from averages of powers, e.g. avg(pow(x, 3)), avg(pow(x, 2)) and avg(x)"
 _QUANTILE = "write quantile(p)(x) (or median(x)), once per level"
@@ -360,7 +281,7 @@ _UNSUPPORTED_NAMES: dict[str, str] = {
     "var": "ClickHouse has no VAR(); write varSamp(x) for the sample variance or varPop(x) for the population's",
     "anylast": _ROWS, "anyheavy": _ROWS, "grouparray": _ROWS, "groupuniqarray": _ROWS, "topk": _ROWS,
     "argmax": _ROWS, "argmin": _ROWS,
-    "uniqexact": _DISTINCT, "uniqcombined": _DISTINCT, "uniqcombined64": _DISTINCT, "uniqhll12": _DISTINCT,
+    "uniqcombined": _DISTINCT, "uniqcombined64": _DISTINCT, "uniqhll12": _DISTINCT,
     "uniqtheta": _DISTINCT, "uniq": _DISTINCT,
     "covarpop": _COVARIANCE, "covarsamp": _COVARIANCE, "covarpopstable": _COVARIANCE,
     "covarsampstable": _COVARIANCE, "corr": _COVARIANCE, "corrstable": _COVARIANCE,
@@ -419,11 +340,13 @@ def is_aggregate(node: exp.Expr) -> bool:
     return name in _CASE_SENSITIVE or name in VARIANCE_ALIASES or name in _UNSUPPORTED_NAMES
 
 
-def _literal(node: exp.Expr, label: str) -> float:
+def literal_number(node: exp.Expr, label: str) -> float:
+    """The number a literal ``node`` holds (refused, in words, when it is not a number)."""
     if isinstance(node, exp.Literal) and not node.is_string:
         return float(node.this)
     raise QueryRejected(f"{label}: expected a number")
 
 
-__all__ = ["VARIANCE_ALIASES", "VARIANCE_NAMES", "AggregateBuilder", "Measure", "Stat", "condition", "is_aggregate",
-           "unsupported_hint", "variance_variant"]
+__all__ = ["QUANTILE_GRID", "SUPPORTED_HINT", "VARIANCE_ALIASES", "VARIANCE_NAMES", "AggregateBuilder", "Measure",
+           "MeasureKind", "Stat", "StatKind", "as_float", "centred_value", "check_accumulable", "condition",
+           "is_aggregate", "literal_number", "unsupported_hint", "variance_variant"]

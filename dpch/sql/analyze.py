@@ -26,7 +26,7 @@ from sqlglot import exp
 
 from dpch.errors import QueryRejected
 from dpch.policy.model import TablePolicy
-from dpch.sql import outputs
+from dpch.sql import aggregate_kinds, outputs
 from dpch.sql.aggregates import AggregateBuilder, Measure, Stat, is_aggregate
 from dpch.sql.aliases import check_shadowing
 from dpch.sql.bounds import ColumnRef, ValueTranslator, condition
@@ -405,7 +405,7 @@ class _Analyzer:
                 for inner in node.find_all(exp.AggFunc):
                     if inner is not node:
                         raise QueryRejected(f"{what}: aggregates cannot be nested")
-                return outputs.placeholder(self.builder.aggregate(node))
+                return outputs.placeholder(aggregate_kinds.register(self.builder, node))
             if isinstance(node, exp.Select | exp.Subquery):
                 raise QueryRejected(f"{what}: subqueries are not supported")
             if isinstance(node, exp.Column) and not node.table and node.name in by_alias:

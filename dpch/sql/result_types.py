@@ -8,6 +8,7 @@ from typing import Any
 from sqlglot import exp
 
 from dpch.sql import functions, outputs
+from dpch.sql.aggregate_kinds import statistic
 from dpch.sql.analyze import QueryPlan
 
 #: ClickHouse's integer types a result column can have (a count, an integer sum, an integer cast)
@@ -29,7 +30,7 @@ def release_types(plan: QueryPlan) -> list[str]:
             continue
         refs = outputs.references(out.expr)
         stat = plan.stats.get(refs[0]) if len(refs) == 1 and isinstance(out.expr, exp.Var) else None
-        if stat is not None and stat.kind in ("count", "sum") and measures[stat.measures[0]].integer:
+        if stat is not None and statistic(stat).additive and measures[stat.measures[0]].integer:
             types.append("Int64")
         else:
             types.append(functions.result_type(out.expr) or "Float64")

@@ -25,10 +25,10 @@ import dpch
 from dpch.pipeline import execute
 from dpch.pipeline.execute import GroupData
 from dpch.pipeline.postprocess import build_rows, post_order
+from dpch.sql.aggregate_kinds import stat_values
 from dpch.sql.aggregates import Stat
 from dpch.sql.analyze import QueryPlan
 from dpch.sql.rewrite import emit_sql
-from dpch.sql.statistics import stat_values
 from tests.helpers import CAP_KEY, run_private_keyed
 
 FIXTURE_TABLES = ("visits", "people", "regions")

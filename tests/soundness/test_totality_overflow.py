@@ -14,8 +14,8 @@ import pytest
 from dpch.errors import CostCheckFailed, QueryRejected
 from dpch.pipeline import execute
 from dpch.pipeline.calibrate import NoisePlan, calibrate, check_cost
+from dpch.sql.aggregate_kinds import stat_values
 from dpch.sql.rewrite import emit_sql
-from dpch.sql.statistics import stat_values
 from tests.helpers import CAP_KEY, make_table, run_private_keyed
 
 PEOPLE = ("person_id UInt64, name String, income Float64 COMMENT 'dp: bounds=[0, 200000]', "

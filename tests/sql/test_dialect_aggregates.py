@@ -84,7 +84,7 @@ REFUSED = [
     ("SELECT min(age) FROM t", "min", "quantile(p)(x) with p near 0"),
     ("SELECT max(spend) FROM t", "max", "quantile(p)(x) with p near 1"),
     ("SELECT uniq(age) FROM t", "uniq", "count(DISTINCT x)"),
-    ("SELECT uniqExact(age) FROM t", "uniqExact", "count(DISTINCT x)"),
+    ("SELECT uniqCombined(age) FROM t", "uniqCombined", "uniqExact(x)"),
     ("SELECT any(age) FROM t", "any", "single rows"),
     ("SELECT quantileExact(0.5)(age) FROM t", "quantileExact", "quantile(p)(x)"),
     ("SELECT avgWeighted(age, spend) FROM t", "avgWeighted", "sum(x * w) / sum(w)"),

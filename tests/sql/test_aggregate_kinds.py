@@ -1,0 +1,133 @@
+"""One class per aggregate (issue 25): the tables that find them, the guard that nothing else tells the
+statistic kinds apart by name, and the worked example of docs/development.md, ``uniqExact``.
+
+``uniqExact(e)`` is ClickHouse's exact count of distinct values: the same statistic as
+``count(DISTINCT e)``. Added as one class and one table entry, it must plan to the very measures
+(SQL and sensitivity) of ``count(DISTINCT e)``, release ClickHouse's own answer at a huge ε, and be
+refused in the spellings ClickHouse refuses.
+"""
+
+from __future__ import annotations
+
+import ast
+import typing
+from pathlib import Path
+
+import pytest
+
+from dpch.sql import aggregate_kinds
+from dpch.sql.aggregates import StatKind
+from tests.helpers import make_table, refused_uncharged
+from tests.soundness.exact_answers import assert_same_as_clickhouse, raw_rows
+
+COLUMNS = ("uid UInt32, sex String COMMENT 'dp: public, values=[\"f\", \"m\"]', "
+           "age UInt8 COMMENT 'dp: bounds=[18, 90]', city Nullable(String) COMMENT 'dp: public'")
+ROWS = [(1, "f", 30, "a"), (1, "f", 31, "b"), (2, "m", 45, None), (3, "m", 60, "a"), (3, "m", 61, "c"),
+        (4, "f", 22, "a"), (5, "f", 88, None), (6, "m", 35, "b")]
+
+
+@pytest.fixture
+def session(connect):
+    s = connect(analyst="kinds")
+    make_table(s, COLUMNS, ROWS, ["uid", "sex", "age", "city"])
+    return s
+
+
+def _measures(session, sql):
+    plan, _ = session.plan(sql)
+    return [(m.kind, m.sql, m.sensitivity, m.l2_sensitivity) for m in plan.measures], \
+        [(s.kind, s.nonnegative) for s in plan.stats.values()]
+
+
+@pytest.mark.parametrize(("ours", "same_as"), [
+    ("SELECT uniqExact(age) FROM t", "SELECT count(DISTINCT age) FROM t"),
+    ("SELECT sex, uniqExact(city) FROM t GROUP BY sex", "SELECT sex, count(DISTINCT city) FROM t GROUP BY sex"),
+    ("SELECT sex, uniqExact(uid) FROM t GROUP BY sex", "SELECT sex, count(DISTINCT uid) FROM t GROUP BY sex"),
+])
+def test_uniq_exact_plans_as_count_distinct(session, ours, same_as):
+    assert _measures(session, ours) == _measures(session, same_as)
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT uniqExact(age) FROM t",
+    "SELECT sex, uniqExact(city) FROM t GROUP BY sex ORDER BY sex",  # NULL is not a value, as in ClickHouse
+    "SELECT sex, uniqExact(uid) AS units FROM t GROUP BY sex ORDER BY sex",
+])
+def test_uniq_exact_releases_clickhouses_answer(session, sql):
+    assert_same_as_clickhouse(session, sql, raw_rows(session.engine, session.engine.database, sql, ("t",)))
+
+
+@pytest.mark.parametrize(("sql", "words"), [
+    ("SELECT UNIQEXACT(age) FROM t", "UNIQEXACT"),  # ClickHouse's name is case-sensitive (code 46)
+    ("SELECT uniqexact(age) FROM t", "uniqexact"),
+    ("SELECT uniqExact(age, sex) FROM t", "uniqExact(tuple(a, b))"),
+])
+def test_uniq_exact_refusals(session, sql, words):
+    refusal = refused_uncharged(session, sql, epsilon=1.0)
+    assert words in f"{refusal} {refusal.hint or ''}"
+
+
+def test_every_statistic_kind_has_its_aggregate():
+    kinds = set(typing.get_args(StatKind))
+    assert set(aggregate_kinds.STATISTICS) == kinds
+    for kind, aggregate in aggregate_kinds.STATISTICS.items():
+        assert aggregate.kind == kind
+    # the first aggregate of each kind computes its statistic (a subclass such as UniqExact shares it)
+    assert type(aggregate_kinds.STATISTICS["count"]) is aggregate_kinds.Count
+
+
+def test_the_flags_say_what_the_kinds_are():
+    flags = {k: (a.additive, a.selected, a.derived) for k, a in aggregate_kinds.STATISTICS.items()}
+    assert flags == {"count": (True, False, False), "sum": (True, False, False), "avg": (False, False, True),
+                     "var": (False, False, True), "quantile": (False, True, False)}
+
+
+# -- the guard: no comparison of a statistic kind with its name outside the aggregates ---------------------
+
+DPCH = Path(__file__).resolve().parents[2] / "dpch"
+#: the aggregates' own modules (the builder shares a count's statistic by its kind)
+ALLOWED = {"sql/aggregate_kinds.py", "sql/aggregates.py"}
+KIND_NAMES = set(typing.get_args(StatKind))
+
+
+def _is_measure(node: ast.expr) -> bool:
+    """``m``, ``measure`` or ``measures[i]``: a measure, whose kinds (count, sum, distinct, histogram) are not
+    a statistic's."""
+    if isinstance(node, ast.Subscript):
+        node = node.value
+    return isinstance(node, ast.Name) and node.id in {"m", "measure", "measures"}
+
+
+def compares_stat_kinds(source: str) -> list[int]:
+    """Lines where ``source`` compares an attribute ``.kind`` with a statistic kind's name (``stat.kind ==
+    'avg'``, ``s.kind in ('count', 'sum')``) or collects the kinds to test them (``{s.kind for …}``)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            names = {c.value for side in sides for c in ast.walk(side) if isinstance(c, ast.Constant)}
+            kinds = [s for s in sides if isinstance(s, ast.Attribute) and s.attr == "kind"
+                     and not _is_measure(s.value)]
+            if kinds and names & KIND_NAMES:
+                found.append(node.lineno)
+        if isinstance(node, ast.SetComp) and isinstance(node.elt, ast.Attribute) and node.elt.attr == "kind":
+            found.append(node.lineno)
+    return sorted(set(found))
+
+
+def test_no_module_outside_the_aggregates_tells_statistic_kinds_apart_by_name():
+    offending = []
+    for path in sorted(DPCH.rglob("*.py")):
+        name = path.relative_to(DPCH).as_posix()
+        if name not in ALLOWED:
+            offending += [f"dpch/{name}:{line}" for line in compares_stat_kinds(path.read_text())]
+    assert offending == [], f"ask dpch.sql.aggregate_kinds.statistic(stat)'s flags instead: {offending}"
+
+
+def test_the_scan_finds_such_comparisons():
+    """Negative control: each form the modules used before issue 25 is found; a measure's kind is not."""
+    assert compares_stat_kinds("if stat.kind == 'quantile':\n    pass\n") == [1]
+    assert compares_stat_kinds("x = 1\nok = s.kind not in ('count', 'sum')\n") == [2]
+    assert compares_stat_kinds("kinds = {s.kind for s in plan.stats.values()}\n") == [1]
+    assert compares_stat_kinds("ok = any(plan.stats[n].kind not in ('count', 'sum') for n in names)\n") == [1]
+    assert compares_stat_kinds("if m.kind == 'count' or measures[0].kind == 'sum':\n    pass\n") == []
