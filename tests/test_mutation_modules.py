@@ -34,6 +34,29 @@ def test_every_privacy_critical_module_is_mutated_or_explained():
     assert not gone, f"tools/mutate.py names modules that no longer exist: {gone}"
 
 
+def test_functions_left_out_exist_and_are_left_out():
+    """Each function :data:`OUTSIDE_FUNCTIONS` names is still in its mutated module, says why, and has no mutant;
+    the module's other functions keep theirs (negative control: ``build`` of an aggregate is mutated)."""
+    import ast
+
+    tool = _tool()
+    for module, functions in tool.OUTSIDE_FUNCTIONS.items():
+        assert module in tool.TESTS, f"{module}: leave out functions of a mutated module only"
+        tree = ast.parse((ROOT / module).read_text())
+        spans = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef):
+                spans.setdefault(node.name, []).append(range(node.lineno, node.end_lineno + 1))
+        for name, reason in functions.items():
+            assert name in spans, f"{module}: no function {name} (remove it from OUTSIDE_FUNCTIONS)"
+            assert len(reason) > 20
+        mutated = {m.line for m in tool.mutants_of(module)}
+        left_out = {n for name in functions for span in spans[name] for n in span}
+        assert not mutated & left_out, f"{module}: mutants on lines left out: {sorted(mutated & left_out)[:5]}"
+        kept = {n for name in set(spans) - set(functions) for span in spans[name] for n in span}
+        assert mutated & kept, f"{module}: its other functions must keep their mutants"
+
+
 def test_every_mutated_module_names_tests_that_exist():
     tool = _tool()
     for module, tests in {**tool.TESTS, **tool.SLOW_TESTS}.items():

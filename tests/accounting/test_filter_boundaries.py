@@ -203,5 +203,7 @@ def test_the_mixed_filter_splits_the_budget_evenly_by_default():
     flt = MixedFilter(Budget(2.0, 1e-6))
     assert (flt.zcdp.budget.epsilon, flt.zcdp.budget.delta) == (1.0, 5e-7)
     assert (flt.ex_post.budget.epsilon, flt.ex_post.budget.delta) == (1.0, 5e-7)
+    # its zCDP side splits its δ as a zcdp filter does by default: half converts ρ to ε, half for releases
+    assert (flt.zcdp.delta_conv, flt.zcdp.delta_mech) == (2.5e-7, 2.5e-7)
     uneven = MixedFilter(Budget(2.0, 1e-6), split=0.25)
     assert (uneven.zcdp.budget.epsilon, uneven.ex_post.budget.epsilon) == (0.5, 1.5)
