@@ -134,9 +134,13 @@ def test_every_early_return_mutant_parses():
     mutate = _tool()
     for module in mutate.TESTS:
         source = (mutate.ROOT / module).read_text()
-        for mutant in mutate.mutants_of(module, source):
-            if mutant.description.startswith("early return"):
-                mutate.apply(source, mutant)  # raises SyntaxError if it does not parse
+        early = mutate.mutants_of(module, source, early_returns_only=True)
+        assert all(m.description.startswith("early return") for m in early)
+        for mutant in early:
+            mutate.apply(source, mutant)  # raises SyntaxError if it does not parse
+    every = mutate.mutants_of("dpch/accounting/filters.py")  # the shortcut keeps every early return
+    assert [m for m in every if m.description.startswith("early return")] == \
+        mutate.mutants_of("dpch/accounting/filters.py", early_returns_only=True)
 
 
 def test_a_test_past_its_limit_fails_and_is_marked(tmp_path):
