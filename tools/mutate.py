@@ -173,6 +173,8 @@ TESTS: dict[str, list[str]] = {
     # issue 25's release kinds: which kind a query is decides its mechanism, its charge and whether it is cached
     "dpch/pipeline/kinds.py": ["tests/pipeline/test_release_kinds.py", "tests/pipeline/test_cost_audit.py",
                                "tests/server/test_cache_and_remote.py", "tests/pipeline/test_watch.py"],
+    # issue 27's report of what the bound dropped: its mechanisms' ε and sensitivity, and its release
+    "dpch/pipeline/bound_report.py": ["tests/pipeline/test_bound_report.py", "tests/pipeline/test_cost_audit.py"],
     # issue 26's shared admission: the decision state, its chain of compare-and-set writes, the admission store
     **{f"dpch/accounting/{name}.py": _ADMISSION_TESTS for name in ("state", "chain", "admission")},
 }

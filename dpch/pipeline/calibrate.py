@@ -25,7 +25,7 @@ from dpch.mechanisms.exponential import ExponentialMechanism
 from dpch.mechanisms.gaussian import GaussianMechanism
 from dpch.mechanisms.laplace import LaplaceMechanism
 from dpch.mechanisms.partition_selection import LaplacePartitionSelection
-from dpch.pipeline import cost_audit
+from dpch.pipeline import bound_report, cost_audit
 from dpch.privacy.cost import PrivacyCost
 from dpch.sql.aggregate_kinds import statistic
 from dpch.sql.aggregates import Measure, Stat
@@ -48,6 +48,8 @@ class NoisePlan:
     #: the measure whose released value is the selection's own noisy count of units (one mechanism
     #: for both: :func:`shared_count`); it has no additive mechanism of its own
     shared: str | None = None
+    #: ``dp_report_dropped``'s two mechanisms (:mod:`.bound_report`), empty unless it was asked
+    dropped: dict[str, LaplaceMechanism] = field(default_factory=dict)
 
     def half_width(self, measure: str, level: float) -> float:
         """The half-width of ``measure``'s noise at confidence ``level``."""
@@ -59,7 +61,7 @@ class NoisePlan:
     def mechanisms(self) -> list[Mechanism]:
         """Every mechanism that will draw noise for the release (what the cost check recomputes)."""
         out: list[Mechanism] = [*self.additive.values(), *self.selectors.values()]
-        return out + ([self.selection] if self.selection is not None else [])
+        return out + ([self.selection] if self.selection is not None else []) + list(self.dropped.values())
 
     @property
     def parts(self) -> list[tuple[str, PrivacyCost]]:
@@ -67,7 +69,7 @@ class NoisePlan:
         parts += [(name, m.cost) for name, m in self.selectors.items()]
         if self.selection is not None:
             parts.append(("partition selection", self.selection.cost))
-        return parts
+        return parts + [(name, m.cost) for name, m in self.dropped.items()]
 
     @property
     def cost(self) -> PrivacyCost:
@@ -101,7 +103,9 @@ def calibrate(plan: QueryPlan, opts: QueryOptions) -> NoisePlan:
     additive = [m for m in plan.measures if m.kind != "histogram" and m.name != shared]
     quantiles = quantile_stats(plan)
     parts = len(additive) + len(quantiles) + (1 if selection else 0)
-    eps = opts.epsilon / parts
+    # dp_report_dropped takes its stated share of ε first; the answer's parts split the rest evenly
+    answer_epsilon = opts.epsilon * (1.0 - bound_report.REPORT_SHARE) if plan.report_dropped else opts.epsilon
+    eps = answer_epsilon / parts
     delta_parts = (len(additive) if mechanism == "gaussian" else 0) + (1 if selection else 0)
     delta = opts.delta / delta_parts if delta_parts else 0.0
     dimension = len(plan.group_domain) if plan.group_domain is not None else 2
@@ -125,6 +129,8 @@ def calibrate(plan: QueryPlan, opts: QueryOptions) -> NoisePlan:
         noise.selectors[stat.name] = ExponentialMechanism(eps, measures[stat.measures[0]].sensitivity)
     if selection:
         noise.selection = LaplacePartitionSelection(eps, delta, plan.groups_per_unit)
+    if plan.report_dropped:
+        noise.dropped = bound_report.mechanisms(opts.epsilon)
     check_cost(plan, opts, noise)
     return noise
 
@@ -196,6 +202,9 @@ def check_cost(plan: QueryPlan, opts: QueryOptions, noise: NoisePlan) -> None:
         problems.append(f"exponential mechanisms {sorted(noise.selectors)} ≠ quantiles {sorted(expected_selectors)}")
     if (noise.selection is not None) != plan.partition_selection:
         problems.append("partition selection does not match the plan's keys")
+    expected_report = {bound_report.KEPT_MASS, bound_report.UNITS} if plan.report_dropped else set()
+    if set(noise.dropped) != expected_report:
+        problems.append(f"dropped-report mechanisms {sorted(noise.dropped)} ≠ {sorted(expected_report)}")
     problems += composition_problems(noise.cost, noise.mechanisms, opts)
     if problems:
         raise CostCheckFailed("; ".join(problems))

@@ -27,6 +27,8 @@ class GroupData:
     histograms: dict[str, list[dict[int, int]]]
     #: distinct units per key (partition selection only)
     units: np.ndarray
+    #: ``dp_report_dropped``: (Σ over units of kept rows ÷ rows, number of units), each of sensitivity 1
+    bound_report: tuple[float, float] | None = None
 
 
 def exact(engine: Engine, plan: QueryPlan, sql: str, key: tuple[int, int] | None = None) -> GroupData:
@@ -63,4 +65,9 @@ def exact(engine: Engine, plan: QueryPlan, sql: str, key: tuple[int, int] | None
             histograms[m.name][position] = dict(zip(bins, counts, strict=True))
         if plan.partition_selection:
             units[position] = float(row[-1])
-    return GroupData(keys=keys, measures=measures, histograms=histograms, units=units)
+    report = None
+    if plan.report_dropped:
+        # every row repeats the one scalar; no row: no unit passed the filters, and both are exactly 0
+        kept, count = rows[0][nkeys + len(plan.measures)] if rows else (0.0, 0)
+        report = (float(kept), float(count))
+    return GroupData(keys=keys, measures=measures, histograms=histograms, units=units, bound_report=report)

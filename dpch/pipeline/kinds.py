@@ -22,12 +22,15 @@ observes of each kind is a table keyed by these classes (:mod:`dpch.audit.runner
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import ClassVar, Protocol
 
+from dpch.errors import QueryRejected
 from dpch.mechanisms.sampling import NoiseSource
-from dpch.pipeline import accuracy_first, admit, execute, top_k
+from dpch.pipeline import accuracy_first, admit, bound_report, execute, top_k
+from dpch.pipeline.bound_report import DroppedShare
 from dpch.pipeline.calibrate import calibrate
 from dpch.pipeline.context import QueryContext
 from dpch.pipeline.execute import GroupData
@@ -76,6 +79,9 @@ class ReleaseKind:
     cacheable: ClassVar[bool] = True
     #: whether its value columns are noisy estimates, with intervals (a watch's are 'above' or 'below')
     estimates: ClassVar[bool] = True
+    #: whether it can also release what the contribution bound dropped (``dp_report_dropped``, one fixed-cost
+    #: charge with the answer: :mod:`.bound_report`)
+    reports_dropped: ClassVar[bool] = False
 
     def explain(self, services: Services, plan: QueryPlan, opts: QueryOptions) -> Explanation:
         """The emitted SQL, measures, cost and admissibility of the release, without spending anything."""
@@ -154,6 +160,7 @@ class Ordinary(ReleaseKind):
     """Noisy measures, calibrated to the options' ε (and δ), charged once."""
 
     name = "ordinary"
+    reports_dropped = True
     #: the ledger's name of the release's mechanism (None: the options' resolved mechanism)
     mechanism: ClassVar[str | None] = None
 
@@ -169,9 +176,20 @@ class Ordinary(ReleaseKind):
     def answer(self, services: Services, plan: QueryPlan, opts: QueryOptions, started: float) -> Release:
         check_key_release(plan, opts)
         noise = calibrate(plan, opts)
-        return charged(services, plan, opts, noise.cost, self.mechanism or opts.resolved_mechanism, started,
-                       lambda data, source: release_rows(plan, opts, noise, data, source),
-                       measure_reports(plan, opts, noise), notes(plan, noise, opts))
+        dropped: list[DroppedShare] = []
+
+        def draw(data: GroupData, source: NoiseSource) -> Rows:
+            rows = release_rows(plan, opts, noise, data, source)
+            if noise.dropped:  # drawn after the answer's noise, from the same source, once the charge is durable
+                assert data.bound_report is not None
+                dropped.append(bound_report.release(noise.dropped, data.bound_report, source, opts.confidence))
+            return rows
+
+        release = charged(services, plan, opts, noise.cost, self.mechanism or opts.resolved_mechanism, started,
+                          draw, measure_reports(plan, opts, noise), notes(plan, noise, opts))
+        if dropped:
+            release = dataclasses.replace(release, dropped=dropped[0], notes=[*release.notes, dropped[0].describe()])
+        return release
 
 
 class KeyRelease(Ordinary):
@@ -186,6 +204,14 @@ def release_kind(plan: QueryPlan, opts: QueryOptions) -> ReleaseKind:
     options. The order is the precedence: a watch's question and a top-k selection are decided by
     their options whatever the keys; a declared key domain is free; then accuracy-first; then
     private keys or not."""
+    kind = _kind_of(plan, opts)
+    if plan.report_dropped and not kind.reports_dropped:
+        raise QueryRejected(f"dp_report_dropped reports with a fixed-cost answer; a {kind.name} cannot carry it",
+                            hint="drop dp_report_dropped, or ask the same query without it as an ordinary release")
+    return kind
+
+
+def _kind_of(plan: QueryPlan, opts: QueryOptions) -> ReleaseKind:
     if opts.watch is not None or opts.threshold is not None:
         return ThresholdWatch()
     if opts.select == "top":

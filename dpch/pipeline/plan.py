@@ -86,7 +86,18 @@ def plan_query(
         # with the whole ε (one mechanism), where the default Gaussian would split ε and δ between a
         # selection and a separate noisy count (issue 16, part 4; docs/sql-reference.md "Grouping")
         opts = dataclasses.replace(opts, mechanism="laplace")
-    return choose_bound(plan, opts, analyzed), opts
+    return with_bound_report(choose_bound(plan, opts, analyzed), opts), opts
+
+
+def with_bound_report(plan: QueryPlan, opts: QueryOptions) -> QueryPlan:
+    """The plan with ``dp_report_dropped``'s exact inputs emitted beside its measures, when asked; refused, in
+    words, where no contribution bound can drop a row (decided from the plan alone, never the data)."""
+    if not opts.report_dropped:
+        return plan
+    if not plan.relation.needs_cap:
+        raise QueryRejected("dp_report_dropped: this query's rows are not bounded per unit, so nothing is dropped",
+                            hint="drop dp_report_dropped (it reports what a contribution bound drops)")
+    return dataclasses.replace(plan, report_dropped=True)
 
 
 def choose_bound(plan: QueryPlan, opts: QueryOptions,

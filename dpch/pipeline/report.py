@@ -59,6 +59,9 @@ class Release:
     notes: list[str] = field(default_factory=list)
     #: accuracy-first answers: target, achieved half-width, ex-post ε, ρ (dpch.pipeline.accuracy_first.AccuracyReport)
     accuracy: Any = None
+    #: ``dp_report_dropped``: the noisy share of a unit's rows the contribution bound dropped
+    #: (dpch.pipeline.bound_report.DroppedShare; also one of the notes)
+    dropped: Any = None
 
     #: rows shown by the text and HTML reprs before "… N more rows"
     REPR_ROWS = 20
@@ -358,10 +361,16 @@ def notes(plan: QueryPlan, noise: NoisePlan, opts: QueryOptions) -> list[str]:
     error, partition selection."""
     out = []
     parts = noise.parts
+    if noise.dropped:
+        spent = sum(m.cost.epsilon for m in noise.dropped.values())
+        out.append(f"dp_report_dropped: ε {spent:.4g} ({spent / opts.epsilon:.0%} of the query's) releases the share "
+                   "of each unit's rows the contribution bound dropped (two Laplace counts of sensitivity 1); the "
+                   "answer's parts split the rest")
     if len(parts) > 1:
         shares = ", ".join(f"{name} ε {cost.epsilon:.4g}" + (f" δ {cost.delta:.2g}" if cost.delta else "")
                            for name, cost in parts)
-        out.append(f"budget split evenly over {len(parts)} noisy parts: {shares}")
+        evenly = "" if noise.dropped else " evenly"
+        out.append(f"budget split{evenly} over {len(parts)} noisy parts: {shares}")
     if any(statistic(s).derived for s in plan.stats.values()):
         out.append("avg/var/stddev are computed from noisy sums and counts, clipped to the value bounds; "
                    "their intervals are conservative (union bound)")

@@ -93,6 +93,9 @@ class QueryPlan:
     #: the contribution bound the measures are calibrated to and the SQL enforces (:mod:`.contribution`);
     #: None: the row cap of :attr:`cap` rows
     bound: ContributionBound | None = None
+    #: the emitted query also computes what the bound kept of each unit's rows (``dp_report_dropped``:
+    #: :data:`dpch.sql.rewrite.BOUND_REPORT`, released by :mod:`dpch.pipeline.bound_report`)
+    report_dropped: bool = False
 
     @property
     def per_group(self) -> bool:

@@ -60,6 +60,9 @@ ROWS = "__rows"
 #: under the per-group bound: each unit's rows cut to c per group, and the column ordering them at random
 KEPT = "__kept"
 ORDER_COLUMN = "__order"
+#: ``dp_report_dropped``: the column holding (Σ over units of kept rows ÷ rows, number of units), after the
+#: measures (:func:`_bound_report`)
+BOUND_REPORT = "__bound_report"
 
 
 def _inner(plan: QueryPlan, *, cap: bool = True, fast: bool = True) -> exp.Query:
@@ -136,7 +139,8 @@ def _counts_by_unit(plan: QueryPlan) -> bool:
     then Σ least(rows, k) per unit. On a table ordered by its unit the split cap is faster (100 M
     rows here: 0.77 s per unit vs 0.67 s one stream), on another 3.3× slower (10 M rows: 1.39 s
     sorted cap vs 0.43 s per unit; docs/benchmarks.md)."""
-    if plan.keys or plan.partition_selection or plan.restrict_groups or not plan.relation.needs_cap:
+    if plan.keys or plan.partition_selection or plan.restrict_groups or not plan.relation.needs_cap \
+            or plan.report_dropped:
         return False
     # stored ordered by the unit, the cap streams (split or not); verified, branch 1 counts plainly
     if _splittable(plan) or plan.relation.verified is not None:
@@ -173,6 +177,9 @@ def _aggregate(plan: QueryPlan, rows: exp.Table, *, fast: bool) -> exp.Select:
         if plan.per_group:
             ctes.append(exp.CTE(this=_per_group_rows(plan, rows), alias=exp.TableAlias(this=ident(KEPT))))
             rows = exp.Table(this=ident(KEPT))
+    if plan.report_dropped:  # after the measures, before partition selection's count of units
+        select_list.insert(len(plan.keys) + len(plan.measures), alias(_bound_report(plan, rows), BOUND_REPORT,
+                                                                      quoted=False))
     select = exp.Select(expressions=select_list).from_(rows, copy=False)
     if fast and plan.relation.verified is not None:
         ctes.insert(0, verified_record(plan.relation.verified))  # one scalar, read by both branches
@@ -182,6 +189,38 @@ def _aggregate(plan: QueryPlan, rows: exp.Table, *, fast: bool) -> exp.Select:
     if plan.keys:
         select.set("group", exp.Group(expressions=[exp.column(f"k{i}") for i in range(len(plan.keys))]))
     return select
+
+
+def _bound_report(plan: QueryPlan, rows: exp.Table) -> exp.Subquery:
+    """``dp_report_dropped``'s exact inputs, one scalar (every group row repeats it):
+
+        (SELECT tuple(sum(__k / __n), count()) FROM
+           (SELECT __unit, count() AS __n FROM <filtered rows, uncapped> GROUP BY __unit) AS __all
+           LEFT JOIN (SELECT __unit, count() AS __k FROM <kept rows> GROUP BY __unit) AS __kept_units
+           USING (__unit))
+
+    Σ_u k_u/n_u, the units' mass the bound kept (n_u a unit's rows that pass the filters, k_u those it
+    keeps), and U, the number of units: each moves by at most 1 when one unit is added or removed (its
+    term is in [0, 1]; no other unit's term changes, since a unit's kept rows are a function of its own
+    rows and the release's key). The kept rows are the ones the measures read (``rows``, with the
+    per-group bound's choice of groups), under the same key. A unit the bound dropped entirely is
+    missing on the right: ``join_use_nulls = 0`` (pinned) gives it k = 0. When the measures' result
+    has no row, no unit passed the filters, and both numbers are 0 (:func:`dpch.pipeline.execute.exact`)."""
+    unit = column(UNIT_COLUMN)
+    every = exp.Select(expressions=[unit.copy(), alias(call("count"), "__n", quoted=False)])
+    every = every.from_(exp.Subquery(this=_inner(plan, cap=False)), copy=False)
+    every.set("group", exp.Group(expressions=[unit.copy()]))
+    kept = exp.Select(expressions=[unit.copy(), alias(call("count"), "__k", quoted=False)])
+    kept = kept.from_(rows.copy(), copy=False)
+    if plan.restrict_groups:
+        kept.set("where", exp.Where(this=_kept_groups(plan, rows)))
+    kept.set("group", exp.Group(expressions=[unit.copy()]))
+    report = exp.Select(expressions=[call("tuple", call("sum", exp.Div(this=column("__k"), expression=column("__n"))),
+                                          call("count"))])
+    report = report.from_(exp.Subquery(this=every, alias=exp.TableAlias(this=ident("__all"))), copy=False)
+    report.set("joins", [exp.Join(this=exp.Subquery(this=kept, alias=exp.TableAlias(this=ident("__kept_units"))),
+                                  side="LEFT", using=[ident(UNIT_COLUMN)])])
+    return exp.Subquery(this=report)
 
 
 def _per_group_rows(plan: QueryPlan, rows: exp.Table) -> exp.Select:

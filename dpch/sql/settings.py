@@ -62,6 +62,9 @@ class QueryOptions:
     bound: str = "auto"
     max_groups: int | None = None
     max_rows_per_group: int | None = None
+    #: also release a noisy share of each unit's rows the contribution bound dropped (dpch.pipeline.bound_report,
+    #: issue 27 item 3), for a stated share of ``epsilon``
+    report_dropped: bool = False
 
     @property
     def accuracy_first(self) -> bool:
@@ -117,6 +120,9 @@ class QueryOptions:
         if self.bound == "rows" and (self.max_groups is not None or self.max_rows_per_group is not None):
             raise QueryRejected("dp_max_groups and dp_max_rows_per_group set a per-group bound, and dp_bound = "
                                 "'rows' asks for the row cap", hint="drop one of them")
+        if self.report_dropped not in (True, False):  # SETTINGS give 0/1, the Python API True/False
+            raise QueryRejected(f"dp_report_dropped must be 0 or 1, got {self.report_dropped!r}",
+                                hint="SETTINGS dp_report_dropped = 1 also reports what the contribution bound dropped")
         from dpch.sql.accuracy_target import validate_options
 
         validate_options(self)
