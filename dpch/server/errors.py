@@ -21,6 +21,7 @@ from dpch.server.wire import error_to_wire
 # code: (name, HTTP status) — codes and names as ClickHouse defines them
 CODES = {
     36: ("BAD_ARGUMENTS", 400),
+    40: ("CHECKSUM_DOESNT_MATCH", 400),  # a compressed request body (decompress=1) that was corrupted
     43: ("ILLEGAL_TYPE_OF_ARGUMENT", 400),
     46: ("UNKNOWN_FUNCTION", 400),
     47: ("UNKNOWN_IDENTIFIER", 400),
@@ -28,9 +29,11 @@ CODES = {
     60: ("UNKNOWN_TABLE", 404),
     62: ("SYNTAX_ERROR", 400),
     73: ("UNKNOWN_FORMAT", 400),
+    89: ("UNKNOWN_COMPRESSION_METHOD", 400),
     81: ("UNKNOWN_DATABASE", 404),
     115: ("UNKNOWN_SETTING", 400),
     158: ("TOO_MANY_ROWS", 400),
+    271: ("CANNOT_DECOMPRESS", 400),
     159: ("TIMEOUT_EXCEEDED", 500),  # not 504: clients retry 504, and a retry would be charged again
     164: ("READONLY", 403),
     201: ("QUOTA_EXCEEDED", 403),  # not 429: clients retry 429, and an exhausted budget stays so

@@ -52,6 +52,8 @@ TRANSPORT_PARAMS = {
     "session_timeout", "session_check", "compress", "decompress", "buffer_size", "wait_end_of_query",
     "client_protocol_version", "enable_http_compression", "http_zlib_compression_level",
     "send_progress_in_http_headers", "http_headers_progress_interval_ms", "stacktrace",
+    # compress=1's codec (dpch/server/block_compression.py): how the response is framed, not what it holds
+    "network_compression_method", "network_zstd_compression_level",
 }
 #: settings clients send that cannot change what dpch releases; accepted and never passed on
 HARMLESS_SETTINGS = {

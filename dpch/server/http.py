@@ -36,6 +36,7 @@ from urllib.parse import parse_qsl, urlsplit
 from sqlglot.errors import SqlglotError
 
 from dpch.errors import AuthenticationFailed, ConfigError, DpchError, GatewayBusy, GatewayTimeout, ParseError
+from dpch.server import block_compression
 from dpch.server.config import ServerConfig, User
 from dpch.server.console import Console, Request, is_console_path
 from dpch.server.errors import GatewayError, from_dpch, syntax_error
@@ -202,7 +203,7 @@ class Handler(BaseHTTPRequestHandler):
                 status, body, extra = self.server.console.respond(request, self._run, log)
             # -- end of the web console
             else:
-                body_bytes = self._read_body()
+                body_bytes = self._read_body(params)
                 user = self._authenticate(params)
                 log["user"], log["analyst"] = user.name, user.analyst
                 if parts.path.startswith("/dpch/"):
@@ -229,12 +230,14 @@ class Handler(BaseHTTPRequestHandler):
             if error is not exc:
                 log["exception"] = type(exc).__name__
         headers.update(extra)
-        body = self._compress(body, params, headers)
+        body = self._compress(body, status, params, headers)
         self._send(status, body, headers)
         log.update(status=status, bytes=len(body), ms=round((time.perf_counter() - started) * 1000, 2))
         access_log.info(json.dumps(log, default=str))
 
-    def _read_body(self) -> bytes:
+    def _read_body(self, params: dict[str, str] | None = None) -> bytes:
+        """The request's body, decoded from its ``Content-Encoding`` and, with ``decompress=1`` in ``params``,
+        from ClickHouse's compressed blocks (:mod:`.block_compression`), within ``max_request_bytes``."""
         if self.command != "POST":
             return b""
         limit = self.server.config.max_request_bytes
@@ -259,6 +262,11 @@ class Handler(BaseHTTPRequestHandler):
             if len(data) > limit:
                 raise GatewayError(
                     307, ConfigError.kind, f"Decompressed request body is larger than the limit of {limit}")
+        if params is not None and params.get("decompress") == "1" and data:
+            try:
+                data = block_compression.decompress(data, limit)
+            except block_compression.BlockFormatError as exc:
+                raise GatewayError(exc.code, ConfigError.kind, str(exc)) from None
         return data
 
     def _content_length(self) -> int:
@@ -453,7 +461,14 @@ class Handler(BaseHTTPRequestHandler):
 
     # -- response ---------------------------------------------------------------------------------
 
-    def _compress(self, body: bytes, params: dict[str, str], headers: dict[str, str]) -> bytes:
+    def _compress(self, body: bytes, status: int, params: dict[str, str], headers: dict[str, str]) -> bytes:
+        """``body`` in ClickHouse's compressed blocks with ``compress=1`` (errors too, as ClickHouse writes them
+        into the compressed stream; not a refused sign-in, which it answers before), then in the HTTP
+        ``Content-Encoding`` the client accepts with ``enable_http_compression=1``."""
+        if body and params.get("compress") == "1" and status not in (401, 403):
+            method = block_compression.METHODS.get((params.get("network_compression_method") or "lz4").lower(),
+                                                   block_compression.LZ4)
+            body = block_compression.compress(body, method)
         if not body or params.get("enable_http_compression") != "1":
             return body
         accepted = [a.split(";")[0].strip().lower() for a in (self.headers.get("Accept-Encoding") or "").split(",")]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import gzip
 import http.client
+import io
 import json
 import re
 from urllib.parse import urlencode
@@ -14,6 +15,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from dpch.server import block_compression
+
 QUERY = "SELECT region, count(*) AS n, avg(spend) AS a FROM visits GROUP BY region"
 AUTH = {"Authorization": "Basic " + base64.b64encode(b"ana:ana-pw").decode()}
 TEXT_FORMATS = ["TabSeparated", "TabSeparatedWithNames", "TabSeparatedWithNamesAndTypes", "CSV", "CSVWithNames",
@@ -21,9 +24,9 @@ TEXT_FORMATS = ["TabSeparated", "TabSeparatedWithNames", "TabSeparatedWithNamesA
 
 
 def request(srv, body: str | None = None, *, params: dict | None = None, headers: dict | None = None,
-            method: str = "POST"):
+            method: str = "POST", body_bytes: bytes | None = None):
     conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
-    conn.request(method, "/?" + urlencode(params or {}), body=body.encode() if body else None,
+    conn.request(method, "/?" + urlencode(params or {}), body=body.encode() if body else body_bytes,
                  headers={**AUTH, **(headers or {})})
     response = conn.getresponse()
     data = response.read()
@@ -118,3 +121,67 @@ def test_errors_in_clickhouse_shape(serve):
     conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
     conn.request("GET", "/ping")
     assert conn.getresponse().read() == b"Ok.\n"
+
+
+# -- ClickHouse's compressed format (issue 28, part 3): compress=1 on responses, decompress=1 on bodies ------
+
+def _blocks(data: bytes) -> bytes:
+    """The response's blocks read back as clickhouse-driver reads them (checksums checked)."""
+    from clickhouse_driver.compression import get_decompressor_cls
+    from clickhouse_driver.reader import read_binary_uint128
+
+    stream, out = io.BytesIO(data), []
+    while stream.tell() < len(data):
+        checksum = read_binary_uint128(stream)
+        method = stream.read(1)[0]
+        out.append(get_decompressor_cls(method)(stream).get_decompressed_data(method, checksum, 1))
+    return b"".join(out)
+
+
+@pytest.mark.parametrize("fmt", ["TabSeparatedWithNamesAndTypes", "RowBinaryWithNamesAndTypes", "Native"])
+def test_compress_1_decompresses_to_clickhouses_output(released, keeper, database, fmt):
+    response, data = request(released, QUERY + f" FORMAT {fmt}", params={"compress": "1"})
+    assert response.status == 200 and response.getheader("X-Dpch-Cache") == "hit"
+    assert data[16] == block_compression.LZ4  # LZ4 unless the client asks otherwise, as ClickHouse
+    assert _blocks(data) == expected(keeper, database, fmt)
+
+
+def test_compress_1_with_zstd_when_asked(released, keeper, database):
+    response, data = request(released, QUERY + " FORMAT CSV",
+                             params={"compress": "1", "network_compression_method": "zstd"})
+    assert response.status == 200 and data[16] == block_compression.ZSTD
+    assert block_compression.decompress(data, limit=10**6) == expected(keeper, database, "CSV")
+
+
+def test_jdbc_v2_request_replayed(released, keeper, database):
+    """What clickhouse-java's client-v2 sends by default (``HttpAPIClientHelper.addQueryParams``, commit
+    00e534d1: ``compress=1`` for the response and, when it compresses its request, ``decompress=1`` with
+    the body in LZ4 blocks, ``LZ4Entity``): the query arrives compressed and the answer leaves compressed."""
+    body = block_compression.compress((QUERY + " FORMAT RowBinaryWithNamesAndTypes").encode())
+    conn = http.client.HTTPConnection("127.0.0.1", released.port, timeout=30)
+    conn.request("POST", "/?" + urlencode({"compress": "1", "decompress": "1"}), body=body,
+                 headers={**AUTH, "Content-Type": "text/plain"})
+    response = conn.getresponse()
+    data = response.read()
+    conn.close()
+    assert response.status == 200, data
+    assert _blocks(data) == expected(keeper, database, "RowBinaryWithNamesAndTypes")
+
+
+def test_compressed_errors_and_bodies(released):
+    # an error is written into the compressed stream, as ClickHouse does (the JDBC driver reads 400s so)
+    response, data = request(released, "SELEC region FROM visits", params={"compress": "1"})
+    assert response.status == 400 and _blocks(data).startswith(b"Code: 62. DB::Exception")
+    # a refused sign-in is answered before, uncompressed
+    conn = http.client.HTTPConnection("127.0.0.1", released.port, timeout=30)
+    conn.request("POST", "/?compress=1", body=b"SELECT 1", headers={"Authorization": "Basic " + base64.b64encode(
+        b"ana:wrong").decode()})
+    response = conn.getresponse()
+    data = response.read()
+    conn.close()
+    assert response.status == 401 and data.startswith(b"Code: 516")
+    # a corrupted compressed body: ClickHouse's code and words, nothing run
+    packed = bytearray(block_compression.compress(QUERY.encode()))
+    packed[30] ^= 0xFF
+    response, data = request(released, None, params={"decompress": "1"}, body_bytes=bytes(packed))
+    assert response.status == 400 and data.startswith(b"Code: 40.") and b"CHECKSUM_DOESNT_MATCH" in data
