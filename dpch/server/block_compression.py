@@ -13,8 +13,8 @@ back by the JDBC driver's ``ClickHouseLZ4InputStream`` and clickhouse-driver's `
 
 A response is cut into blocks of at most :data:`BLOCK_SIZE` bytes (ClickHouse's ``max_compress_block_size``
 default, 1 MiB). CityHash128 comes from ``clickhouse-cityhash`` (the v1.0.2 implementation clickhouse-driver
-uses against real servers), LZ4 from ``lz4``, ZSTD from the standard library's ``compression.zstd`` (its backport before Python 3.14):
-no codec is written here.
+uses against real servers), LZ4 from ``lz4``, ZSTD from the standard library's ``compression.zstd`` (its
+backport before Python 3.14): no codec is written here.
 """
 
 from __future__ import annotations
