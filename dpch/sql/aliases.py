@@ -74,6 +74,35 @@ def check_shadowing(select: exp.Select, columns: Iterable[str]) -> None:
             hint=f"give the alias another name (e.g. AS {col.name}_2), or qualify the column (table.{col.name})")
 
 
+def resolve_where_aliases(select: exp.Select, columns: Iterable[str]) -> dict[str, exp.Expr]:
+    """Reads a WHERE reference to a select alias as ClickHouse does: ``SELECT toStartOfDay(ts) AS time …
+    WHERE time >= …`` filters on ``toStartOfDay(ts)`` (Grafana's query builder writes its time filter on its
+    SELECT alias). Each unqualified name in the SELECT's own WHERE that names no column of the query's
+    tables but an alias of the select list becomes a copy of the aliased expression (in place), which the
+    analysis then checks like any other condition: an alias of an aggregate is refused there as an
+    aggregate in WHERE, as ClickHouse refuses it. A name that is a column stays the column
+    (:func:`check_shadowing` refuses an alias that shadows one). Returns the aliases read so, by name, so
+    that a refusal of the condition can say which alias it came from."""
+    where = select.args.get("where")
+    resolved: dict[str, exp.Expr] = {}
+    if where is None:
+        return resolved
+    names = {name.lower() for name in columns}
+    aliases = {item.alias: item.this for item in select.expressions if isinstance(item, exp.Alias)}
+    for col in list(where.find_all(exp.Column)):
+        if col.table or col.name.lower() in names or col.name not in aliases:
+            continue
+        if col.find_ancestor(exp.Select, exp.Subquery) is not select:
+            continue  # a subquery's own name
+        definition = aliases[col.name]
+        resolved[col.name] = definition
+        if col is where.this:
+            where.set("this", definition.copy())
+        else:
+            col.replace(exp.Paren(this=definition.copy()))
+    return resolved
+
+
 def _own_columns(select: exp.Select) -> Iterator[exp.Column]:
     for clause in _OWN_CLAUSES:
         value = select.args.get(clause)
@@ -97,4 +126,4 @@ def _inside_aggregate(node: exp.Expr, top: exp.Expr) -> bool:
 
 
 
-__all__ = ["check_shadowing", "shadowing_aliases"]
+__all__ = ["check_shadowing", "resolve_where_aliases", "shadowing_aliases"]

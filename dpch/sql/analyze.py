@@ -28,10 +28,11 @@ from dpch.errors import QueryRejected
 from dpch.policy.model import TablePolicy
 from dpch.sql import aggregate_kinds, outputs
 from dpch.sql.aggregates import AggregateBuilder, Measure, Stat, is_aggregate
-from dpch.sql.aliases import check_shadowing
+from dpch.sql.aliases import check_shadowing, resolve_where_aliases
 from dpch.sql.bounds import ColumnRef, ValueTranslator, condition
 from dpch.sql.contribution import ContributionBound
 from dpch.sql.expression_types import Describe, ExpressionTypes
+from dpch.sql.functions import display_name
 from dpch.sql.grouping import MAX_GROUPS, GroupKey, KeyBuilder, PublicDomain, check_domain_size
 from dpch.sql.nodes import column, show
 from dpch.sql.parse import DIALECT, ParsedQuery
@@ -208,10 +209,21 @@ class _Analyzer:
             raise QueryRejected("window functions (OVER) are not supported")
         self.relation = RelationBuilder(self.lookup, self.database, self.types).build(select)
         check_shadowing(select, (c.name for c in self.relation.columns))
+        aliases_read = resolve_where_aliases(select, (c.name for c in self.relation.columns))
         conditions = list(self.relation.conditions)
         where = select.args.get("where")
         if where is not None:
-            conditions.append(condition(where.this, lambda c: self._base_ref(c), self.types))
+            try:
+                conditions.append(condition(where.this, lambda c: self._base_ref(c), self.types))
+            except QueryRejected as exc:
+                # the refusal names a function an alias brought into WHERE: say which alias it came from
+                named = {name: node for name, node in aliases_read.items()
+                         if any(display_name(f) in exc.message for f in node.find_all(exp.Func))}
+                if not named:
+                    raise
+                read = ", ".join(f"{name} as {show(node)}" for name, node in named.items())
+                raise QueryRejected(f"{exc.message} (WHERE reads the select alias {read}, as ClickHouse does)",
+                                    hint=exc.hint) from None
 
         group_exprs = self._group_expressions()
         ranges = where_ranges(where.this if where is not None else None, self._identity)

@@ -262,8 +262,9 @@ def where_ranges(where: exp.Expr | None, identity: Callable[[exp.Column], str | 
     OR or NOT is not used (the range is then the bounds), which is always sound."""
     found: dict[str, tuple[list[Limit], list[Limit]]] = {}
 
-    def add(col: exp.Expr, value: exp.Expr, lower: bool, strict: bool = False) -> None:
-        if not isinstance(col, exp.Column) or not _constant_value(value):
+    def add(side: exp.Expr, value: exp.Expr, lower: bool, strict: bool = False) -> None:
+        col = _floored_column(side)
+        if col is None or not _constant_value(value):
             return
         key = identity(col)
         if key is not None:
@@ -282,6 +283,37 @@ def where_ranges(where: exp.Expr | None, identity: Callable[[exp.Column], str | 
             add(part.this, part.expression, lower, strict)
             add(part.expression, part.this, not lower, strict)
     return {k: TimeRange(tuple(lo), tuple(hi)) for k, (lo, hi) in found.items()}
+
+
+#: bucket functions that return the start of the bucket holding their argument, as a time: f(x) ≤ x and f
+#: non-decreasing. Not the numbers (toYYYYMM, toUnixTimestamp, intDiv), not toLastDayOfMonth (a ceiling),
+#: not toDate of a time (a Date compares as midnight in the server's zone, not the column's)
+_FLOORS = frozenset({
+    "tostartofsecond", "tostartofminute", "tostartoffiveminutes", "tostartoftenminutes", "tostartoffifteenminutes",
+    "tostartofhour", "tostartofday", "tostartofweek", "tomonday", "tostartofmonth", "tostartofquarter",
+    "tostartofyear", "tostartofinterval", "todatetime"})
+
+
+def _floored_column(node: exp.Expr) -> exp.Column | None:
+    """The column a limit on ``node`` also limits, for the key domain: the column itself, or the column under
+    a chain of :data:`_FLOORS` (Grafana's builder filters on its bucket's alias, ``WHERE time >= …`` with
+    ``toStartOfInterval(ts, …) AS time``). Since each floor f has f(x) ≤ x and is non-decreasing,
+    f(x) ≥ c implies x ≥ c, and the buckets of the x ≤ c are every bucket ≤ c: the range of the column
+    read so yields every bucket the limit lets through (at most one more, empty, at the lower edge).
+    The limit in WHERE itself is unchanged: it still filters the rows."""
+    while not isinstance(node, exp.Column):
+        if isinstance(node, exp.Paren):  # an alias read in WHERE is its definition in parentheses
+            node = node.this
+            continue
+        name = _name(node) or ("tostartofinterval" if isinstance(node, exp.TimestampTrunc | exp.DateTrunc) else "")
+        rule = _rule(node)
+        if name not in _FLOORS or rule is None:
+            return None
+        inner = _time_argument(node, rule)
+        if inner is None:
+            return None
+        node = inner
+    return node
 
 
 def _conjuncts(node: exp.Expr | None) -> list[exp.Expr]:

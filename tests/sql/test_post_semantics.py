@@ -70,6 +70,12 @@ SAME_AS_CLICKHOUSE = [
     "SELECT sex, sum(spend) AS age FROM t GROUP BY sex ORDER BY age DESC LIMIT 2",
     "SELECT sex, round(avg(age), 1) AS age FROM t GROUP BY sex HAVING age > 40",
     "SELECT sex, avg(t.age) AS age FROM t GROUP BY sex HAVING avg(t.age) > 40",
+    # a select alias in WHERE reads as its definition, as in ClickHouse (issue 28: Grafana's builder)
+    "SELECT sex AS s, count() FROM t WHERE s = 'f' GROUP BY s",
+    "SELECT device AS dev, sex, count() FROM t WHERE dev = 'mobile' AND sex != 'x' GROUP BY dev, sex "
+    "ORDER BY dev, sex",
+    "SELECT toStartOfMonth(d) AS month, count() FROM t WHERE month >= toDate('2026-03-01') "
+    "AND month <= toDate('2026-07-01') GROUP BY month ORDER BY month",
 ]
 
 

@@ -115,6 +115,51 @@ def test_superset_time_grains_answer_exactly(session, grain):
     check_values(session, superset(FIXTURE["superset"]["grains"][grain]))
 
 
+#: the query builder's filter on a hinted time column is written on the column's alias (grafana/clickhouse-datasource
+#: at commit 03b0ccaccc6ed24194277f810bfa8ef5c02f5366, src/data/sqlGenerator.test.ts, "generates logs query":
+#: ``SELECT log_ts as "timestamp", … WHERE ( timestamp >= $__fromTime AND timestamp <= $__toTime )``); on an
+#: aggregate series the alias is the bucket's (issue 28: "ClickHouse resolves aliases in WHERE")
+ON_ALIAS = ('SELECT toStartOfHour(ts) as "time", count(*) FROM events '
+            'WHERE ( time >= $__fromTime AND time <= $__toTime ) GROUP BY time ORDER BY time ASC LIMIT 1000')
+
+
+def test_a_filter_on_the_buckets_alias_answers_as_clickhouse(session):
+    check_values(session, grafana(ON_ALIAS))
+
+
+def test_a_filter_on_the_buckets_alias_narrows_the_buckets_as_one_on_the_column(session):
+    """The alias reads as the bucket, and dpch releases the buckets of the range: exactly those of the same
+    filter written on the column (the fixture's day: 24 hours), not every hour of the column's bounds."""
+    on_column = ON_ALIAS.replace("time >=", "ts >=").replace("time <=", "ts <=")
+    alias_keys = session.plan(grafana(ON_ALIAS))[0].keys[0].values
+    assert alias_keys == session.plan(grafana(on_column))[0].keys[0].values and len(alias_keys) == 24
+    # an alias of an aggregate is still an aggregate in WHERE: refused in words, as ClickHouse refuses it
+    refusal = refused_uncharged(session, "SELECT toStartOfHour(ts) AS h, count() AS n FROM events WHERE n > 3 "
+                                         "GROUP BY h")
+    assert "aggregate functions are not allowed in WHERE" in str(refusal)
+
+
+def test_only_a_floor_of_the_column_narrows_its_buckets(session):
+    """A limit on toStartOfMonth(ts) limits ts (a floor: f(x) ≤ x), one on toMonth(ts) does not (a number:
+    read as a time it would drop every month; negative control), and the rows still answer the filter."""
+    months = "SELECT toStartOfMonth(ts) AS m, count() FROM events WHERE {} GROUP BY m"
+    floor = session.plan(months.format("toStartOfMonth(ts) >= toDateTime('2026-06-01 00:00:00')"))[0]
+    assert len(floor.keys[0].values) == 7
+    number = session.plan(months.format("toMonth(ts) <= 6"))[0]
+    assert len(number.keys[0].values) == 12
+    check_values(session, months.format("toStartOfMonth(ts) >= toDateTime('2026-06-01 00:00:00')"))
+
+
+def test_a_filter_on_an_interval_bucket_alias_is_refused_naming_the_alias(session):
+    """toStartOfInterval is a bucket dpch evaluates only on a key (clamped into the column's bounds), not
+    on a row (dpch.sql.functions): the builder's $__timeInterval alias in WHERE is refused before any
+    charge, saying which alias it read and what to write."""
+    sql = grafana(ON_ALIAS.replace("toStartOfHour(ts)", "$__timeInterval(ts)"))
+    refusal = refused_uncharged(session, sql)
+    assert "WHERE reads the select alias time as toStartOfInterval(" in str(refusal)
+    assert "compare the date or time column itself" in str(refusal)
+
+
 def test_superset_date_filter_on_a_date_column(session):
     rng = FIXTURE["superset"]
     check_values(session, f"SELECT toStartOfDay(toDateTime(day)) AS __timestamp, count(*) FROM events "
