@@ -249,14 +249,21 @@ def log_resolver(node: exp.Expr) -> _Resolved:
                         hint="write log(x) (natural), log2(x) or log10(x), or divide: log(x) / log(b)")
 
 
+#: ``CAST(x AS Nullable(T))`` for each T of :data:`CONVERSIONS` (tools write it: sqlglot turns T-SQL's
+#: ``CAST(x AS int)`` into ``Nullable(Int32)``): T's value, a NULL where T's cast gives none (ClickHouse
+#: raises there; dpch answers NULL, as for T), typed ``Nullable(T)``
+NULLABLE_CONVERSIONS: dict[str, PostFunction] = {
+    f"Nullable({name})": PostFunction(f"to{name}OrNull", fn.value, fn.image) for name, fn in CONVERSIONS.items()}
+
+
 def cast_resolver(node: exp.Expr) -> _Resolved:
-    """``CAST(x AS T)`` and ``x::T`` to a type of :data:`CONVERSIONS`."""
+    """``CAST(x AS T)`` and ``x::T`` to a type of :data:`CONVERSIONS` or :data:`NULLABLE_CONVERSIONS`."""
     target = node.args["to"].sql(DIALECT)
-    fn = CONVERSIONS.get(target)
+    fn = CONVERSIONS.get(target) or NULLABLE_CONVERSIONS.get(target)
     if fn is None:
         raise QueryRejected(
-            f"CAST(... AS {target}) is not supported on aggregates",
-            hint="cast to " + ", ".join(CONVERSIONS) + " (a Decimal or a Nullable type: round(x, N) instead)")
+            f"CAST(... AS {target}) is not supported on released values and keys",
+            hint="cast to " + ", ".join(CONVERSIONS) + ", or Nullable(T) of one (a Decimal: round(x, N) instead)")
     return fn, [node.this]
 
 
@@ -295,7 +302,7 @@ def named_resolver(name: str) -> PostResolver:
 
 def result_type_of(fn: PostFunction) -> str | None:
     """The ClickHouse type a conversion gives (``CAST(avg(x) AS Int64)``: Int64), None for the rest."""
-    for type_name, conversion in CONVERSIONS.items():
+    for type_name, conversion in (CONVERSIONS | NULLABLE_CONVERSIONS).items():
         if fn is conversion:
             return type_name
     return None
@@ -309,6 +316,6 @@ def is_constant(node: exp.Expr) -> bool:
 
 
 __all__ = ["ABS_RESOLVER", "BY_NAME", "CBRT_RESOLVER", "CEIL_RESOLVER", "CONVERSIONS", "EXP_RESOLVER", "FLOOR_RESOLVER",
-           "LN_RESOLVER", "NAMED", "POW_RESOLVER", "PostFunction", "PostResolver", "ROUND_RESOLVER", "SIGN_RESOLVER",
+           "LN_RESOLVER", "NAMED", "NULLABLE_CONVERSIONS", "POW_RESOLVER", "PostFunction", "PostResolver", "ROUND_RESOLVER", "SIGN_RESOLVER",
            "SQRT_RESOLVER", "TRUNC_RESOLVER", "cast_resolver", "is_constant", "log_resolver", "named_resolver",
            "result_type_of"]

@@ -70,6 +70,10 @@ SAME_AS_CLICKHOUSE = [
     "SELECT sex, sum(spend) AS age FROM t GROUP BY sex ORDER BY age DESC LIMIT 2",
     "SELECT sex, round(avg(age), 1) AS age FROM t GROUP BY sex HAVING age > 40",
     "SELECT sex, avg(t.age) AS age FROM t GROUP BY sex HAVING avg(t.age) > 40",
+    # casts tools write (issue 28): sqlglot writes T-SQL's CAST(x AS int) as Nullable(Int32)
+    "SELECT sex, CAST(count() AS Nullable(Int32)) AS n FROM t GROUP BY sex ORDER BY sex",
+    "SELECT sex, avg(age)::Nullable(Float64) AS a, CAST(sum(spend) AS Nullable(UInt8)) FROM t GROUP BY sex "
+    "ORDER BY sex",
     # a select alias in WHERE reads as its definition, as in ClickHouse (issue 28: Grafana's builder)
     "SELECT sex AS s, count() FROM t WHERE s = 'f' GROUP BY s",
     "SELECT device AS dev, sex, count() FROM t WHERE dev = 'mobile' AND sex != 'x' GROUP BY dev, sex "
