@@ -315,7 +315,7 @@ def is_constant(node: exp.Expr) -> bool:
     return isinstance(node, exp.Literal) and not node.is_string
 
 
-__all__ = ["ABS_RESOLVER", "BY_NAME", "CBRT_RESOLVER", "CEIL_RESOLVER", "CONVERSIONS", "EXP_RESOLVER", "FLOOR_RESOLVER",
-           "LN_RESOLVER", "NAMED", "NULLABLE_CONVERSIONS", "POW_RESOLVER", "PostFunction", "PostResolver", "ROUND_RESOLVER", "SIGN_RESOLVER",
-           "SQRT_RESOLVER", "TRUNC_RESOLVER", "cast_resolver", "is_constant", "log_resolver", "named_resolver",
-           "result_type_of"]
+__all__ = ["ABS_RESOLVER", "BY_NAME", "CBRT_RESOLVER", "CEIL_RESOLVER", "CONVERSIONS", "EXP_RESOLVER",
+           "FLOOR_RESOLVER", "LN_RESOLVER", "NAMED", "NULLABLE_CONVERSIONS", "POW_RESOLVER", "PostFunction",
+           "PostResolver", "ROUND_RESOLVER", "SIGN_RESOLVER", "SQRT_RESOLVER", "TRUNC_RESOLVER", "cast_resolver",
+           "is_constant", "log_resolver", "named_resolver", "result_type_of"]
