@@ -1,8 +1,8 @@
 """Post-processing expressions: result columns, HAVING and ORDER BY over noisy statistics.
 
 Anything computed from released values is free (post-processing). Select items, HAVING and
-ORDER BY may combine aggregates with arithmetic, ``least``/``greatest``, comparisons, AND/OR/NOT
-and the scalar functions the registry (:mod:`.functions`) marks for post-processing (``round``,
+ORDER BY may combine aggregates with arithmetic, ``least``/``greatest``, comparisons, AND/OR/NOT,
+CASE/if() with numeric values, and the scalar functions the registry (:mod:`.functions`) marks for post-processing (``round``,
 ``abs``, ``pow``, ``sqrt``, ``log``, ``CAST(… AS Int64)``, ``toFloat64`` …, each with ClickHouse's value
 and an interval rule, :mod:`.post_functions`); dpch evaluates them in Python on the noisy values.
 Each statistic's interval holds with probability 1 − β/s when an expression uses s of them
@@ -37,7 +37,8 @@ PLACEHOLDER = "__"
 
 _ALLOWED = (exp.Var, exp.Literal, exp.Paren, exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Neg,
             exp.Least, exp.Greatest, exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT,
-            exp.LTE, exp.And, exp.Or, exp.Not, exp.Boolean, exp.Null, exp.Is, exp.In, exp.Between, exp.Tuple)
+            exp.LTE, exp.And, exp.Or, exp.Not, exp.Boolean, exp.Null, exp.Is, exp.In, exp.Between, exp.Tuple,
+            exp.Case, exp.If)
 
 
 def placeholder(name: str) -> exp.Var:
@@ -124,7 +125,26 @@ def evaluate(node: exp.Expr, env: Mapping[str, Any]) -> Any:
         if any(v is None for v in values):
             return None
         return min(values) if isinstance(node, exp.Least) else max(values)
+    if isinstance(node, exp.Case | exp.If):
+        # ClickHouse's CASE/if: the first branch whose condition is true (a NULL condition is not), else
+        # the ELSE value (NULL without one)
+        for condition, value in _branches(node):
+            if truth(evaluate(condition, env)) is True:
+                return evaluate(value, env)
+        default = _default(node)
+        return None if default is None else evaluate(default, env)
     raise QueryRejected(f"cannot evaluate {node.sql()}")
+
+
+def _branches(node: exp.Case | exp.If) -> list[tuple[exp.Expr, exp.Expr]]:
+    """(condition, value) of each branch of a CASE or an if()."""
+    if isinstance(node, exp.If):
+        return [(node.this, node.args["true"])]
+    return [(branch.this, branch.args["true"]) for branch in node.args.get("ifs") or []]
+
+
+def _default(node: exp.Case | exp.If) -> exp.Expr | None:
+    return node.args.get("false") if isinstance(node, exp.If) else node.args.get("default")
 
 
 def _binary(node: exp.Expr, a: Any, b: Any) -> Any:
@@ -241,6 +261,19 @@ def check_types(node: exp.Expr, kinds: Mapping[str, str], what: str, *,
             return NUMBER
         if isinstance(n, exp.Is):
             kind(n.this)
+            return NUMBER
+        if isinstance(n, exp.Case | exp.If):
+            # conditions are conditions; every value a number (or NULL): a CASE over released values gives a
+            # noisy number with an interval (the union of its branches'), not a label
+            for condition, value in _branches(n):
+                _condition(condition)
+                if kind(value) not in (NUMBER, NULL):
+                    raise QueryRejected(f"{what}: a CASE over released values gives {describe(value, kind(value))}",
+                                        hint="give each branch a number (or NULL); label rows in the client")
+            default = _default(n)
+            if default is not None and kind(default) not in (NUMBER, NULL):
+                raise QueryRejected(f"{what}: a CASE over released values gives {describe(default, kind(default))}",
+                                    hint="give each branch a number (or NULL); label rows in the client")
             return NUMBER
         if isinstance(n, tuple(_COMPARISONS) + (exp.In, exp.Between)):
             args = _operands(n)
@@ -364,4 +397,12 @@ def interval(node: exp.Expr, env: Mapping[str, Interval]) -> Interval:
         parts = [interval(e, env) for e in [node.this, *node.expressions]]
         pick = min if isinstance(node, exp.Least) else max
         return pick(p[0] for p in parts), pick(p[1] for p in parts)
+    if isinstance(node, exp.Case | exp.If):
+        # a noisy condition may pick another branch than the true values would: the interval holds every
+        # branch's (their union); a NULL branch adds no number
+        values = [value for _, value in _branches(node)] + [d for d in [_default(node)] if d is not None]
+        parts = [interval(v, env) for v in values if not isinstance(v, exp.Null)]
+        if not parts:
+            return -math.inf, math.inf
+        return min(p[0] for p in parts), max(p[1] for p in parts)
     return -math.inf, math.inf

@@ -74,6 +74,15 @@ SAME_AS_CLICKHOUSE = [
     "SELECT sex, CAST(count() AS Nullable(Int32)) AS n FROM t GROUP BY sex ORDER BY sex",
     "SELECT sex, avg(age)::Nullable(Float64) AS a, CAST(sum(spend) AS Nullable(UInt8)) FROM t GROUP BY sex "
     "ORDER BY sex",
+    # CASE/if over released values (issue 28): Metabase's count-where, as the ClickHouse Metabase driver writes
+    # it (namespace metabase.driver.clickhouse-qp, src/metabase/driver/clickhouse_qp.clj, :count-where):
+    # CASE WHEN count() > 0 THEN sum(CASE WHEN <pred> THEN 1 ELSE 0 END) ELSE NULL END
+    "SELECT sex, CASE WHEN count() > 0 THEN sum(CASE WHEN device = 'mobile' THEN 1 ELSE 0 END) ELSE NULL END AS m "
+    "FROM t GROUP BY sex ORDER BY sex",
+    "SELECT sex, if(count() > 2, avg(age), NULL) AS a FROM t GROUP BY sex ORDER BY sex",
+    "SELECT sex, CASE WHEN avg(age) > 40 THEN 1 WHEN avg(age) > 30 THEN 2 ELSE 3 END AS band FROM t GROUP BY sex "
+    "ORDER BY sex",
+    "SELECT sex, count() FROM t GROUP BY sex HAVING CASE WHEN sex = 'f' THEN count() > 1 ELSE 1 END ORDER BY sex",
     # a select alias in WHERE reads as its definition, as in ClickHouse (issue 28: Grafana's builder)
     "SELECT sex AS s, count() FROM t WHERE s = 'f' GROUP BY s",
     "SELECT device AS dev, sex, count() FROM t WHERE dev = 'mobile' AND sex != 'x' GROUP BY dev, sex "
@@ -117,6 +126,8 @@ REFUSED = [
     ("SELECT toStartOfMonth(d) AS month, count() FROM t GROUP BY month HAVING month > 'soon'", "not one"),
     ("SELECT sex, count() FROM t GROUP BY sex ORDER BY sex + 1", "arithmetic on sex"),
     # aliases reusing a column name where ClickHouse reads the alias and dpch would read the column
+    ("SELECT sex, CASE WHEN count() > 2 THEN 'many' ELSE 'few' END FROM t GROUP BY sex",
+     "a CASE over released values gives 'many'"),
     ("SELECT sum(spend) AS spend, avg(spend) FROM t", "both a column and the alias"),
     ("SELECT sum(spend) AS spend FROM t WHERE spend > 3", "both a column and the alias"),
     ("SELECT intDiv(age, 10) AS age, count() FROM t WHERE age > 50 GROUP BY age", "both a column and the alias"),
