@@ -2,8 +2,9 @@
 
 Anything computed from released values is free (post-processing). Select items, HAVING and
 ORDER BY may combine aggregates with arithmetic, ``least``/``greatest``, comparisons, AND/OR/NOT,
-CASE/if() with numeric values, and the scalar functions the registry (:mod:`.functions`) marks for post-processing (``round``,
-``abs``, ``pow``, ``sqrt``, ``log``, ``CAST(… AS Int64)``, ``toFloat64`` …, each with ClickHouse's value
+CASE/if() with numeric values, and the scalar functions the registry (:mod:`.functions`) marks for
+post-processing (``round``, ``abs``, ``pow``, ``sqrt``, ``log``, ``CAST(… AS Int64)``, ``toFloat64`` …, each
+with ClickHouse's value
 and an interval rule, :mod:`.post_functions`); dpch evaluates them in Python on the noisy values.
 Each statistic's interval holds with probability 1 − β/s when an expression uses s of them
 (Bonferroni), so the expression's interval — by interval arithmetic — holds with 1 − β.
