@@ -187,6 +187,8 @@ OUTSIDE: dict[str, str] = {
     "dpch/sql/parse.py": "parses text into a tree and splits off SETTINGS; whatever it parses is then checked node "
                          "by node by the analysis, so a wrong parse is refused or bounded as what it is",
     "dpch/sql/limits.py": "the planner's size and depth limits: refusals of large text, no privacy computation",
+    "dpch/sql/wrappers.py": "reads an outer SELECT over one aggregate as that aggregate; the tree it gives is analysed "
+                            "and bounded like any query (a wrong rewrite changes an answer's meaning, not its cost)",
     "dpch/sql/sqlglot_log.py": "routes sqlglot's log records",
     "dpch/sql/result_types.py": "the column types a client is told (presentation of released values)",
     "dpch/sql/rewrite_literals.py": "re-exports a literal constructor",

@@ -39,6 +39,7 @@ from dpch.sql.parse import DIALECT, ParsedQuery
 from dpch.sql.relation import Relation, RelationBuilder, SourceColumn, TableLookup
 from dpch.sql.time_buckets import where_ranges
 from dpch.sql.time_constants import ConstantQuery, fold_time_constants
+from dpch.sql.wrappers import unwrap
 
 _SUPPORTED_CLAUSES = {"expressions", "from_", "where", "group", "order", "limit", "offset", "settings", "joins",
                       "with_", "having", "distinct"}
@@ -159,7 +160,8 @@ def analyze(parsed: ParsedQuery, lookup: Callable[[str], TablePolicy], database:
     are checked against; without it only literals' and columns' types are known."""
     # the plan works on the folded tree; its query keeps the text as written, whose fingerprint names
     # the release in the ledger and the gateway's cache (a panel on now() is one query, not one a second)
-    select, folded = fold_time_constants(parsed.select, constants)
+    # an outer SELECT that only post-processes one aggregate is that aggregate (ibis, Metabase: issue 28)
+    select, folded = fold_time_constants(unwrap(parsed.select), constants)
     plan = _Analyzer(parsed, lookup, database, public_domain or _no_public_domain, constants,
                      cast(exp.Select, select), ExpressionTypes(describe), per_group).plan()
     return dataclasses.replace(plan, volatile=True) if folded.volatile else plan

@@ -47,3 +47,19 @@ def test_ibis_sql_creates_a_view_and_is_told_dpch_is_read_only(con):
     text = str(info.value)
     assert "164" in text and "dpch is read-only" in text and "con.table('visits')" in text
     assert srv.gateway.session(srv.gateway.config.users["ana"], None).budget().spent.epsilon == 0.0
+
+
+def test_ibis_ordered_aggregate_is_one_release(con):
+    """ibis's time-series idiom, ``group_by().aggregate().order_by()``, sends ``SELECT * FROM (<aggregate>)
+    ORDER BY …`` (issue 28): a wrapper that only orders the aggregate's rows, answered as the aggregate
+    with its ORDER BY — one release, one charge."""
+    srv, connection = con
+    visits = connection.table("visits")
+    expr = visits.group_by("region").aggregate(n=visits.count(), s=visits.spend.sum()).order_by(ibis.desc("region"))
+    sql = " ".join(str(ibis.to_sql(expr, dialect="clickhouse")).split())
+    assert sql.startswith("SELECT * FROM ( SELECT") and sql.endswith('ORDER BY "t1"."region" DESC')  # ibis 12
+    before = srv.gateway.session(srv.gateway.config.users["ana"], None).budget().spent.epsilon
+    frame = expr.execute()
+    assert list(frame["region"]) == ["west", "south", "north", "east"]
+    spent = srv.gateway.session(srv.gateway.config.users["ana"], None).budget().spent.epsilon - before
+    assert spent == pytest.approx(0.5)  # one release at the gateway's default ε

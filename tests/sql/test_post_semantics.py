@@ -83,6 +83,13 @@ SAME_AS_CLICKHOUSE = [
     "SELECT sex, CASE WHEN avg(age) > 40 THEN 1 WHEN avg(age) > 30 THEN 2 ELSE 3 END AS band FROM t GROUP BY sex "
     "ORDER BY sex",
     "SELECT sex, count() FROM t GROUP BY sex HAVING CASE WHEN sex = 'f' THEN count() > 1 ELSE 1 END ORDER BY sex",
+    # an outer SELECT that only post-processes one aggregate (issue 28): ibis's SELECT * FROM (…) ORDER BY,
+    # Metabase's nested question SELECT source.x … FROM (…) AS source LIMIT 2000
+    "SELECT * FROM (SELECT sex, count() AS n, avg(age) AS a FROM t GROUP BY sex) AS t1 ORDER BY t1.sex DESC",
+    "SELECT source.sex AS sex, source.n AS n FROM (SELECT sex, count() AS n FROM t GROUP BY sex) AS source "
+    "ORDER BY sex LIMIT 2000",
+    "SELECT * FROM (SELECT sex, avg(age) AS a FROM t GROUP BY sex) WHERE a > 40 AND sex != 'x' ORDER BY sex",
+    "SELECT sex, n * 2 AS twice FROM (SELECT sex, count() AS n FROM t GROUP BY sex HAVING n > 1) ORDER BY sex",
     # a select alias in WHERE reads as its definition, as in ClickHouse (issue 28: Grafana's builder)
     "SELECT sex AS s, count() FROM t WHERE s = 'f' GROUP BY s",
     "SELECT device AS dev, sex, count() FROM t WHERE dev = 'mobile' AND sex != 'x' GROUP BY dev, sex "
@@ -128,6 +135,9 @@ REFUSED = [
     # aliases reusing a column name where ClickHouse reads the alias and dpch would read the column
     ("SELECT sex, CASE WHEN count() > 2 THEN 'many' ELSE 'few' END FROM t GROUP BY sex",
      "a CASE over released values gives 'many'"),
+    # a LIMIT inside picks rows before the outer ORDER BY: not post-processing of one release's rows
+    ("SELECT * FROM (SELECT sex, count() AS n FROM t GROUP BY sex ORDER BY n LIMIT 1) ORDER BY sex",
+     "inside a subquery or CTE is not supported"),
     ("SELECT sum(spend) AS spend, avg(spend) FROM t", "both a column and the alias"),
     ("SELECT sum(spend) AS spend FROM t WHERE spend > 3", "both a column and the alias"),
     ("SELECT intDiv(age, 10) AS age, count() FROM t WHERE age > 50 GROUP BY age", "both a column and the alias"),
