@@ -52,6 +52,8 @@ def test_uniq_exact_plans_as_count_distinct(session, ours, same_as):
     "SELECT uniqExact(age) FROM t",
     "SELECT sex, uniqExact(city) FROM t GROUP BY sex ORDER BY sex",  # NULL is not a value, as in ClickHouse
     "SELECT sex, uniqExact(uid) AS units FROM t GROUP BY sex ORDER BY sex",
+    # count(e) of a Nullable e counts its non-NULL values, as ClickHouse does
+    "SELECT sex, count(city) AS with_city, count() AS rows FROM t GROUP BY sex ORDER BY sex",
 ])
 def test_uniq_exact_releases_clickhouses_answer(session, sql):
     assert_same_as_clickhouse(session, sql, raw_rows(session.engine, session.engine.database, sql, ("t",)))
