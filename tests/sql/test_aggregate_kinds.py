@@ -133,3 +133,31 @@ def test_the_scan_finds_such_comparisons():
     assert compares_stat_kinds("kinds = {s.kind for s in plan.stats.values()}\n") == [1]
     assert compares_stat_kinds("ok = any(plan.stats[n].kind not in ('count', 'sum') for n in names)\n") == [1]
     assert compares_stat_kinds("if m.kind == 'count' or measures[0].kind == 'sum':\n    pass\n") == []
+
+
+# -- the variance's measures: accumulable, and continuous -----------------------------------------------
+
+WIDE = ("uid UInt32, big Float64 COMMENT 'dp: bounds=[-1e300, 1e300]', "
+        "wide UInt64 COMMENT 'dp: bounds=[0, 9000000000000000000]'")
+
+
+@pytest.fixture
+def wide(connect):
+    s = connect(analyst="wide")
+    make_table(s, WIDE, [(1, 1.0, 5), (2, -3.0, 7)], ["uid", "big", "wide"])
+    return s
+
+
+def test_a_variance_of_values_too_large_for_float64_is_refused(wide):
+    refusal = refused_uncharged(wide, "SELECT varPop(big) FROM t")
+    assert "too large for a floating-point sum" in str(refusal)
+
+
+def test_a_variance_of_a_wide_integer_is_summed_in_float64(wide):
+    """Its centred sums are Float64 (values below 1e280 fit), not exact integers (whose limit, 2^62, a
+    UInt64 of bound 9e18 is past): accepted, where the exact-integer check would refuse it."""
+    plan, _ = wide.plan("SELECT varPop(wide) FROM t")
+    count, s1, s2 = (next(m for m in plan.measures if m.name == name) for name in plan.stats["s0"].measures)
+    assert count.integer and not s1.integer and not s2.integer  # Σ(x − mid) is continuous: continuous noise
+    refusal = refused_uncharged(wide, "SELECT sum(wide) FROM t")  # negative control: the exact sum refuses it
+    assert "too large for an exact integer sum" in str(refusal)
