@@ -66,17 +66,21 @@ def release(noise: dict[str, LaplaceMechanism], exact: tuple[float, float], sour
     kept = float(noise[KEPT_MASS].release(np.array([exact[0]]), source)[0])
     units = float(noise[UNITS].release(np.array([exact[1]]), source)[0])
     level = 1.0 - (1.0 - confidence) / 2.0
-    hk, hu = noise[KEPT_MASS].half_width(level), noise[UNITS].half_width(level)
-    share = 1.0 - min(1.0, max(0.0, kept / units)) if units >= 1.0 else 0.0
-    if units - hu <= 0:
-        interval = (0.0, 1.0)
-    else:
-        # 1 − K/U over the box [K ± hk] × [U ± hu]: K/U is smallest at (K − hk)/(U + hu), largest at (K + hk)/(U − hu)
-        low_kept = max(0.0, min(1.0, (kept - hk) / (units + hu)))
-        high_kept = max(0.0, min(1.0, (kept + hk) / (units - hu)))
-        interval = (1.0 - high_kept, 1.0 - low_kept)
+    share, interval = shown(kept, units, noise[KEPT_MASS].half_width(level), noise[UNITS].half_width(level))
     epsilon = sum(m.cost.epsilon for m in noise.values())
     return DroppedShare(share, interval, confidence, epsilon)
 
 
-__all__ = ["KEPT_MASS", "REPORT_SHARE", "UNITS", "DroppedShare", "mechanisms", "release"]
+def shown(kept: float, units: float, hk: float, hu: float) -> tuple[float, tuple[float, float]]:
+    """The dropped share 1 − K̃/Ũ clipped to [0, 1], and its interval over the box [K̃ ± hk] × [Ũ ± hu]
+    (post-processing of the two noisy counts: no data, no cost)."""
+    share = 1.0 - min(1.0, max(0.0, kept / units)) if units >= 1.0 else 0.0
+    if units - hu <= 0:
+        return share, (0.0, 1.0)
+    # 1 − K/U over the box: K/U is smallest at (K − hk)/(U + hu), largest at (K + hk)/(U − hu)
+    low_kept = max(0.0, min(1.0, (kept - hk) / (units + hu)))
+    high_kept = max(0.0, min(1.0, (kept + hk) / (units - hu)))
+    return share, (1.0 - high_kept, 1.0 - low_kept)
+
+
+__all__ = ["KEPT_MASS", "REPORT_SHARE", "UNITS", "DroppedShare", "mechanisms", "release", "shown"]

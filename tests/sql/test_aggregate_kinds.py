@@ -161,3 +161,12 @@ def test_a_variance_of_a_wide_integer_is_summed_in_float64(wide):
     assert count.integer and not s1.integer and not s2.integer  # Σ(x − mid) is continuous: continuous noise
     refusal = refused_uncharged(wide, "SELECT sum(wide) FROM t")  # negative control: the exact sum refuses it
     assert "too large for an exact integer sum" in str(refusal)
+
+
+def test_the_variance_measures_carry_their_sensitivities(session):
+    """varPop(age), age in [18, 90] (r = 36), at most k = 3 rows per unit: count k, Σ(x − mid) k·r,
+    Σ(x − mid)² k·r² (a mutant making the last k·r/r survived a value test at a huge ε)."""
+    plan, _ = session.plan("SELECT varPop(age) FROM t")
+    count, s1, s2 = (next(m for m in plan.measures if m.name == name) for name in plan.stats["s0"].measures)
+    assert (count.sensitivity, s1.sensitivity, s2.sensitivity) == (3.0, 3.0 * 36, 3.0 * 36 * 36)
+    assert (s1.l2_sensitivity, s2.l2_sensitivity) == (3.0 * 36, 3.0 * 36 * 36)  # the row cap: ℓ2 = ℓ1
