@@ -313,13 +313,11 @@ class Quantile(Aggregate):
     selected = True
 
     def recognizes(self, node: exp.Expr) -> bool:
-        # the parser reads quantile(p)(x), quantile(x) and median(x), in any case, into these nodes
-        return isinstance(node, exp.Quantile | exp.Median)
+        # the parser reads quantile(p)(x), quantile(x) and median(x), in any case, into this node
+        return isinstance(node, exp.Quantile)
 
     def build(self, builder: AggregateBuilder, node: exp.Expr, label: str) -> str:
-        level = 0.5
-        if not isinstance(node, exp.Quantile):
-            raise QueryRejected(f"{label}: write quantile(p)(column)")
+        level = 0.5  # ClickHouse's quantile(x) is the median
         if node.args.get("quantile") is not None:
             level = literal_number(node.args["quantile"], label)
         if not 0.0 <= level <= 1.0:

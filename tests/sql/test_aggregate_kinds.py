@@ -138,13 +138,14 @@ def test_the_scan_finds_such_comparisons():
 # -- the variance's measures: accumulable, and continuous -----------------------------------------------
 
 WIDE = ("uid UInt32, big Float64 COMMENT 'dp: bounds=[-1e300, 1e300]', "
-        "wide UInt64 COMMENT 'dp: bounds=[0, 9000000000000000000]'")
+        "wide UInt64 COMMENT 'dp: bounds=[0, 9000000000000000000]', "
+        "thousand UInt16 COMMENT 'dp: bounds=[0, 1000]', most UInt16 COMMENT 'dp: bounds=[0, 999]'")
 
 
 @pytest.fixture
 def wide(connect):
     s = connect(analyst="wide")
-    make_table(s, WIDE, [(1, 1.0, 5), (2, -3.0, 7)], ["uid", "big", "wide"])
+    make_table(s, WIDE, [(1, 1.0, 5, 10, 10), (2, -3.0, 7, 20, 20)], ["uid", "big", "wide", "thousand", "most"])
     return s
 
 
@@ -170,3 +171,18 @@ def test_the_variance_measures_carry_their_sensitivities(session):
     count, s1, s2 = (next(m for m in plan.measures if m.name == name) for name in plan.stats["s0"].measures)
     assert (count.sensitivity, s1.sensitivity, s2.sensitivity) == (3.0, 3.0 * 36, 3.0 * 36 * 36)
     assert (s1.l2_sensitivity, s2.l2_sensitivity) == (3.0 * 36, 3.0 * 36 * 36)  # the row cap: ℓ2 = ℓ1
+
+
+def test_quantile_forms_and_grids(wide):
+    """quantile(x) is the median (ClickHouse's default level), as median(x); an integer value of width below
+    1 000 gets one grid point per integer, one of width 1 000 or more the 1 000-point grid; a value whose
+    bounds are one point is refused (it would need no private answer)."""
+    for sql in ("SELECT quantile(thousand) FROM t", "SELECT median(thousand) FROM t"):
+        plan, _ = wide.plan(sql)
+        assert plan.stats["s0"].quantile == 0.5
+    most, _ = wide.plan("SELECT quantile(0.9)(most) FROM t")
+    assert most.stats["s0"].grid == (0, 1.0, 1000)  # 0 … 999: every integer
+    thousand, _ = wide.plan("SELECT quantile(0.9)(thousand) FROM t")
+    assert thousand.stats["s0"].grid == (0, 1000 / 999, 1000)  # 1 001 integers: the 1 000-point grid
+    refusal = refused_uncharged(wide, "SELECT quantile(0.5)(thousand * 0) FROM t")
+    assert "bounds are a single point" in str(refusal)
