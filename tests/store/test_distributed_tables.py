@@ -127,16 +127,18 @@ def test_the_cap_on_shards_is_a_two_stage_aggregate_with_the_same_rows(cluster_s
     s = dpch.connect(cluster_server.dsn(database), analyst="ana", seed=7, default_budget=dpch.Budget())
     try:
         engine = s.engine
-        engine.command(f"CREATE TABLE {engine.table('local')} (uid UInt32, g UInt8 COMMENT 'dp: public, "
-                       "values=[0, 1, 2]', v Int32 COMMENT 'dp: bounds=[0, 10]') ENGINE = MergeTree ORDER BY uid")
-        engine.command(f"INSERT INTO {engine.table('local')} SELECT number % 40, number % 3, number % 11 "
-                       "FROM numbers(600)")
-        engine.command(f"CREATE TABLE {engine.table('dist')} (uid UInt32, g UInt8 COMMENT 'dp: public, "
-                       "values=[0, 1, 2]', v Int32 COMMENT 'dp: bounds=[0, 10]') "
+        # three columns besides the unit (g, v, w): each must come back from its own place in the kept tuple
+        # (with two, a tupleElement index counted from the end picked the same ones)
+        columns = ("uid UInt32, g UInt8 COMMENT 'dp: public, values=[0, 1, 2]', v Int32 COMMENT 'dp: bounds=[0, 10]', "
+                   "w Int32 COMMENT 'dp: bounds=[0, 10]'")
+        engine.command(f"CREATE TABLE {engine.table('local')} ({columns}) ENGINE = MergeTree ORDER BY uid")
+        engine.command(f"INSERT INTO {engine.table('local')} SELECT number % 40, number % 3, number % 11, "
+                       "number % 7 FROM numbers(600)")
+        engine.command(f"CREATE TABLE {engine.table('dist')} ({columns}) "
                        f"ENGINE = Distributed('test_two_shards_localhost', '{database}', 'local') "
                        "COMMENT 'dp: privacy_unit=uid, max_rows_per_unit=4'")
         s.policy.reload()
-        plan = s.explain("SELECT g, count(*), sum(v) FROM dist GROUP BY g").plan
+        plan = s.explain("SELECT g, count(*), sum(v), sum(w) FROM dist GROUP BY g").plan
         fast, reference = render(emit_tree(plan)), render(emit_tree(plan, fast_cap=False))
         assert "groupArraySorted(4)" in fast and "ARRAY JOIN" in fast and "groupArraySorted" not in reference
         keys = CAP_KEYS
