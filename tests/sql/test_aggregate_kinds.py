@@ -186,3 +186,13 @@ def test_quantile_forms_and_grids(wide):
     assert thousand.stats["s0"].grid == (0, 1000 / 999, 1000)  # 1 001 integers: the 1 000-point grid
     refusal = refused_uncharged(wide, "SELECT quantile(0.5)(thousand * 0) FROM t")
     assert "bounds are a single point" in str(refusal)
+
+
+def test_the_variance_measures_under_the_per_group_bound(session):
+    """Under the per-group bound (G = 1 group, c = 2 rows) a unit moves each group's sums by c·r and c·r²,
+    so ℓ2 is c·r and c·r² (ℓ1 alike with one group): the ℓ2 of Σ(x − mid)² is not c (a mutant r·r → r/r)."""
+    plan, _ = session.plan("SELECT sex, varPop(age) FROM t GROUP BY sex SETTINGS dp_max_groups = 1, "
+                           "dp_max_rows_per_group = 2")
+    stat = next(s for s in plan.stats.values() if s.kind == "var")
+    count, s1, s2 = (next(m for m in plan.measures if m.name == name) for name in stat.measures)
+    assert (count.l2_sensitivity, s1.l2_sensitivity, s2.l2_sensitivity) == (2.0, 2.0 * 36, 2.0 * 36 * 36)
