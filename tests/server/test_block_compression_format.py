@@ -15,12 +15,11 @@ import struct
 
 import pytest
 from clickhouse_cityhash.cityhash import CityHash128
-from clickhouse_driver.compression import get_decompressor_cls
 from clickhouse_driver.compression.lz4 import Compressor
-from clickhouse_driver.reader import read_binary_uint128
 from clickhouse_driver.writer import write_binary_uint128
 
 from dpch.server import block_compression as bc
+from tests.server.driver_blocks import read_blocks
 
 DATA = b"region\tn\na\t10\nb\t20\n" * 1000 + os.urandom(3000)
 
@@ -37,16 +36,6 @@ def _driver_block(data: bytes) -> bytes:
     return out.getvalue() + block.getvalue()
 
 
-def _driver_read(data: bytes) -> bytes:
-    """Every block read back as clickhouse-driver reads one (CompressedBlockInputStream.read_block)."""
-    stream, out = io.BytesIO(data), []
-    while stream.tell() < len(data):
-        checksum = read_binary_uint128(stream)
-        method = stream.read(1)[0]
-        out.append(get_decompressor_cls(method)(stream).get_decompressed_data(method, checksum, 1))
-    return b"".join(out)
-
-
 def test_an_lz4_block_is_byte_for_byte_clickhouse_drivers():
     assert bc.compress(DATA, bc.LZ4) == _driver_block(DATA)
 
@@ -55,7 +44,7 @@ def test_clickhouse_driver_reads_our_blocks():
     many = DATA * 60  # over 1 MiB: several blocks (the driver reads LZ4 and ZSTD blocks, not stored ones)
     packed = bc.compress(many, bc.LZ4)
     assert packed[16] == bc.LZ4 and len(packed) < len(many)
-    assert _driver_read(packed) == many
+    assert read_blocks(packed) == many
 
 
 @pytest.mark.parametrize("method", [bc.LZ4, bc.ZSTD, bc.NONE])

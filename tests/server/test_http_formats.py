@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import gzip
 import http.client
-import io
 import json
 import re
 from urllib.parse import urlencode
@@ -16,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dpch.server import block_compression
+from tests.server.driver_blocks import read_blocks
 
 QUERY = "SELECT region, count(*) AS n, avg(spend) AS a FROM visits GROUP BY region"
 AUTH = {"Authorization": "Basic " + base64.b64encode(b"ana:ana-pw").decode()}
@@ -125,25 +125,12 @@ def test_errors_in_clickhouse_shape(serve):
 
 # -- ClickHouse's compressed format (issue 28, part 3): compress=1 on responses, decompress=1 on bodies ------
 
-def _blocks(data: bytes) -> bytes:
-    """The response's blocks read back as clickhouse-driver reads them (checksums checked)."""
-    from clickhouse_driver.compression import get_decompressor_cls
-    from clickhouse_driver.reader import read_binary_uint128
-
-    stream, out = io.BytesIO(data), []
-    while stream.tell() < len(data):
-        checksum = read_binary_uint128(stream)
-        method = stream.read(1)[0]
-        out.append(get_decompressor_cls(method)(stream).get_decompressed_data(method, checksum, 1))
-    return b"".join(out)
-
-
 @pytest.mark.parametrize("fmt", ["TabSeparatedWithNamesAndTypes", "RowBinaryWithNamesAndTypes", "Native"])
 def test_compress_1_decompresses_to_clickhouses_output(released, keeper, database, fmt):
     response, data = request(released, QUERY + f" FORMAT {fmt}", params={"compress": "1"})
     assert response.status == 200 and response.getheader("X-Dpch-Cache") == "hit"
     assert data[16] == block_compression.LZ4  # LZ4 unless the client asks otherwise, as ClickHouse
-    assert _blocks(data) == expected(keeper, database, fmt)
+    assert read_blocks(data) == expected(keeper, database, fmt)
 
 
 def test_compress_1_with_zstd_when_asked(released, keeper, database):
@@ -165,13 +152,13 @@ def test_jdbc_v2_request_replayed(released, keeper, database):
     data = response.read()
     conn.close()
     assert response.status == 200, data
-    assert _blocks(data) == expected(keeper, database, "RowBinaryWithNamesAndTypes")
+    assert read_blocks(data) == expected(keeper, database, "RowBinaryWithNamesAndTypes")
 
 
 def test_compressed_errors_and_bodies(released):
     # an error is written into the compressed stream, as ClickHouse does (the JDBC driver reads 400s so)
     response, data = request(released, "SELEC region FROM visits", params={"compress": "1"})
-    assert response.status == 400 and _blocks(data).startswith(b"Code: 62. DB::Exception")
+    assert response.status == 400 and read_blocks(data).startswith(b"Code: 62. DB::Exception")
     # a refused sign-in is answered before, uncompressed
     conn = http.client.HTTPConnection("127.0.0.1", released.port, timeout=30)
     conn.request("POST", "/?compress=1", body=b"SELECT 1", headers={"Authorization": "Basic " + base64.b64encode(
