@@ -146,7 +146,8 @@ TESTS: dict[str, list[str]] = {
     **{f"dpch/accuracy/{name}.py": ["tests/accuracy", "tests/mechanisms/test_noise_reduction.py"] for name in (
         "bounds", "planner", "rules")},
     "dpch/sql/bounds.py": _SQL_TESTS,
-    "dpch/sql/aggregates.py": _SQL_TESTS,
+    "dpch/sql/aggregates.py": ["tests/sql/test_aggregate_kinds.py", "tests/sql/test_dialect_aggregates.py",
+                               *_SQL_TESTS],
     "dpch/sql/aggregate_kinds.py": ["tests/sql/test_aggregate_kinds.py", "tests/sql/test_dialect_aggregates.py",
                                     *_SQL_TESTS],
     "dpch/sql/relation.py": _SQL_TESTS,
