@@ -138,10 +138,13 @@ def evaluate(node: exp.Expr, env: Mapping[str, Any]) -> Any:
 
 
 def _branches(node: exp.Case | exp.If) -> list[tuple[exp.Expr, exp.Expr]]:
-    """(condition, value) of each branch of a CASE or an if()."""
+    """(condition, value) of each branch of a CASE or an if(); a simple ``CASE x WHEN v THEN …`` branch's
+    condition is ``x = v``, as ClickHouse reads it (NULL = v is not true)."""
     if isinstance(node, exp.If):
         return [(node.this, node.args["true"])]
-    return [(branch.this, branch.args["true"]) for branch in node.args.get("ifs") or []]
+    subject = node.this
+    return [(branch.this if subject is None else exp.EQ(this=subject, expression=branch.this), branch.args["true"])
+            for branch in node.args.get("ifs") or []]
 
 
 def _default(node: exp.Case | exp.If) -> exp.Expr | None:

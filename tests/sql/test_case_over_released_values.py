@@ -31,6 +31,8 @@ def test_value_is_clickhouses_first_true_branch():
     assert outputs.evaluate(tree, {"s0": 7.0, "s1": 3.0, "s2": 4.0}) == 8.0
     assert outputs.evaluate(tree, {"s0": 1.0, "s1": 3.0, "s2": 4.0}) is None
     assert outputs.evaluate(_tree("if(__s0 > 1, __s1, 0)"), {"s0": None, "s1": 5.0}) == 0.0  # NULL is not true
+    simple = _tree("CASE __s0 WHEN 5 THEN 1 WHEN 6 THEN 2 ELSE 3 END")  # the subject equals a WHEN value
+    assert [outputs.evaluate(simple, {"s0": v}) for v in (5.0, 6.0, 7.0, None)] == [1.0, 2.0, 3.0, 3.0]
 
 
 def test_interval_holds_the_true_value_whatever_branch_the_truth_takes():

@@ -83,6 +83,9 @@ SAME_AS_CLICKHOUSE = [
     "SELECT sex, CASE WHEN avg(age) > 40 THEN 1 WHEN avg(age) > 30 THEN 2 ELSE 3 END AS band FROM t GROUP BY sex "
     "ORDER BY sex",
     "SELECT sex, count() FROM t GROUP BY sex HAVING CASE WHEN sex = 'f' THEN count() > 1 ELSE 1 END ORDER BY sex",
+    # a simple CASE compares its subject with each WHEN value
+    "SELECT sex, CASE count() WHEN 3 THEN 100 WHEN 4 THEN 200 ELSE 7 END AS c FROM t GROUP BY sex ORDER BY sex",
+    "SELECT sex, CASE sex WHEN 'f' THEN avg(age) ELSE 0 END AS a FROM t GROUP BY sex ORDER BY sex",
     # an outer SELECT that only post-processes one aggregate (issue 28): ibis's SELECT * FROM (…) ORDER BY,
     # Metabase's nested question SELECT source.x … FROM (…) AS source LIMIT 2000
     "SELECT * FROM (SELECT sex, count() AS n, avg(age) AS a FROM t GROUP BY sex) AS t1 ORDER BY t1.sex DESC",
