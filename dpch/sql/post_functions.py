@@ -253,7 +253,8 @@ def log_resolver(node: exp.Expr) -> _Resolved:
 #: ``CAST(x AS int)`` into ``Nullable(Int32)``): T's value, a NULL where T's cast gives none (ClickHouse
 #: raises there; dpch answers NULL, as for T), typed ``Nullable(T)``
 NULLABLE_CONVERSIONS: dict[str, PostFunction] = {
-    f"Nullable({name})": PostFunction(f"to{name}OrNull", fn.value, fn.image) for name, fn in CONVERSIONS.items()}
+    f"Nullable({name})": PostFunction(f"CAST(… AS Nullable({name}))", fn.value, fn.image)
+    for name, fn in CONVERSIONS.items()}
 
 
 def cast_resolver(node: exp.Expr) -> _Resolved:

@@ -292,6 +292,8 @@ _FLOORS = frozenset({
     "tostartofsecond", "tostartofminute", "tostartoffiveminutes", "tostartoftenminutes", "tostartoffifteenminutes",
     "tostartofhour", "tostartofday", "tostartofweek", "tomonday", "tostartofmonth", "tostartofquarter",
     "tostartofyear", "tostartofinterval", "todatetime"})
+#: the parser's nodes for date_trunc / timestamp truncation: floors too
+_FLOOR_NODES = (exp.TimestampTrunc, exp.DateTrunc)
 
 
 def _floored_column(node: exp.Expr) -> exp.Column | None:
@@ -305,9 +307,8 @@ def _floored_column(node: exp.Expr) -> exp.Column | None:
         if isinstance(node, exp.Paren):  # an alias read in WHERE is its definition in parentheses
             node = node.this
             continue
-        name = _name(node) or ("tostartofinterval" if isinstance(node, exp.TimestampTrunc | exp.DateTrunc) else "")
         rule = _rule(node)
-        if name not in _FLOORS or rule is None:
+        if rule is None or not (isinstance(node, _FLOOR_NODES) or _name(node) in _FLOORS):
             return None
         inner = _time_argument(node, rule)
         if inner is None:
