@@ -89,14 +89,23 @@ def unwrap(outer: exp.Select) -> exp.Select:
         name = item.alias_or_name
         items.append(exp.Alias(this=_unparen(new), alias=exp.to_identifier(name)))
     result = inner.copy()
-    # the inner HAVING and ORDER BY may name the inner select's aliases, which the outer list replaces: read
-    # them as the expressions they name, as ClickHouse does (an alias wins over a column of the same name)
+    # the inner GROUP BY, HAVING and ORDER BY may name the inner select's aliases, which the outer list
+    # replaces: read them as the expressions they name, as ClickHouse does (an alias wins over a column of the
+    # same name); a key that is an alias alone becomes its expression alone, as the select list would name it
     aliased = {item.alias: item.this for item in inner.expressions if isinstance(item, exp.Alias)}
-    for clause in ("having", "order"):
+
+    def named(n: exp.Expr) -> exp.Expr:
+        if isinstance(n, exp.Column) and not n.table and n.name in aliased:
+            return exp.Paren(this=aliased[n.name].copy())
+        return n
+
+    for clause in ("group", "having", "order"):
         node = result.args.get(clause)
         if node is not None:
-            node.transform(lambda n: exp.Paren(this=aliased[n.name].copy())
-                           if isinstance(n, exp.Column) and not n.table and n.name in aliased else n, copy=False)
+            node.transform(named, copy=False)
+    group = result.args.get("group")
+    if group is not None:
+        group.set("expressions", [_unparen(key) for key in group.expressions])
     result.set("expressions", items)
     where = outer.args.get("where")
     if where is not None:

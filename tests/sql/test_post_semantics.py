@@ -93,6 +93,11 @@ SAME_AS_CLICKHOUSE = [
     "ORDER BY sex LIMIT 2000",
     "SELECT * FROM (SELECT sex, avg(age) AS a FROM t GROUP BY sex) WHERE a > 40 AND sex != 'x' ORDER BY sex",
     "SELECT sex, n * 2 AS twice FROM (SELECT sex, count() AS n FROM t GROUP BY sex HAVING n > 1) ORDER BY sex",
+    # the outer list drops a key the inner GROUP BY names by its alias: the inner GROUP BY reads the alias as the
+    # expression it names, as ClickHouse does (Superset's and Metabase's nested queries list only measures)
+    "SELECT n FROM (SELECT intDiv(age, 30) AS band, count() AS n FROM t GROUP BY band ORDER BY band)",
+    "SELECT n, a FROM (SELECT device AS dev, sex AS s, count() AS n, avg(age) AS a FROM t GROUP BY dev, s "
+    "ORDER BY dev, s) WHERE n > 0",
     # a select alias in WHERE reads as its definition, as in ClickHouse (issue 28: Grafana's builder)
     "SELECT sex AS s, count() FROM t WHERE s = 'f' GROUP BY s",
     "SELECT device AS dev, sex, count() FROM t WHERE dev = 'mobile' AND sex != 'x' GROUP BY dev, sex "
