@@ -209,7 +209,7 @@ class AggregateBuilder:
 MAX_FLOAT = 1e280
 
 
-def check_accumulable(value: ValueExpr, label: str, *, floating: bool = False) -> None:
+def check_accumulable(value: ValueExpr, label: str, *, floating: bool) -> None:
     """Refuses a value whose sum could leave the accumulator's range (docs/design.md rule 6).
 
     ClickHouse sums UInt64/Int64 modulo 2^64 without a warning, while the sensitivity assumes the

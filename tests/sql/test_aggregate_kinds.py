@@ -196,3 +196,151 @@ def test_the_variance_measures_under_the_per_group_bound(session):
     stat = next(s for s in plan.stats.values() if s.kind == "var")
     count, s1, s2 = (next(m for m in plan.measures if m.name == name) for name in stat.measures)
     assert (count.l2_sensitivity, s1.l2_sensitivity, s2.l2_sensitivity) == (2.0, 2.0 * 36, 2.0 * 36 * 36)
+
+
+# -- the builder's sensitivities, from the bound (docs/algorithms.md, "Per-group contribution bounds") -------
+
+def _measure(plan, stat_kind):
+    stat = next(s for s in plan.stats.values() if s.kind == stat_kind)
+    return next(m for m in plan.measures if m.name == stat.measures[0])
+
+
+@pytest.mark.parametrize(("sql", "l1", "l2"), [
+    # one unit is one distinct unit of the whole table: 1, whatever its k = 3 rows
+    ("SELECT count(DISTINCT uid) FROM t", 1.0, 1.0),
+    # … and of each of the groups its rows reach: min(k, |sex|) = 2 groups, ℓ2 = √2 (one per group)
+    ("SELECT sex, count(DISTINCT uid) FROM t GROUP BY sex", 2.0, 2 ** 0.5),
+    # k rows add at most k distinct values; under the row cap ℓ2 = ℓ1 (they may all be in one group)
+    ("SELECT count(DISTINCT age) FROM t", 3.0, 3.0),
+    ("SELECT sex, count(DISTINCT age) FROM t GROUP BY sex", 3.0, 3.0),
+    # per-group bound G = 2, c = 2: R = 4 rows, 2 groups; a unit is distinct in min(R, G) = 2 groups
+    ("SELECT sex, count(DISTINCT uid) FROM t GROUP BY sex SETTINGS dp_bound = 'groups', dp_max_groups = 2, "
+     "dp_max_rows_per_group = 2", 2.0, 2 ** 0.5),
+    # … and adds at most R = 4 distinct values, packed c = 2 to a group: ℓ2 = √(2·2²)
+    ("SELECT sex, count(DISTINCT age) FROM t GROUP BY sex SETTINGS dp_bound = 'groups', dp_max_groups = 2, "
+     "dp_max_rows_per_group = 2", 4.0, 8 ** 0.5),
+])
+def test_count_distinct_sensitivities(session, sql, l1, l2):
+    m = _measure(session.plan(sql)[0], "count")
+    assert m.kind == "distinct" and m.integer  # a count: discrete noise
+    assert m.sensitivity == pytest.approx(l1, rel=1e-12) and m.l2_sensitivity == pytest.approx(l2, rel=1e-12)
+    # the declared types (the audit stores them as JSON numbers, where 3 and 3.0 differ)
+    assert type(m.sensitivity) is float and type(m.l2_sensitivity) is float
+
+
+def test_the_dp_bound_setting_is_what_changes_the_sensitivity(session):
+    """Negative control of the table above: the same query without the per-group settings has the row cap's."""
+    plain = _measure(session.plan("SELECT sex, count(DISTINCT age) FROM t GROUP BY sex")[0], "count")
+    bounded = _measure(session.plan("SELECT sex, count(DISTINCT age) FROM t GROUP BY sex SETTINGS dp_bound = "
+                                    "'groups', dp_max_groups = 2, dp_max_rows_per_group = 2")[0], "count")
+    assert (plain.sensitivity, plain.l2_sensitivity) != (bounded.sensitivity, bounded.l2_sensitivity)
+
+
+def test_the_plan_cannot_be_changed_after_its_check(session):
+    """Measures and statistics are frozen: what was checked and charged is what is computed (compile →
+    check → evaluate)."""
+    import dataclasses
+
+    plan, _ = session.plan("SELECT sex, avg(age) FROM t GROUP BY sex")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.measures[0].sensitivity = 0.0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        next(iter(plan.stats.values())).nonnegative = True
+
+
+def test_identical_statistics_are_one(session):
+    """count() twice is one statistic of one measure (released once, so the two columns agree); a count and a
+    sum of the same rows are two."""
+    plan, _ = session.plan("SELECT count() AS a, count() AS b, sum(age) AS c FROM t")
+    assert [s.kind for s in plan.stats.values()] == ["count", "sum"]
+    assert len(plan.measures) == 2
+
+
+def test_a_centred_sum_gets_continuous_noise(session):
+    """avg(age) of an integer age: its count is an integer (discrete noise) but Σ(age − mid) is not (mid = 54
+    here, but a half-integer for other bounds): integer noise on it would leave neighbours' outputs on
+    disjoint lattices, an unbounded privacy loss."""
+    plan, _ = session.plan("SELECT avg(age) FROM t")
+    by_kind = {m.kind: m for m in plan.measures if m.name in plan.stats["s0"].measures}
+    assert by_kind["count"].integer and not by_kind["sum"].integer
+    plain, _ = session.plan("SELECT sum(age) FROM t")  # negative control: the plain sum of integers is exact
+    assert plain.measures[0].integer
+
+
+@pytest.mark.parametrize(("sql", "nonnegative"), [
+    ("SELECT count() FROM t", True), ("SELECT count(DISTINCT uid) FROM t", True),
+    ("SELECT sum(age - 50) FROM t", False), ("SELECT avg(age - 50) FROM t", False),
+    ("SELECT varPop(age) FROM t", False),  # clipped by its own rule, to [0, r²]
+])
+def test_only_counts_are_clipped_at_zero(session, sql, nonnegative):
+    plan, _ = session.plan(sql)
+    assert [s.nonnegative for s in plan.stats.values()] == [nonnegative]
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT sum(age - 50) AS s, avg(age - 50) AS a FROM t",  # negative answers are released as they are
+    "SELECT sex, avgIf(age, city = 'a' OR city = 'b') AS a FROM t GROUP BY sex ORDER BY sex",
+])
+def test_signed_and_conditional_answers_are_clickhouses(session, sql):
+    assert_same_as_clickhouse(session, sql, raw_rows(session.engine, session.engine.database, sql, ("t",)))
+
+
+NAMED = ("uid UInt32, std UInt8 COMMENT 'dp: bounds=[0, 100]', v Nullable(Float64) COMMENT 'dp: bounds=[0, 10]', "
+         "uniq UInt8 COMMENT 'dp: bounds=[0, 100]'")
+
+
+@pytest.fixture
+def named(connect):
+    """A column named like an aggregate (``std``), and a Nullable one."""
+    s = connect(analyst="named")
+    make_table(s, NAMED, [(1, 10, 1.0, 1), (1, 20, None, 2), (2, 30, 3.0, 3), (3, 40, None, 4), (4, 50, 3.0, 5)],
+               ["uid", "std", "v", "uniq"])
+    return s
+
+
+def test_a_column_named_like_an_aggregate_is_its_argument(named):
+    """median(std) is the median of the column std, not the aggregate STD(); min(std) is refused as min()."""
+    plan, _ = named.plan("SELECT median(std) FROM t")
+    assert [s.kind for s in plan.stats.values()] == ["quantile"]
+    refusal = refused_uncharged(named, "SELECT min(std) FROM t")
+    assert "min" in str(refusal) and "quantile(p)(x) with p near 0" in (refusal.hint or "")
+    # the advice is chosen by the aggregate, not by its argument's name: groupBitAnd has none of its own,
+    # so it gets the list of supported aggregates, not uniq()'s advice
+    refusal = refused_uncharged(named, "SELECT groupBitAnd(uniq) FROM t")
+    assert refusal.hint == aggregate_kinds.SUPPORTED_HINT
+
+
+def test_a_nullable_value_under_a_disjunction(named):
+    """avgIf(v, c1 OR c2) of a Nullable v counts the rows where (c1 OR c2) AND v IS NOT NULL: the
+    disjunction is parenthesised (c1 OR (c2 AND v IS NOT NULL) counts a NULL row of c1). The values the
+    conditions pick, 1 and 3, are not symmetric about the bounds' centre 5, so a wrong count moves avg."""
+    sql = "SELECT avgIf(v, std < 25 OR std > 45) AS a, varPop(v) AS w FROM t"
+    assert_same_as_clickhouse(named, sql, raw_rows(named.engine, named.engine.database, sql, ("t",)))
+
+
+EDGES = ("uid UInt32, at_float Float64 COMMENT 'dp: bounds=[0, 1e280]', "
+         "below_float Float64 COMMENT 'dp: bounds=[-9.999999999999998e+279, 0]', "
+         "at_int UInt64 COMMENT 'dp: bounds=[0, 4611686018427387904]', "
+         "below_int UInt64 COMMENT 'dp: bounds=[0, 4611686018427387392]'")
+
+
+@pytest.fixture
+def edges(connect):
+    s = connect(analyst="edges")
+    make_table(s, EDGES, [(1, 1.0, -1.0, 1, 1)], ["uid", "at_float", "below_float", "at_int", "below_int"])
+    return s
+
+
+@pytest.mark.parametrize(("column", "refusal"), [
+    ("at_float", "too large for a floating-point sum"),  # |value| ≥ 1e280: 2^64 rows could overflow Float64
+    ("below_float", None),  # the largest Float64 below it
+    ("at_int", "too large for an exact integer sum"),  # ≥ 2^62: 2^64 rows could leave Int128
+    ("below_int", None),  # 2^62 − 512, the largest Float64 below 2^62 (bounds are read as Float64)
+])
+def test_the_accumulator_limits_at_their_boundary(edges, column, refusal):
+    sql = f"SELECT sum({column}) FROM t"
+    if refusal is None:
+        plan, _ = edges.plan(sql)
+        assert plan.measures[0].kind == "sum"
+    else:
+        assert refusal in str(refused_uncharged(edges, sql))
