@@ -39,6 +39,7 @@ from dpch.sql.parse import DIALECT, ParsedQuery
 from dpch.sql.relation import Relation, RelationBuilder, SourceColumn, TableLookup
 from dpch.sql.time_buckets import where_ranges
 from dpch.sql.time_constants import ConstantQuery, fold_time_constants
+from dpch.sql.where_lists import where_lists
 from dpch.sql.wrappers import unwrap
 
 _SUPPORTED_CLAUSES = {"expressions", "from_", "where", "group", "order", "limit", "offset", "settings", "joins",
@@ -229,7 +230,9 @@ class _Analyzer:
 
         group_exprs = self._group_expressions()
         ranges = where_ranges(where.this if where is not None else None, self._identity)
-        key_builder = KeyBuilder(self.relation, self.outer, self.public_domain, self.constants, ranges, self.types)
+        lists = where_lists(where.this if where is not None else None, self._identity)
+        key_builder = KeyBuilder(self.relation, self.outer, self.public_domain, self.constants, ranges, self.types,
+                                 lists)
         keys = [key_builder.key(e) for e in group_exprs]
         partition = any(k.values is None for k in keys)
         domain_size = None if partition else check_domain_size(keys)

@@ -34,6 +34,7 @@ from dpch.sql.parse import DIALECT
 from dpch.sql.relation import Relation, SourceColumn
 from dpch.sql.time_buckets import TimeRange, bucket_column, bucket_domain
 from dpch.sql.time_constants import ConstantQuery
+from dpch.sql.where_lists import Listed
 
 #: the largest domain a GROUP BY may release (product of the keys' domains)
 MAX_GROUPS = 100_000
@@ -63,7 +64,8 @@ class GroupKey:
 class KeyBuilder:
     def __init__(self, relation: Relation, outer: Callable[[SourceColumn], exp.Expr],
                  public_domain: PublicDomain, constants: ConstantQuery | None = None,
-                 ranges: dict[str, TimeRange] | None = None, types: ExpressionTypes | None = None) -> None:
+                 ranges: dict[str, TimeRange] | None = None, types: ExpressionTypes | None = None,
+                 lists: dict[str, tuple[Listed, ...]] | None = None) -> None:
         self.relation = relation
         self.outer = outer
         self.public_domain = public_domain
@@ -73,6 +75,8 @@ class KeyBuilder:
         self.ranges = ranges or {}
         #: ClickHouse's types of expression keys (the registry's rules are checked against them)
         self.types = types
+        #: the constant values WHERE limits each column to (:mod:`dpch.sql.where_lists`, by base_sql)
+        self.lists = lists or {}
 
     def key(self, expr: exp.Expr) -> GroupKey:
         label = expr.sql(DIALECT)
@@ -139,25 +143,57 @@ class KeyBuilder:
         if source.is_unit:
             raise QueryRejected(f"GROUP BY {source.name}: grouping by the privacy unit releases one group per person",
                                 hint="count distinct units instead: count(DISTINCT unit)")
+        listed = self._listed(source)
         if source.public and source.values is not None:
-            domain = _with_unmatched(source, tuple(source.values), label)
+            domain = _with_unmatched(source, self._narrowed(tuple(source.values), listed, label), label)
             return GroupKey(label, node, domain, "declared values", inner_filter=_within(source, domain),
                             type=source.type)
         if source.public_table is not None:
             domain = self.public_domain(source.public_table, source.name)
             if not domain:
                 raise QueryRejected(f"GROUP BY {label}: the public table has no values in this column")
-            domain = _with_unmatched(source, tuple(domain), label)
+            domain = _with_unmatched(source, self._narrowed(tuple(domain), listed, label), label)
             return GroupKey(label, node, tuple(domain), f"public table {source.public_table}",
                             inner_filter=_within(source, domain), type=source.type)
         if source.bounds is not None and source.integer:
             lo, hi = int(source.bounds.lo), int(source.bounds.hi)
+            if listed is not None:  # the listed values within the bounds: the clamp leaves them as they are
+                domain = self._narrowed(tuple(v for v in listed if isinstance(v, int) and lo <= v <= hi), listed, label)
+                return GroupKey(label, clamp(node, source.bounds), domain, "bounds and WHERE list",
+                                type=base_type(source.type))
             _check_size(hi - lo + 1, label)
             return GroupKey(label, clamp(node, source.bounds), tuple(range(lo, hi + 1)), "bounds",
                             type=base_type(source.type))
         if source.date_bounds is not None and base_type(source.type) in ("Date", "Date32"):
             return self._date_key(source, "day", label)
+        if listed is not None and not source.unmatched_default:
+            # no public domain, but the query names the only values it keeps: they are the domain, and
+            # the rows of any other value (NULL too) are filtered out here as by the WHERE
+            return GroupKey(label, node, listed, "WHERE list", inner_filter=_within(source, listed),
+                            type=source.type)
         return GroupKey(label, node, None, "partition selection", type=source.type)
+
+    def _listed(self, source: SourceColumn) -> tuple[Listed, ...] | None:
+        """The values WHERE limits ``source`` to, of the kind its type shows as written (strings of a String
+        column, integers of an integer one); None when WHERE lists none of them."""
+        listed = self.lists.get(source.base_sql)
+        if listed is None:
+            return None
+        kind = base_type(source.type)
+        wanted: type = str if kind == "String" else int if kind.startswith(("Int", "UInt")) else type(None)
+        same = tuple(v for v in listed if type(v) is wanted)
+        return same if len(same) == len(listed) else None
+
+    @staticmethod
+    def _narrowed(domain: tuple[Any, ...], listed: tuple[Listed, ...] | None, label: str) -> tuple[Any, ...]:
+        """``domain``'s values that WHERE lists (all of them when it lists none), in the domain's order."""
+        if listed is None:
+            return domain
+        kept = tuple(v for v in domain if v in listed)
+        if not kept:
+            raise QueryRejected(f"GROUP BY {label}: WHERE keeps none of the key's public values, so there is no "
+                                "group to release", hint="list values of its domain (dpch tables shows them)")
+        return kept
 
     def _intdiv(self, expr: exp.Expr, label: str) -> GroupKey:
         args = list(expr.expressions)
