@@ -317,3 +317,22 @@ def test_without_item_removes_the_key_and_keeps_the_rest():
     comment = 'dp: privacy_unit=uid, verified_parts=[["a", "b"]], max_rows_per_unit=3, note="x, y"'
     assert parse_annotation(without_item(comment, "verified_parts"), where="t") == {
         "privacy_unit": "uid", "max_rows_per_unit": 3, "note": "x, y"}
+
+
+def test_past_the_part_limit_both_lists_are_empty_not_null(connect, monkeypatch):
+    """A table with more active parts than the limit reads as the empty list ('') in the emitted guard and
+    in the verification alike, never NULL (a NULL guard would make both branches read nothing). Checked
+    with the limit lowered to 1 and two parts; the guard at the real limit is the test above."""
+    import dpch.policy.parts
+    import dpch.sql.cap
+    from dpch.sql.cap import current_parts as current_parts_tree
+
+    s = connect(analyst="verify")
+    _create(s)
+    _insert(s, HEAVY)
+    monkeypatch.setattr(dpch.policy.parts, "MAX_PARTS", 1)
+    monkeypatch.setattr(dpch.sql.cap, "MAX_PARTS", 1)
+    value = s.engine.query_rows(render(current_parts_tree(s.engine.database, "t").this))[0][0]
+    assert value == "" and current_parts(s.engine, "t") == ""
+    monkeypatch.setattr(dpch.sql.cap, "MAX_PARTS", 2)  # negative control: within the limit, the list
+    assert s.engine.query_rows(render(current_parts_tree(s.engine.database, "t").this))[0][0].count(",") == 1

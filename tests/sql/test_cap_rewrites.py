@@ -238,3 +238,17 @@ def test_split_cap_needs_a_privacy_unit(connect):
     s.policy.reload()
     with pytest.raises(PolicyError, match="split_cap needs a privacy_unit"):
         s.table_policy("pub")
+
+
+def test_the_split_points_index_source_is_recognised_and_nothing_else():
+    """The probe swaps a split point's ``mergeTreeIndex(db, table)`` source for its synthetic row: it must
+    find that source by its function name, and no other table function or table."""
+    from dpch.sql.cap import split_index_table
+
+    def source(name: str) -> exp.Table:
+        return exp.Table(this=exp.Anonymous(this=name, expressions=[exp.Literal.string("db"),
+                                                                    exp.Literal.string("t")]))
+
+    assert split_index_table(source("mergeTreeIndex")) == ("db", "t")
+    assert split_index_table(source("numbers")) is None
+    assert split_index_table(exp.Table(this=exp.to_identifier("mergeTreeIndex"))) is None

@@ -152,12 +152,14 @@ def test_the_cap_on_shards_is_a_two_stage_aggregate_with_the_same_rows(cluster_s
         _drop(cluster_server, database)
 
 
-@pytest.mark.parametrize("groups", [None, 2])
-def test_the_per_group_bound_on_shards_is_a_two_stage_aggregate_with_the_same_rows(cluster_server, request, groups):
+@pytest.mark.parametrize(("key", "groups"), [("g", None), ("g", 2), ("intDiv(v, 4)", None)])
+def test_the_per_group_bound_on_shards_is_a_two_stage_aggregate_with_the_same_rows(cluster_server, request, key,
+                                                                                   groups):
     """Under the per-group bound on a Distributed table, each unit's c rows per group are
     ``groupArraySorted(c)`` per (unit, group) (the first stage on the shards), and they are exactly the
     rows of the one-stream ``LIMIT c BY unit, keys`` under the same key: on two shards holding every row
-    twice, for counts and sums, with every group kept and with G = 2 of 3 groups per unit. Negative
+    twice, for counts and sums, with every group kept and with G = 2 of 3 groups per unit, and for a key
+    computed from a column (the first stage groups by the expression its alias stands for). Negative
     control: a different key keeps other rows, so the comparison can fail."""
     from dpch.pipeline.execute import exact
     from dpch.sql.nodes import render
@@ -176,7 +178,7 @@ def test_the_per_group_bound_on_shards_is_a_two_stage_aggregate_with_the_same_ro
                        "COMMENT 'dp: privacy_unit=uid, max_rows_per_unit=30, max_rows_per_group=2'")
         s.policy.reload()
         asked = " SETTINGS dp_bound = 'groups'" + (f", dp_max_groups = {groups}" if groups else "")
-        plan = s.explain("SELECT g, count(*), sum(v) FROM dist GROUP BY g" + asked).plan
+        plan = s.explain(f"SELECT {key} AS k, count(*), sum(v) FROM dist GROUP BY k" + asked).plan
         assert plan.per_group and plan.restrict_groups == (groups is not None)
         fast, reference = render(emit_tree(plan)), render(emit_tree(plan, fast_cap=False))
         cut = 'LIMIT 2 BY "__unit", '  # c rows by unit and group (G groups by unit is LIMIT G BY "__unit")
