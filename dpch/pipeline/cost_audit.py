@@ -301,7 +301,10 @@ def _partition_selection(sel: LaplacePartitionSelection, problems: list[str]) ->
 
     # the threshold is the smallest integer τ ≥ 1 with that probability ≤ δ: solved here by its logarithm
     # a first guess, not mutated: the two loops after it move it to the smallest τ whatever it is
-    lowest = max(1, math.ceil(math.log(sel.delta * (1.0 + p) / keys) / math.log(p)))  # pragma: no mutate
+    if p == 0.0:  # exp(−1/scale) underflows (ε past ~745 per key): no key of the unit alone passes any τ ≥ 1
+        lowest = 1
+    else:
+        lowest = max(1, math.ceil(math.log(sel.delta * (1.0 + p) / keys) / math.log(p)))  # pragma: no mutate
     while lowest > 1 and released(lowest - 1) <= sel.delta:  # pragma: no mutate (see the first guess)
         lowest -= 1  # pragma: no mutate (an overshoot is undone by the loop below)
     while released(lowest) > sel.delta:

@@ -136,6 +136,18 @@ def test_a_partition_selection_whose_threshold_is_too_low_is_a_problem():
         assert any(expected in p for p in problems), problems
 
 
+@pytest.mark.parametrize("epsilon", [700.0, 1e7])
+def test_a_partition_selection_at_a_huge_epsilon_is_checked_not_crashed(epsilon):
+    """At ε past ~745 per key exp(−1/scale) underflows to 0: the smallest threshold is 1 (a key of the unit
+    alone passes none), where the logarithm of 0 raised a ValueError out of the check (found by a series-limit
+    test at ε 1e7). The threshold 1 passes; 0 would release the unit's key always and is still caught."""
+    honest = LaplacePartitionSelection(epsilon, 1e-6, 2)
+    assert cost_audit.charge_problems(honest.cost, [honest]) == []
+    moved = dataclasses.replace(honest)
+    object.__setattr__(moved, "threshold", 0)
+    assert cost_audit.charge_problems(honest.cost, [moved]) != []
+
+
 def test_a_partition_selection_drawing_less_noise_than_its_epsilon_is_a_problem(monkeypatch):
     """Negative control of the ε check: the selection's noise (its scale) two thirds of what ε needs."""
     honest = LaplacePartitionSelection(1.0, 1e-6, 2)
