@@ -15,7 +15,7 @@ from dpch.accounting.accountant import Accountant, BudgetStatus
 from dpch.accounting.budget import Budget
 from dpch.accounting.watches import WatchState
 from dpch.errors import DpchError
-from dpch.pipeline import accuracy_first, admit
+from dpch.pipeline import accuracy_first, admit, series
 from dpch.pipeline.check import Probe
 from dpch.pipeline.context import QueryContext
 from dpch.pipeline.kinds import release_kind
@@ -26,6 +26,8 @@ from dpch.pipeline.watch import Watches
 from dpch.policy.model import TablePolicy
 from dpch.policy.resolve import Policy
 from dpch.sql.analyze import QueryPlan
+from dpch.sql.parse import ParsedQuery, parse_query
+from dpch.sql.series_limit import SeriesLimit, find
 from dpch.sql.settings import QueryOptions
 from dpch.store.engine import Engine
 
@@ -72,6 +74,9 @@ class Session:
     def plan(self, sql: str, **options: Any) -> tuple[QueryPlan, QueryOptions]:
         """Parses and analyzes ``sql``; reads only the policy (and public tables' key domains).
         A text planned before is reused while its policies and domains are unchanged (:class:`PlanCache`)."""
+        limited = _series_limit(sql)
+        if limited is not None:  # the plan shown for Superset's series limit: its series query's
+            return series.presented_plan(self, *limited, options)
         try:
             key: Any = (sql, frozenset(options.items()))
             hash(key)
@@ -89,6 +94,9 @@ class Session:
 
     def explain(self, sql: str, **options: Any) -> Explanation:
         """The emitted SQL, sensitivities, noise and cost of ``sql``, without spending anything."""
+        limited = _series_limit(sql)
+        if limited is not None:  # two releases: the series query's explanation, with their composed cost
+            return series.explanation(self, *limited, options)
         return self.explain_plan(*self.plan(sql, **options))
 
     def explain_plan(self, plan: QueryPlan, opts: QueryOptions) -> Explanation:
@@ -103,6 +111,9 @@ class Session:
         (:func:`dpch.pipeline.kinds.release_kind`): the pipeline's stages in order, the charge durable before
         any noise is drawn."""
         started = time.perf_counter()
+        limited = _series_limit(sql)
+        if limited is not None:  # Superset's series limit: two releases (dpch.pipeline.series)
+            return series.answer(self, *limited, options, started)
         plan, opts = self.plan(sql, **options)
         if plan.query.explain:
             return explanation_release(self.explain_plan(plan, opts), self.budget(), _ms_since(started))
@@ -177,6 +188,19 @@ class Session:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _series_limit(sql: str) -> tuple[ParsedQuery, SeriesLimit] | None:
+    """``sql`` parsed and split when it is a series limit (a JOIN of a top-N subquery); None for any other
+    query, and for text that does not parse (the planner then refuses it in words)."""
+    if "join" not in sql.lower():
+        return None
+    try:
+        parsed = parse_query(sql)
+    except DpchError:
+        return None
+    limit = find(parsed.select)
+    return None if limit is None else (parsed, limit)
 
 
 def _ms_since(started: float) -> float:
