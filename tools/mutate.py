@@ -126,6 +126,9 @@ TESTS: dict[str, list[str]] = {
                         "tests/policy/test_verified_rows.py", "tests/store/test_distributed_tables.py"],
     # a WHERE list narrows a key's domain, so the groups a unit can reach (the sensitivity)
     "dpch/sql/where_lists.py": ["tests/sql/test_where_lists.py", *_SQL_TESTS],
+    # Superset's series limit: which keys the second release is limited to, and the composed cost it reports
+    "dpch/sql/series_limit.py": ["tests/pipeline/test_series_limit.py", "tests/server/test_superset_series_limit.py"],
+    "dpch/pipeline/series.py": ["tests/pipeline/test_series_limit.py", "tests/server/test_superset_series_limit.py"],
     "dpch/sql/grouping.py": ["tests/sql/test_key_release.py", "tests/sql/test_partition_selection.py",
                              "tests/sql/test_time.py", *_SQL_TESTS, "tests/soundness/test_rows_cannot_fail.py"],
     "dpch/sql/rewrite.py": ["tests/sql/test_emit_trees.py", *_SQL_TESTS, "tests/soundness/test_values.py"],
