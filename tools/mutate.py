@@ -204,6 +204,8 @@ OUTSIDE: dict[str, str] = {
     "dpch/sql/outputs.py": "post-processing of released values (HAVING, ORDER BY, derived columns): it changes "
                            "what is shown, never what is private",
     "dpch/sql/post_functions.py": "post-processing functions of released values (as outputs.py)",
+    "dpch/sql/text_form.py": "ClickHouse's text of released values and keys, for ORDER BY and HAVING (as outputs.py); "
+                             "tested against ClickHouse's own toString",
     "dpch/pipeline/context.py": "a record of the stages' dependencies",
     "dpch/pipeline/postprocess.py": "post-processing of released values into rows",
     "dpch/pipeline/report.py": "the release's presentation (its cost is the ledger's, checked elsewhere)",

@@ -409,6 +409,9 @@ class _Analyzer:
         if index is not None:
             return OutputColumn(name, outputs.placeholder(f"k{index}"), index, ())
         transformed = self._post(expr, name, aliases=False)
+        if outputs.has_text(transformed):
+            raise QueryRejected(f"{name}: a String cast of a released value or key is supported in ORDER BY and "
+                                "HAVING, not as a result column", hint="select the value, and format it in the client")
         return OutputColumn(name, transformed, None, tuple(r for r in outputs.references(transformed)
                                                            if r.startswith("s")))
 

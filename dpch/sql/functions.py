@@ -371,7 +371,8 @@ ENTRIES: tuple[Function, ...] = (
     _unary("toInt64OrNull", "toint64ornull", _PARSE, S, "'15'"),
     _unary("toDateOrNull", "todateornull", _PARSE, S | D, "'2021-03-04'"),
     Function("toString", ("tostring",), "every value has a text form; the time zone must be a constant",
-             (_a("value", 0, sample="1"), _c(ZONE, 1, "'UTC'", ZONE)), template="toString({0}, {1})"),
+             (_a("value", 0, sample="1"), _c(ZONE, 1, "'UTC'", ZONE)), template="toString({0}, {1})",
+             use=Use.ROW | Use.POST, post=post_functions.to_string_resolver),
     # date and time constants, in the exact forms dpch.sql.time_constants folds every constant into
     *(Function(name, (name.lower(),), _TIME_CONSTANT, (_c("value", 0, sample), _c(ZONE, 1, "'UTC'", ZONE)),
                template=f"{name}({{0}}, {{1}})", use=Use.ROW | Use.BUCKET | Use.CONSTANT, hint=_TIME_HINT)

@@ -73,10 +73,20 @@ def check(node: exp.Expr, what: str) -> None:
             name = sub.this if isinstance(sub, exp.Anonymous) else \
                 sub.sql_name() if isinstance(sub, exp.Func) else sub.key.upper()
             raise QueryRejected(
-                f"{what}: {name} is not supported on aggregates",
+                f"{what}: {name} is not supported on released values and keys",
                 hint="use arithmetic, least/greatest, comparisons, AND/OR/NOT and "
                      + ", ".join(functions.post_names()),
             )
+
+
+def has_text(node: exp.Expr) -> bool:
+    """Whether ``node`` takes the text of a value (``toString``, ``CAST(… AS String)``): a value with no
+    interval, which a result column cannot be."""
+    for sub in node.walk():
+        resolved = functions.post_function(sub)
+        if resolved is not None and resolved[0] is post_functions.TO_STRING:
+            return True
+    return False
 
 
 def evaluate(node: exp.Expr, env: Mapping[str, Any]) -> Any:
@@ -246,7 +256,12 @@ def check_types(node: exp.Expr, kinds: Mapping[str, str], what: str, *,
             return NULL
         if isinstance(n, exp.Boolean):
             return NUMBER
-        if isinstance(n, _ARITHMETIC) or functions.post_function(n) is not None:
+        resolved = functions.post_function(n)
+        if resolved is not None and resolved[0] is post_functions.TO_STRING:
+            for arg in resolved[1]:
+                kind(arg)  # any kind has a text
+            return STRING
+        if isinstance(n, _ARITHMETIC) or resolved is not None:
             for arg in _operands(n):
                 if kind(arg) not in (NUMBER, NULL):
                     raise QueryRejected(f"{what}: arithmetic on {describe(arg, kind(arg))}",

@@ -36,6 +36,7 @@ from sqlglot import exp
 
 from dpch.errors import QueryRejected
 from dpch.sql.parse import DIALECT
+from dpch.sql.text_form import clickhouse_text
 
 Interval = tuple[float, float]
 _WHOLE_LINE: Interval = (-math.inf, math.inf)
@@ -257,15 +258,37 @@ NULLABLE_CONVERSIONS: dict[str, PostFunction] = {
     for name, fn in CONVERSIONS.items()}
 
 
+#: ``toString(x)``, ``CAST(x AS String)``: ClickHouse's text of a key or a released value (:mod:`.text_form`).
+#: Its value is text, so it has no interval: analysis allows it where no interval is needed (HAVING, ORDER BY)
+TO_STRING = PostFunction("toString", clickhouse_text, lambda *_: _WHOLE_LINE)
+#: the String types a cast may name (a Nullable or LowCardinality String holds the same text here)
+STRING_TYPES = frozenset({"String", "Nullable(String)", "LowCardinality(String)",
+                          "LowCardinality(Nullable(String))"})
+
+
 def cast_resolver(node: exp.Expr) -> _Resolved:
-    """``CAST(x AS T)`` and ``x::T`` to a type of :data:`CONVERSIONS` or :data:`NULLABLE_CONVERSIONS`."""
+    """``CAST(x AS T)`` and ``x::T`` to a type of :data:`CONVERSIONS` or :data:`NULLABLE_CONVERSIONS`, or to
+    String (:data:`TO_STRING`)."""
     target = node.args["to"].sql(DIALECT)
-    fn = CONVERSIONS.get(target) or NULLABLE_CONVERSIONS.get(target)
+    fn = CONVERSIONS.get(target) or NULLABLE_CONVERSIONS.get(target) or (
+        TO_STRING if target in STRING_TYPES else None)
     if fn is None:
         raise QueryRejected(
             f"CAST(... AS {target}) is not supported on released values and keys",
-            hint="cast to " + ", ".join(CONVERSIONS) + ", or Nullable(T) of one (a Decimal: round(x, N) instead)")
+            hint="cast to " + ", ".join(CONVERSIONS) + ", String, or Nullable(T) of one (a Decimal: round(x, N) "
+                 "instead)")
     return fn, [node.this]
+
+
+def to_string_resolver(node: exp.Expr) -> _Resolved:
+    """``toString(x)`` of a key or released value; the time-zone form ``toString(t, zone)`` is refused."""
+    if str(node.this) != "toString":
+        raise QueryRejected(f"{node.this}() is not a ClickHouse function", hint="write toString(…)")
+    args = list(node.expressions)
+    if len(args) != 1:
+        raise QueryRejected("toString of a released value or key takes one argument",
+                            hint="a time zone's text is not supported here; format the key in the client")
+    return TO_STRING, args
 
 
 ABS_RESOLVER = _this(ABS)
@@ -316,7 +339,8 @@ def is_constant(node: exp.Expr) -> bool:
     return isinstance(node, exp.Literal) and not node.is_string
 
 
-__all__ = ["ABS_RESOLVER", "BY_NAME", "CBRT_RESOLVER", "CEIL_RESOLVER", "CONVERSIONS", "EXP_RESOLVER",
+__all__ = ["STRING_TYPES", "TO_STRING", "to_string_resolver",
+           "ABS_RESOLVER", "BY_NAME", "CBRT_RESOLVER", "CEIL_RESOLVER", "CONVERSIONS", "EXP_RESOLVER",
            "FLOOR_RESOLVER", "LN_RESOLVER", "NAMED", "NULLABLE_CONVERSIONS", "POW_RESOLVER", "PostFunction",
            "PostResolver", "ROUND_RESOLVER", "SIGN_RESOLVER", "SQRT_RESOLVER", "TRUNC_RESOLVER", "cast_resolver",
            "is_constant", "log_resolver", "named_resolver", "result_type_of"]
