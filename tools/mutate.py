@@ -217,6 +217,8 @@ _STATISTIC = ("a statistic's released value or interval from its noisy measures:
 #: code with post-processing: issue 25's one class per aggregate holds both an aggregate's sensitivities and its
 #: released value); tests/test_mutation_modules.py checks that each still exists
 OUTSIDE_FUNCTIONS: dict[str, dict[str, str]] = {
+    "dpch/pipeline/series.py": {"_elapsed_ms": "the answer's reported wall time: no value, noise or charge (and no "
+                                               "test may depend on the machine's speed)"},
     "dpch/pipeline/bound_report.py": {"shown": "the dropped share and its interval from the two noisy counts: "
                                                "post-processing (the counts' noise and sensitivity are mutated)"},
     "dpch/sql/aggregate_kinds.py": {name: _STATISTIC for name in (

@@ -9,7 +9,8 @@ et al. 2016, the filter's guarantee holds for adaptively chosen releases), and t
 composed cost. Before release 1 runs, release 2 is planned with stand-in keys and the two costs are checked
 together against the budget, so a query dpch cannot answer, or a budget that fits only the first release,
 is refused before anything is charged. (Another process spending in between can still leave release 2
-refused after release 1 was charged: budget lost, never privacy; the refusal says so.)
+refused after release 1 was charged: budget lost, never privacy; the refusal says so.) Accuracy targets and
+watches, whose costs are settled after the fact, are refused: the pair could not be checked beforehand.
 """
 
 from __future__ import annotations
@@ -69,14 +70,6 @@ def _stand_in(plan: QueryPlan, name: str) -> Any:
                         "series query", hint="limit the series by a String or integer column")
 
 
-def _composed(costs: list[PrivacyCost]) -> PrivacyCost:
-    try:
-        return PrivacyCost.composed(costs)
-    except ValueError:
-        raise QueryRejected("a series limit is answered as two releases, which accuracy-first releases cannot be",
-                            hint="set an ε (dp_epsilon) instead of an accuracy target") from None
-
-
 @dataclass(frozen=True)
 class SeriesPlans:
     """The two queries of a series limit, planned: the top-N query, and the series query with stand-in keys
@@ -93,10 +86,13 @@ def plans(session: Session, parsed: ParsedQuery, limit: SeriesLimit, options: di
     """Plans both queries (each refused in words as any query is, before anything is charged)."""
     overrides = {**options, **option_overrides(parsed.settings)}
     top = session.plan(render(limit.top), **overrides)
-    names = tuple(name for _, name in limit.pairs)
-    missing = [n for n in names if n not in top[0].columns]
-    if missing:
-        raise QueryRejected(f"series limit: the top-N query has no column {missing[0]}")
+    opts = top[1]
+    if opts.accuracy is not None or opts.relative_error is not None or opts.watch is not None:
+        # their costs are settled after the fact (ex post), and an accuracy run may withhold its answer once
+        # charged: the pair could neither be checked together beforehand nor reported as one composed cost
+        raise QueryRejected("a series limit is answered as two fixed-cost releases: accuracy targets and watches "
+                            "do not apply to it", hint="set an ε (dp_epsilon) instead")
+    names = tuple(name for _, name in limit.pairs)  # output names of the top-N query (find() checked them)
     stand_in = tuple(_stand_in(top[0], n) for n in names)
     series = session.plan(render(restricted(limit, [stand_in])), **overrides)
     return SeriesPlans(top, series, overrides, names)
@@ -115,7 +111,7 @@ def explanation(session: Session, parsed: ParsedQuery, limit: SeriesLimit, optio
     """The series query's explanation, with the two releases' composed cost and a note saying so."""
     planned = plans(session, parsed, limit, options)
     explained = [session.explain_plan(*planned.top), session.explain_plan(*planned.series)]
-    cost = _composed([e.cost for e in explained])
+    cost = PrivacyCost.composed([e.cost for e in explained])
     return dataclasses.replace(explained[1], cost=cost, notes=[
         *explained[1].notes, f"series limit: two releases, the series keys (ε {explained[0].cost.epsilon:g}) "
         f"and their series (ε {explained[1].cost.epsilon:g})"])
@@ -127,9 +123,9 @@ def answer(session: Session, parsed: ParsedQuery, limit: SeriesLimit, options: d
     those keys. The answer is release 2's rows, with the two releases' composed cost."""
     planned = plans(session, parsed, limit, options)
     explained = [session.explain_plan(*planned.top), session.explain_plan(*planned.series)]
-    cost = _composed([e.cost for e in explained])
+    cost = PrivacyCost.composed([e.cost for e in explained])
     if parsed.explain:
-        return _explanation(explained, cost, session, started)
+        return dataclasses.replace(_explanation(explained, cost, session), elapsed_ms=_elapsed_ms(started))
     top_plan, series_plan = planned.top[0], planned.series[0]
     datasets = tuple(dict.fromkeys([*session.datasets(top_plan), *session.datasets(series_plan)]))
     session.accountant.check(cost, datasets=datasets)  # both fit now, or neither runs
@@ -139,30 +135,38 @@ def answer(session: Session, parsed: ParsedQuery, limit: SeriesLimit, options: d
         return dataclasses.replace(first, columns=list(series_plan.columns), rows=[], intervals=[],
                                    notes=[*first.notes, _note(first, None)])
     second = session.query(render(restricted(limit, keys)), **planned.overrides)
-    total = _composed([first.cost, second.cost])
+    total = PrivacyCost.composed([first.cost, second.cost])
     return dataclasses.replace(second, cost=total, notes=[*second.notes, _note(first, second)],
-                               elapsed_ms=(time.perf_counter() - started) * 1000.0)
+                               elapsed_ms=_elapsed_ms(started))
+
+
+def _elapsed_ms(started: float) -> float:
+    """The time the whole answer took (both releases), as a release reports it."""
+    return (time.perf_counter() - started) * 1000.0
+
+
+def _cost_text(cost: PrivacyCost) -> str:
+    return f"ε {cost.epsilon:g}" + (f", δ {cost.delta:g}" if cost.delta else "")
 
 
 def _note(first: Release, second: Release | None) -> str:
-    chosen = f"series limit: release {first.release_id} chose the series (ε {first.cost.epsilon:g})"
+    chosen = f"series limit: release {first.release_id} chose the series ({_cost_text(first.cost)})"
     if second is None:
         return chosen + "; it chose none, so the series query was not run"
-    return chosen + f"; release {second.release_id} is their values (ε {second.cost.epsilon:g})"
+    return chosen + f"; release {second.release_id} is their values ({_cost_text(second.cost)})"
 
 
-def _explanation(explained: list[Explanation], cost: PrivacyCost, session: Session, started: float) -> Release:
+def _explanation(explained: list[Explanation], cost: PrivacyCost, session: Session) -> Release:
     """EXPLAIN DP of a series limit: both releases' explanations and their composed cost; free."""
+    top, series = explained
     lines = ["series limit: answered as two releases, the top-N series keys, then the series of those keys",
-             f"together they cost ε {cost.epsilon:g}" + (f", δ {cost.delta:g}" if cost.delta else ""),
-             "", "release 1, the series keys:", *explained[0].describe().splitlines(),
-             "", "release 2, the series (its key list is release 1's keys):", *explained[1].describe().splitlines()]
+             f"together they cost {_cost_text(cost)}",
+             "", "release 1, the series keys:", *top.describe().splitlines(),
+             "", "release 2, the series (its key list is release 1's keys):", *series.describe().splitlines()]
     return Release(columns=["explain"], rows=[(line,) for line in lines], intervals=[[None] for _ in lines],
-                   cost=PrivacyCost.zero(), confidence=explained[1].options.confidence, mechanism="none",
-                   measures=[*explained[0].measures, *explained[1].measures], budget=session.budget(),
-                   release_id="", elapsed_ms=(time.perf_counter() - started) * 1000.0,
-                   notes=[f"EXPLAIN DP spends nothing; running the query would cost ε {cost.epsilon:g}"
-                          + (f", δ {cost.delta:g}" if cost.delta else "")])
+                   cost=PrivacyCost.zero(), confidence=series.options.confidence, mechanism="none",
+                   measures=[*top.measures, *series.measures], budget=session.budget(), release_id="",
+                   notes=[f"EXPLAIN DP spends nothing; running the query would cost {_cost_text(cost)}"])
 
 
 __all__ = ["SeriesPlans", "answer", "explanation", "plans", "presented_plan"]

@@ -155,3 +155,144 @@ def test_other_joins_with_a_subquery_are_still_refused(session):
     sql = superset_sql(["job"]).replace(" LIMIT 2) AS series_limit", ") AS series_limit")
     refusal = refused_uncharged(session, sql, epsilon=0.5)
     assert "joins are supported with tables of the database only" in str(refusal)
+
+
+# -- the split and the restriction, by value ---------------------------------------------------------------
+
+def _limit(sql):
+    import sqlglot
+
+    from dpch.sql.series_limit import find
+    return find(sqlglot.parse_one(sql, read="clickhouse"))
+
+
+def test_several_series_columns_allow_only_the_chosen_pairs_not_their_cross_product(session):
+    """Chosen (nurse, a) and (cook, b): the lists allow nurse/cook × a/b, four pairs; HAVING keeps two."""
+    from dpch.sql.nodes import render
+    from dpch.sql.series_limit import restricted
+
+    limit = _limit(superset_sql(["job", "city"]))
+    sql = render(restricted(limit, [("nurse", "a"), ("cook", "b"), ("nurse", "a")]))
+    release = session.query(sql, epsilon=1e7)
+    assert {(r[1], r[2]) for r in release.rows} == {("nurse", "a"), ("cook", "b")}
+    assert not mismatches(_nonempty(release), _clickhouse(session, sql), [0.0, 0.0, 0.0, 1e-3])
+
+
+def test_one_series_column_is_limited_by_its_list(session):
+    from dpch.sql.nodes import render
+    from dpch.sql.series_limit import restricted
+
+    sql = render(restricted(_limit(superset_sql(["job"])), [("cook",), ("clerk",)]))
+    assert {r[1] for r in session.query(sql, epsilon=1e7).rows} == {"cook", "clerk"}
+
+
+def test_restricting_to_no_key_is_a_programming_error():
+    from dpch.sql.series_limit import restricted
+
+    with pytest.raises(ValueError, match="at least one"):
+        restricted(_limit(superset_sql(["job"])), [])
+
+
+@pytest.mark.parametrize("sql", [
+    superset_sql(["job"]).replace("ON job = ", "ON (job = ").replace(" WHERE ts >=", ") WHERE ts >="),
+    superset_sql(["job"]).replace(f"ON job = {label('job__')}", f"ON series_limit.{label('job__')} = job"),
+    superset_sql(["job"]).replace(" JOIN (", " INNER JOIN ("),
+])
+def test_spellings_of_the_same_join_are_a_series_limit(sql):
+    limit = _limit(sql)
+    assert limit is not None and [name for _, name in limit.pairs] == [label("job__")]
+
+
+@pytest.mark.parametrize("sql", [
+    superset_sql(["job"]).replace(" JOIN (", " LEFT JOIN ("),  # keeps unmatched rows: not a restriction
+    superset_sql(["job"]).replace(f"ON job = {label('job__')}", f"ON job = {label('job__')} AND city = 'a'"),
+    superset_sql(["job"]).replace(f"ON job = {label('job__')}", f"ON job != {label('job__')}"),
+    superset_sql(["job"]).replace(f"ON job = {label('job__')}", f"ON job = {label('job__')} OR job = 'x'"),
+    superset_sql(["job"]).replace(f" AS series_limit ON job = {label('job__')}",
+                                  f" AS series_limit USING ({label('job__')})"),
+    superset_sql(["job"]).replace(f"ORDER BY {label('mme_inner__')} DESC ", ""),  # no ORDER BY: not a top-N
+    "SELECT job, count() FROM t JOIN u ON t.uid = u.uid GROUP BY job",
+    "SELECT job, count() FROM t GROUP BY job",
+])
+def test_other_joins_are_not_a_series_limit(sql):
+    assert _limit(sql) is None
+
+
+def test_the_split_cannot_be_changed():
+    import dataclasses
+
+    limit = _limit(superset_sql(["job"]))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        limit.pairs = ()
+
+
+# -- what the answer needs ----------------------------------------------------------------------------------
+
+def test_settings_in_the_query_apply_to_both_releases(session):
+    before = ledger_rows(session)
+    release = session.query(superset_sql(["job"]) + " SETTINGS dp_epsilon = 0.25")
+    assert release.cost.epsilon == pytest.approx(0.5) and ledger_rows(session) == before + 2
+
+
+def test_a_top_n_query_that_chooses_no_series_is_one_release(session):
+    """An inner HAVING no noisy value passes: release 1 chose no key, so there is no series to release."""
+    sql = superset_sql(["job"]).replace(f"ORDER BY {label('mme_inner__')} DESC",
+                                        f"HAVING {label('mme_inner__')} > 1e9 ORDER BY {label('mme_inner__')} DESC")
+    before = ledger_rows(session)
+    release = session.query(sql, epsilon=1e7)
+    assert release.rows == [] and release.columns == [label("__timestamp"), label("job"), label("count")]
+    assert ledger_rows(session) == before + 1
+    assert any("it chose none, so the series query was not run" in note for note in release.notes)
+
+
+def test_a_top_n_query_over_one_listed_key(session):
+    """Superset's filters apply to the inner query too: with one listed job, one candidate series."""
+    sql = superset_sql(["job"], where="job IN ('pilot')")
+    release = session.query(sql, epsilon=1e7)
+    assert {r[1] for r in release.rows} == {"pilot"}
+
+
+def test_the_note_names_both_releases_and_their_costs(session):
+    release = session.query(superset_sql(["job"]), epsilon=0.5)
+    (note,) = [n for n in release.notes if "series limit" in n]
+    first_id, second_id = note.split("release ")[1].split(" ")[0], note.split("release ")[2].split(" ")[0]
+    assert first_id and second_id and first_id != second_id and second_id == release.release_id
+    assert note.count("ε 0.5") == 2
+
+
+@pytest.mark.parametrize(("options", "shown"), [({"epsilon": 0.5}, "ε 1"),
+                                                  ({"epsilon": 0.5, "delta": 1e-6, "mechanism": "gaussian"},
+                                                   "ε 1, δ 2e-06")])
+def test_explain_states_the_composed_cost_with_its_delta(session, options, shown):
+    explained = session.query("EXPLAIN DP " + superset_sql(["job"]), **options)
+    assert f"together they cost {shown}" in [r[0] for r in explained.rows]
+    assert explained.notes == [f"EXPLAIN DP spends nothing; running the query would cost {shown}"]
+    assert explained.cost.epsilon == 0.0
+
+
+def test_a_private_series_key_is_listed_back_as_text(session):
+    """team has no public domain: its top-N is a partition selection (δ), and the series query lists the
+    selected teams back (a String stand-in plans it beforehand)."""
+    release = session.query(superset_sql(["team"]), epsilon=1e7, delta=1e-6)
+    assert {r[1] for r in release.rows} <= {"t0", "t1", "t2", "t3"} and release.rows
+
+
+@pytest.mark.parametrize(("sql", "words"), [
+    # joined on the metric, not on a key: nothing to list back
+    (superset_sql(["job"]).replace(f"ON job = {label('job__')}", f"ON x = {label('mme_inner__')}"),
+     "not one of its GROUP BY keys"),
+    # a Float64 key without a domain cannot be listed back as written
+    (superset_sql(["x"]), "cannot list back"),
+])
+def test_series_keys_that_cannot_be_listed_back_are_refused_before_any_charge(session, sql, words):
+    refusal = refused_uncharged(session, sql, epsilon=1.0, delta=1e-6)
+    assert words in str(refusal)
+
+
+@pytest.mark.parametrize("options", [{"accuracy": 5.0}, {"relative_error": 0.2, "max_epsilon": 5.0},
+                                     {"watch": "w", "threshold": 10.0}])
+def test_accuracy_targets_and_watches_are_refused_before_any_charge(session, options):
+    """Their costs are settled after the fact, and an accuracy run may withhold an answer it was charged for:
+    neither can be checked with the other release beforehand."""
+    refusal = refused_uncharged(session, superset_sql(["job"]), **options)
+    assert "accuracy targets and watches do not apply" in str(refusal)
