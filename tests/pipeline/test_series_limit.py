@@ -24,7 +24,7 @@ from tests.helpers import ledger_rows, make_table, refused_uncharged
 from tests.soundness.exact_answers import mismatches, raw_rows
 
 COLUMNS = ("uid UInt32, job String COMMENT 'dp: public, values=[\"nurse\", \"cook\", \"pilot\", \"clerk\"]', "
-           "city String COMMENT 'dp: public, values=[\"a\", \"b\", \"c\"]', team String, "
+           "city String COMMENT 'dp: public, values=[\"a\", \"b\", \"c\"]', team LowCardinality(String), "
            "ts DateTime COMMENT 'dp: public, bounds=[\"2026-01-01\", \"2026-01-31\"]', "
            "x Float64 COMMENT 'dp: bounds=[0, 10]'")
 #: units per job: 40 nurses, 30 cooks, 20 pilots, 10 clerks (the top 2 are nurse and cook, far apart);
@@ -271,8 +271,8 @@ def test_explain_states_the_composed_cost_with_its_delta(session, options, shown
 
 
 def test_a_private_series_key_is_listed_back_as_text(session):
-    """team has no public domain: its top-N is a partition selection (δ), and the series query lists the
-    selected teams back (a String stand-in plans it beforehand)."""
+    """team, a LowCardinality(String), has no public domain: its top-N is a partition selection (δ), and the
+    series query lists the selected teams back (a String stand-in plans it beforehand)."""
     release = session.query(superset_sql(["team"]), epsilon=1e7, delta=1e-6)
     assert {r[1] for r in release.rows} <= {"t0", "t1", "t2", "t3"} and release.rows
 
@@ -296,3 +296,15 @@ def test_accuracy_targets_and_watches_are_refused_before_any_charge(session, opt
     neither can be checked with the other release beforehand."""
     refusal = refused_uncharged(session, superset_sql(["job"]), **options)
     assert "accuracy targets and watches do not apply" in str(refusal)
+
+
+def test_the_reported_time_is_within_the_calls(session):
+    """The answer reports the time both releases took: positive, and no more than the call took (a bound that
+    holds on any machine)."""
+    import time
+
+    for sql in (superset_sql(["job"]), "EXPLAIN DP " + superset_sql(["job"])):
+        started = time.perf_counter()
+        release = session.query(sql, epsilon=0.5)
+        took_ms = (time.perf_counter() - started) * 1000.0
+        assert 0.0 < release.elapsed_ms <= took_ms
