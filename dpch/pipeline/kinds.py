@@ -82,6 +82,9 @@ class ReleaseKind:
     #: whether it can also release what the contribution bound dropped (``dp_report_dropped``, one fixed-cost
     #: charge with the answer: :mod:`.bound_report`)
     reports_dropped: ClassVar[bool] = False
+    #: whether its cost is known before it runs, so it can be checked and composed with another release
+    #: beforehand (a watch's and an accuracy run's are settled after the fact: :mod:`.series`)
+    fixed_cost: ClassVar[bool] = True
 
     def explain(self, services: Services, plan: QueryPlan, opts: QueryOptions) -> Explanation:
         """The emitted SQL, measures, cost and admissibility of the release, without spending anything."""
@@ -100,6 +103,7 @@ class ThresholdWatch(ReleaseKind):
     name = "threshold watch"
     cacheable = False
     estimates = False
+    fixed_cost = False
 
     def explain(self, services: Services, plan: QueryPlan, opts: QueryOptions) -> Explanation:
         return services.watch_service.explain(plan, opts)
@@ -146,6 +150,7 @@ class Free(ReleaseKind):
 
 class AccuracyFirst(ReleaseKind):
     name = "accuracy-first"
+    fixed_cost = False
 
     def explain(self, services: Services, plan: QueryPlan, opts: QueryOptions) -> Explanation:
         check_key_release(plan, opts)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from dpch.errors import QueryRejected
+from dpch.pipeline.kinds import release_kind
 from dpch.pipeline.report import Explanation, Release
 from dpch.policy.model import base_type
 from dpch.privacy.cost import PrivacyCost
@@ -86,12 +87,13 @@ def plans(session: Session, parsed: ParsedQuery, limit: SeriesLimit, options: di
     """Plans both queries (each refused in words as any query is, before anything is charged)."""
     overrides = {**options, **option_overrides(parsed.settings)}
     top = session.plan(render(limit.top), **overrides)
-    opts = top[1]
-    if opts.accuracy is not None or opts.relative_error is not None or opts.watch is not None:
-        # their costs are settled after the fact (ex post), and an accuracy run may withhold its answer once
+    kind = release_kind(*top)
+    if not kind.fixed_cost:
+        # its cost is settled after the fact (ex post), and an accuracy run may withhold its answer once
         # charged: the pair could neither be checked together beforehand nor reported as one composed cost
-        raise QueryRejected("a series limit is answered as two fixed-cost releases: accuracy targets and watches "
-                            "do not apply to it", hint="set an ε (dp_epsilon) instead")
+        raise QueryRejected(f"a series limit is answered as two fixed-cost releases, and a {kind.name} release's "
+                            "cost is settled after it runs (accuracy targets and watches do not apply to it)",
+                            hint="set an ε (dp_epsilon) instead")
     names = tuple(name for _, name in limit.pairs)  # output names of the top-N query (find() checked them)
     stand_in = tuple(_stand_in(top[0], n) for n in names)
     series = session.plan(render(restricted(limit, [stand_in])), **overrides)
