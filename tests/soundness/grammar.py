@@ -342,6 +342,10 @@ simple_conditions = st.one_of(
         E("isNull(n)", lambda r: r["n"] is None),
         E("g IN ('a', 'b')", lambda r: r["g"] in ("a", "b")),
         E("g = ''", lambda r: r["g"] == ""),
+        # constant lists on a key narrow its domain (dpch.sql.where_lists): a private key's list is its domain
+        E("s IN ('a', 'ab', '')", lambda r: r["s"] in ("a", "ab", "")),
+        E("s = 'b'", lambda r: r["s"] == "b"),
+        E("g = 'c'", lambda r: r["g"] == "c"),
         E("f BETWEEN -1 AND 1", lambda r: -1 <= r["f"] <= 1),
         E("abs(f) < 3", lambda r: abs(r["f"]) < 3),
         E("startsWith(s, 'a')", lambda r: r["s"].startswith("a")),
