@@ -180,6 +180,9 @@ TESTS: dict[str, list[str]] = {
                                     "tests/soundness/test_cost_consistency.py"],
     # issue 25's release kinds: which kind a query is decides its mechanism, its charge and whether it is cached
     "dpch/pipeline/kinds.py": ["tests/pipeline/test_release_kinds.py", "tests/pipeline/test_cost_audit.py",
+                               "tests/pipeline/test_top_k.py", "tests/pipeline/test_bound_report.py",
+                               "tests/sql/test_key_release.py", "tests/accuracy/test_accuracy_first.py",
+                               "tests/pipeline/test_series_limit.py",
                                "tests/server/test_cache_and_remote.py", "tests/pipeline/test_watch.py"],
     # issue 27's report of what the bound dropped: its mechanisms' ε and sensitivity, and its release
     "dpch/pipeline/bound_report.py": ["tests/pipeline/test_bound_report.py", "tests/pipeline/test_cost_audit.py"],

@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
+from abc import ABC, abstractmethod
 from typing import ClassVar, Protocol
 
 from dpch.errors import QueryRejected
@@ -69,8 +70,8 @@ class Services(Protocol):
     def watch_service(self) -> Watches: ...
 
 
-class ReleaseKind:
-    """One kind of release. Subclasses override :meth:`explain` and :meth:`answer`."""
+class ReleaseKind(ABC):
+    """One kind of release. Subclasses implement :meth:`explain` and :meth:`answer`."""
 
     #: the kind's name (EXPLAIN, logs, the audit's messages)
     name: ClassVar[str]
@@ -86,13 +87,13 @@ class ReleaseKind:
     #: beforehand (a watch's and an accuracy run's are settled after the fact: :mod:`.series`)
     fixed_cost: ClassVar[bool] = True
 
+    @abstractmethod
     def explain(self, services: Services, plan: QueryPlan, opts: QueryOptions) -> Explanation:
         """The emitted SQL, measures, cost and admissibility of the release, without spending anything."""
-        raise NotImplementedError
 
+    @abstractmethod
     def answer(self, services: Services, plan: QueryPlan, opts: QueryOptions, started: float) -> Release:
         """The release, charged before any noise is drawn (``started``: ``time.perf_counter()`` at the ask)."""
-        raise NotImplementedError
 
     def column_types(self, plan: QueryPlan, opts: QueryOptions) -> list[str]:
         """ClickHouse types of the release's columns (the DB-API cursor's and the gateway's)."""

@@ -53,6 +53,9 @@ def test_each_query_is_its_kind(session, sql, kind):
 def test_what_each_kind_says_of_itself(session):
     assert [k.cacheable for k in (Ordinary, KeyRelease, TopK, Free, AccuracyFirst)] == [True] * 5
     assert not ThresholdWatch.cacheable and not ThresholdWatch.estimates
+    # only an ordinary release (and a key release, one) carries dp_report_dropped's fixed-cost report
+    assert [k.reports_dropped for k in (Ordinary, KeyRelease, TopK, Free, AccuracyFirst, ThresholdWatch)] == \
+        [True, True, False, False, False, False]
     # a watch's and an accuracy run's costs are settled after they run (a series limit refuses them)
     assert [k.fixed_cost for k in (Ordinary, KeyRelease, TopK, Free, AccuracyFirst, ThresholdWatch)] == \
         [True, True, True, True, False, False]
