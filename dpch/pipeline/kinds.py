@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import ClassVar, Protocol
 
 from dpch.errors import QueryRejected
