@@ -27,7 +27,7 @@ CONFIRM_SHARE = 0.25
 MAX_HISTORY = 1000
 #: the most points of a spend-over-time series (the latest are kept)
 MAX_POINTS = 500
-#: column types drawn as a time axis (a line with a band) rather than as bars
+#: column types drawn as a time axis (lines with bands) rather than as bars
 _TIME_TYPES = ("Date", "DateTime", "Nullable(Date", "Nullable(DateTime")
 
 
@@ -139,17 +139,22 @@ def spend_series(entries: list[LedgerEntry]) -> list[dict[str, Any]]:
 
 def present(wire: dict[str, Any]) -> dict[str, Any]:
     """A release as the page shows it: each noisy value's ± half-width, and which chart fits (bars
-    for grouped results, a line with a band when the first key is a date or time), decided from
-    the release's shape (which columns carry intervals, their types), never from the values."""
+    for grouped results; when a key is a date or time, a line with a band over it, one line per
+    value of the other keys), decided from the release's shape (which columns carry intervals,
+    their types), never from the values."""
     intervals = wire.get("intervals") or []
     wire["half_widths"] = [[None if iv is None else (iv[1] - iv[0]) / 2 for iv in row] for row in intervals]
     columns = wire.get("columns") or []
     noisy = [j for j in range(len(columns)) if any(row[j] is not None for row in intervals)]
     keys = [j for j in range(len(columns)) if j not in noisy]
-    chart = None
+    chart: dict[str, Any] | None = None
     if keys and noisy and len(wire.get("rows") or []) > 1:
-        kind = "line" if str(wire["types"][keys[0]]).startswith(_TIME_TYPES) else "bar"
-        chart = {"kind": kind, "key": keys[0], "keys": keys, "values": noisy}
+        times = [j for j in keys if str(wire["types"][j]).startswith(_TIME_TYPES)]
+        if times:  # one line per value of the other keys (their series), over the first time key
+            chart = {"kind": "line", "key": times[0], "keys": keys, "values": noisy,
+                     "series": [j for j in keys if j != times[0]]}
+        else:
+            chart = {"kind": "bar", "key": keys[0], "keys": keys, "values": noisy}
     wire["chart"] = chart
     wire["spent"] = wire.get("cost")
     wire["remaining"] = (wire.get("budget") or {}).get("remaining")

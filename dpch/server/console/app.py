@@ -15,7 +15,7 @@ from importlib import resources
 from typing import Any
 
 from dpch.errors import DpchError
-from dpch.server.console import analyst, owner
+from dpch.server.console import analyst, owner, saved
 from dpch.server.console.requests import Call, ConsoleError, Request, json_body, text, to_json
 from dpch.server.console.security import (
     CSRF_HEADER,
@@ -62,6 +62,9 @@ ENDPOINTS: dict[tuple[str, str], Endpoint] = {
     ("POST", "/console/api/refine"): Endpoint(analyst.refine),
     ("GET", "/console/api/history"): Endpoint(analyst.history),
     ("GET", "/console/api/budget"): Endpoint(analyst.budget),
+    ("GET", "/console/api/saved"): Endpoint(saved.list_saved),
+    ("POST", "/console/api/saved"): Endpoint(saved.save),
+    ("POST", "/console/api/saved/delete"): Endpoint(saved.delete),
     ("GET", "/console/api/owner/overview"): Endpoint(owner.overview, owner=True),
     ("GET", "/console/api/owner/policies"): Endpoint(owner.policies, owner=True),
     ("GET", "/console/api/owner/audits"): Endpoint(owner.audits, owner=True),

@@ -1,5 +1,6 @@
-"""The web console over HTTP: sign-in, cookie, CSRF, security headers, roles, the DP path, and
-that no page or endpoint shows an exact aggregate (docs/console.md)."""
+"""The web console over HTTP: sign-in, cookie, CSRF, security headers, roles, the DP path, which
+chart a release gets, saved queries per analyst, and that no page or endpoint shows an exact
+aggregate (docs/console.md)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from tests.server.http_post import post
 GROUPED = "SELECT region, count() AS n FROM visits GROUP BY region"
 STATIC = ["/console/static/console.css", "/console/static/common.js", "/console/static/charts.js",
           "/console/static/completion.js", "/console/static/play.js", "/console/static/admin.js",
-          "/console/static/login.js"]
+          "/console/static/login.js", "/console/static/export.js"]
 
 
 def ledger(store_dsn: str, database: str, analyst: str) -> list:
@@ -179,7 +180,26 @@ def test_time_buckets_are_drawn_as_a_line(browser):
         "sql": "SELECT toStartOfMonth(visit_date) AS month, count() AS n FROM visits "
                "WHERE visit_date >= '2026-01-01' AND visit_date < '2026-04-01' GROUP BY month"})
     assert status == 200, data
-    assert data["chart"]["kind"] == "line"
+    assert data["chart"] == {"kind": "line", "key": 0, "keys": [0], "values": [1], "series": []}
+
+
+def test_time_buckets_with_a_second_key_are_one_series_per_value_of_it(browser):
+    """A date plus a second key: a line over the date per value of the other key (wherever the date
+    key stands), decided from the columns' types."""
+    b = browser()
+    for sql, chart in (
+            ("SELECT toStartOfMonth(visit_date) AS month, region, count() AS n FROM visits "
+             "WHERE visit_date >= '2026-01-01' AND visit_date < '2026-04-01' GROUP BY month, region",
+             {"kind": "line", "key": 0, "keys": [0, 1], "values": [2], "series": [1]}),
+            ("SELECT region, device, toStartOfMonth(visit_date) AS month, count() AS n, avg(spend) AS s "
+             "FROM visits WHERE visit_date >= '2026-01-01' AND visit_date < '2026-03-01' "
+             "GROUP BY region, device, month",
+             {"kind": "line", "key": 2, "keys": [0, 1, 2], "values": [3, 4], "series": [0, 1]}),
+            ("SELECT region, device, count() AS n FROM visits GROUP BY region, device",
+             {"kind": "bar", "key": 0, "keys": [0, 1], "values": [2]})):
+        status, data = b.post("/console/api/query", {"sql": sql, "options": {"epsilon": 0.2}})
+        assert status == 200, data
+        assert data["chart"] == chart, sql
 
 
 def test_explain_is_free_and_asks_above_the_shells_share(browser, store_dsn, database):
@@ -477,3 +497,114 @@ def test_selection_queries_show_what_they_cost(browser, console):
     status, data = b.post("/console/api/query", {"sql": "SELECT count() AS n FROM visits SETTINGS dp_watch = 'busy'"})
     assert status == 200, data
     assert data["rows"] == [["below"]] and session.watch_state("busy").position == 1
+
+
+# -- saved queries -----------------------------------------------------------------------------------
+
+def saved_rows(store_dsn: str, database: str) -> list[tuple]:
+    """The rows of dpch's table of saved queries, read from the store directly."""
+    from dpch.server.console.saved import SAVED_TABLE
+
+    engine = Engine(store_dsn, database=database)
+    try:
+        return engine.query_rows(
+            f"SELECT analyst, name, sql, deleted FROM {engine.table(SAVED_TABLE)} ORDER BY version")
+    finally:
+        engine.close()
+
+
+def test_saved_queries_are_saved_listed_replaced_and_deleted_per_analyst(browser, store_dsn, database):
+    ana, bob, bi = browser(), browser("bob", "bob-pw"), browser("grafana", "bi-pw")
+    status, data = ana.get("/console/api/saved")
+    assert status == 200 and data == {"analyst": "ana", "queries": []}
+    status, data = ana.post("/console/api/saved", {"name": "  by region ", "sql": GROUPED + "\n"})
+    assert status == 200, data
+    assert data["saved"] == "by region"  # spaces around a name are trimmed
+    assert [(q["name"], q["sql"], q["database"]) for q in data["queries"]] == [("by region", GROUPED, None)]
+    status, data = ana.post("/console/api/saved", {"name": "average", "sql": "SELECT avg(spend) FROM visits",
+                                                   "database": database})
+    assert status == 200 and [q["name"] for q in data["queries"]] == ["average", "by region"]
+    assert data["queries"][0]["database"] == database
+    # the same name again replaces the query
+    status, data = ana.post("/console/api/saved", {"name": "average", "sql": "SELECT avg(age) FROM visits"})
+    assert [(q["name"], q["sql"]) for q in data["queries"]] == [
+        ("average", "SELECT avg(age) FROM visits"), ("by region", GROUPED)]
+    # another analyst sees none of them, whatever it asks, and cannot delete them
+    assert bob.get("/console/api/saved") == (200, {"analyst": "bob", "queries": []})
+    assert bob.get("/console/api/saved", analyst="ana") == (200, {"analyst": "bob", "queries": []})
+    assert bob.get("/console/api/saved", name="by region") == (200, {"analyst": "bob", "queries": []})
+    status, data = bob.post("/console/api/saved/delete", {"name": "by region", "analyst": "ana"})
+    assert status == 404 and data["error"]["message"] == "you have no saved query named 'by region'"
+    assert bi.get("/console/api/saved")[1]["queries"] == []  # user grafana is analyst bi
+    status, data = bob.post("/console/api/saved", {"name": "by region", "sql": "SELECT count() FROM visits"})
+    assert status == 200 and [q["sql"] for q in data["queries"]] == ["SELECT count() FROM visits"]
+    assert [q["sql"] for q in ana.get("/console/api/saved")[1]["queries"]] == [
+        "SELECT avg(age) FROM visits", GROUPED]
+    # deleting
+    status, data = ana.post("/console/api/saved/delete", {"name": "average"})
+    assert status == 200 and data["deleted"] == "average" and [q["name"] for q in data["queries"]] == ["by region"]
+    assert ana.post("/console/api/saved/delete", {"name": "average"})[0] == 404  # gone
+    assert [q["sql"] for q in bob.get("/console/api/saved")[1]["queries"]] == ["SELECT count() FROM visits"]
+    # saved under the analyst, in dpch's own table; a saved query is SQL text, never a result
+    rows = saved_rows(store_dsn, database)
+    assert [(r[0], r[1], r[3]) for r in rows] == [("ana", "by region", 0), ("ana", "average", 0), ("ana", "average", 0),
+                                                  ("bob", "by region", 0), ("ana", "average", 1)]
+    engine = Engine(store_dsn, database=database)
+    try:
+        from dpch.server.console.saved import SAVED_TABLE
+
+        assert [c.name for c in engine.columns(SAVED_TABLE)] == [
+            "analyst", "name", "sql", "database", "time", "version", "deleted"]
+    finally:
+        engine.close()
+    assert ledger(store_dsn, database, "ana") == []  # saving runs nothing
+
+
+def test_saved_queries_outlive_the_server(serve, store_dsn, database):
+    """Kept in the store, not in the server's memory: a restarted gateway lists them."""
+    first = Browser(serve(users={**USERS, **OWNER}, cache_ttl=0))
+    first.sign_in()
+    assert first.post("/console/api/saved", {"name": "kept", "sql": GROUPED})[0] == 200
+    first.srv.stop()
+    second = Browser(serve(users={**USERS, **OWNER}, cache_ttl=0))
+    second.sign_in()
+    assert [q["name"] for q in second.get("/console/api/saved")[1]["queries"]] == ["kept"]
+
+
+def test_saving_a_query_needs_the_csrf_token(browser, store_dsn, database):
+    b = browser()
+    status, _, data = b.request("POST", "/console/api/saved", {"name": "x", "sql": GROUPED}, csrf=False)
+    assert status == 403 and "CSRF" in data["error"]["message"]
+    status, _, data = b.request("POST", "/console/api/saved/delete", {"name": "x"}, csrf=False)
+    assert status == 403
+    assert b.get("/console/api/saved")[1]["queries"] == []
+
+
+def test_bad_saved_queries_are_refused_with_a_clear_message(browser, monkeypatch):
+    from dpch.server.console import saved
+
+    b = browser()
+    for body, status, message in (
+            ({"sql": GROUPED}, 400, "a saved query needs a name"),
+            ({"name": "", "sql": GROUPED}, 400, "the name of a saved query must not be empty"),
+            ({"name": "   ", "sql": GROUPED}, 400, "the name of a saved query must not be empty"),
+            ({"name": 7, "sql": GROUPED}, 400, "the name of a saved query must be a string"),
+            ({"name": "x" * 101, "sql": GROUPED}, 400,
+             "the name of a saved query must be at most 100 characters (this one has 101)"),
+            ({"name": "tab\there", "sql": GROUPED}, 400,
+             "the name of a saved query must not contain control characters"),
+            ({"name": "x"}, 400, "the field 'sql' is required"),
+            ({"name": "x", "sql": "  \n "}, 400, "there is no SQL to save: write a query first"),
+            ({"name": "x", "sql": "S" * 100_001}, 413, "the field 'sql' is longer than 100000 characters"),
+            ({"name": "x", "sql": GROUPED, "database": "nowhere"}, 404, "Database nowhere does not exist")):
+        got, data = b.post("/console/api/saved", body)
+        assert (got, data["error"]["message"][:len(message)]) == (status, message), body
+    assert b.post("/console/api/saved/delete", {"name": ""})[1]["error"]["message"] == (
+        "the name of a saved query must not be empty")
+    assert b.get("/console/api/saved")[1]["queries"] == []
+    assert b.post("/console/api/saved", {"name": "x" * 100, "sql": GROUPED})[0] == 200  # the longest name
+    monkeypatch.setattr(saved, "MAX_SAVED", 2)
+    assert b.post("/console/api/saved", {"name": "second", "sql": GROUPED})[0] == 200
+    status, data = b.post("/console/api/saved", {"name": "third", "sql": GROUPED})
+    assert status == 400 and data["error"]["message"] == "you have 2 saved queries, the most kept; delete one first"
+    assert b.post("/console/api/saved", {"name": "second", "sql": "SELECT count() FROM visits"})[0] == 200  # replacing

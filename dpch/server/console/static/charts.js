@@ -1,5 +1,5 @@
-// Inline SVG charts, drawn here (no library): bars with error bars, a line with a band, a budget
-// gauge and spend over time. Colours come from console.css classes (no inline style: the CSP forbids it).
+// Inline SVG charts, drawn here (no library): bars with error bars, lines with bands (one per series),
+// a budget gauge and spend over time. Colours come from console.css classes (no inline style: the CSP forbids it).
 "use strict";
 const Charts = (function () {
   const NS = "http://www.w3.org/2000/svg";
@@ -74,32 +74,107 @@ const Charts = (function () {
     return root;
   }
 
-  /** A line with a band: xs (Date or number), values, lo, hi — time buckets. */
+  const LABEL_GAP = 12;  // the least space between two axis labels or legend entries (px)
+  let measurer = null;
+
+  /** The width of `content` drawn in the charts' 11px font (a canvas measures it; the SVG's own
+   * text cannot be measured before it is on the page). */
+  function textWidth(content) {
+    if (measurer === null) {
+      const canvas = document.createElement("canvas");
+      measurer = canvas.getContext("2d");
+      if (measurer) measurer.font = `11px ${getComputedStyle(document.body).fontFamily}`;
+    }
+    return measurer ? measurer.measureText(String(content)).width : String(content).length * 7;
+  }
+
+  /** Time keys as ClickHouse writes them, shortened alike: "2026-03" for months' first days,
+   * the date alone at midnight, seconds dropped when all are :00. */
+  function timeLabels(raw) {
+    let out = raw.map((t) => String(t));
+    const date = /^\d{4}-\d{2}-\d{2}$/;
+    if (out.every((t) => /^\d{4}-\d{2}-\d{2}[ T]00:00:00(\.0+)?$/.test(t))) out = out.map((t) => t.slice(0, 10));
+    if (out.every((t) => date.test(t))) {
+      if (new Set(out).size > 1 && out.every((t) => t.endsWith("-01-01"))) return out.map((t) => t.slice(0, 4));
+      if (new Set(out).size > 1 && out.every((t) => t.endsWith("-01"))) return out.map((t) => t.slice(0, 7));
+      return out;
+    }
+    if (out.every((t) => /^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:00(\.0+)?$/.test(t))) out = out.map((t) => t.slice(0, 16));
+    return out;
+  }
+
+  /** Lines with bands over time: `series` of { name, xs (Date or number), labels, values, lo, hi,
+   * half }, one line each (time buckets, one series per value of the other keys). The x axis labels
+   * are placed where they fit, never on top of each other; more than one series gets a legend. */
   function band(opts) {
-    const f = frame(800, 300, { top: 24, right: 44, bottom: 48, left: 72 });
-    const xs = opts.xs.map((x) => (x instanceof Date ? x.getTime() : Number(x)));
-    const x0 = Math.min(...xs), x1 = Math.max(...xs);
-    const lows = opts.lo.map((v, i) => (v === null ? opts.values[i] : v));
-    const highs = opts.hi.map((v, i) => (v === null ? opts.values[i] : v));
-    let y0 = Math.min(...lows), y1 = Math.max(...highs);
+    const series = opts.series || [{ name: "", ...opts }];
+    const multi = series.length > 1;
+    const width = 800;
+    // the legend: entries laid out in rows below the axis labels
+    const legend = [];
+    if (multi) {
+      let lx = 0, row = 0;
+      series.forEach((s, k) => {
+        const w = 26 + textWidth(s.name);
+        if (lx > 0 && lx + w > width - 72 - 24) { lx = 0; row += 1; }
+        legend.push({ k, name: s.name, x: lx, row });
+        lx += w + LABEL_GAP + 6;
+      });
+    }
+    const legendRows = legend.length ? legend[legend.length - 1].row + 1 : 0;
+    const f = frame(width, 300 + legendRows * 18, { top: 24, right: 24, bottom: 40 + legendRows * 18, left: 72 });
+    const all = series.map((s) => ({
+      s,
+      xs: s.xs.map((x) => (x instanceof Date ? x.getTime() : Number(x))),
+      lows: s.lo.map((v, i) => (v === null || v === undefined ? s.values[i] : v)),
+      highs: s.hi.map((v, i) => (v === null || v === undefined ? s.values[i] : v)),
+    }));
+    const xsAll = all.flatMap((a) => a.xs);
+    const x0 = Math.min(...xsAll), x1 = Math.max(...xsAll);
+    let y0 = Math.min(...all.flatMap((a) => a.lows)), y1 = Math.max(...all.flatMap((a) => a.highs));
     const pad = (y1 - y0) * 0.05 || 1;
     y0 = y0 >= 0 && y0 - pad < 0 ? 0 : y0 - pad; y1 += pad;
     const x = (v) => f.m.left + (x1 > x0 ? ((v - x0) / (x1 - x0)) * f.w : f.w / 2);
     const y = (v) => f.m.top + f.h - ((v - y0) / (y1 - y0)) * f.h;
-    const root = svg("svg", { viewBox: `0 0 ${f.width} ${f.height}`, width: f.width, height: f.height, class: "chart band",
-      role: "img", "aria-label": opts.title || "chart" });
+    const root = svg("svg", { viewBox: `0 0 ${f.width} ${f.height}`, width: f.width, height: f.height,
+      class: multi ? "chart band lines" : "chart band", role: "img", "aria-label": opts.title || "chart" });
     yAxis(root, f, y0, y1, y);
-    const upper = xs.map((v, i) => `${x(v)},${y(highs[i])}`);
-    const lower = xs.map((v, i) => `${x(v)},${y(lows[i])}`).reverse();
-    root.appendChild(svg("polygon", { points: upper.concat(lower).join(" "), class: "band-area" }));
-    root.appendChild(svg("polyline", { points: xs.map((v, i) => `${x(v)},${y(opts.values[i])}`).join(" "), class: "band-line" }));
-    const step = Math.max(1, Math.ceil(xs.length / 8));
+    // each x once, in order, with its label; labels drawn left to right where they fit
+    const stops = new Map();
+    all.forEach((a) => a.xs.forEach((v, i) => { if (!stops.has(v)) stops.set(v, a.s.labels[i]); }));
+    const xs = [...stops.keys()].sort((a, b) => a - b);
+    const labels = timeLabels(xs.map((v) => stops.get(v)));
+    let right = -Infinity;
     xs.forEach((v, i) => {
-      if (i % step === 0) root.appendChild(text(x(v), f.m.top + f.h + 18, opts.labels[i]));
-      const dot = svg("circle", { cx: x(v), cy: y(opts.values[i]), r: 2.5, class: "band-dot" });
-      dot.appendChild(svg("title", {}, [`${opts.labels[i]}: ${DP.valueFor(opts.values[i], opts.half[i])} ± ${DP.num(opts.half[i], 3)}`]));
-      root.appendChild(dot);
+      const w = textWidth(labels[i]);
+      const cx = Math.max(w / 2, Math.min(f.width - w / 2, x(v)));
+      if (cx - w / 2 < right + LABEL_GAP) return;
+      right = cx + w / 2;
+      root.appendChild(svg("line", { x1: x(v), x2: x(v), y1: f.m.top + f.h, y2: f.m.top + f.h + 4, class: "axis" }));
+      root.appendChild(text(cx, f.m.top + f.h + 18, labels[i], "axis-label x-label"));
     });
+    all.forEach(({ s, xs: sx, lows, highs }, k) => {
+      const order = sx.map((_, i) => i).sort((a, b) => sx[a] - sx[b]);
+      const colour = multi ? ` series-${k % 10}` : "";
+      const group = svg("g", { class: "series", "data-series": s.name });
+      const upper = order.map((i) => `${x(sx[i])},${y(highs[i])}`);
+      const lower = order.map((i) => `${x(sx[i])},${y(lows[i])}`).reverse();
+      group.appendChild(svg("polygon", { points: upper.concat(lower).join(" "), class: "band-area" + colour }));
+      group.appendChild(svg("polyline", { points: order.map((i) => `${x(sx[i])},${y(s.values[i])}`).join(" "),
+        class: "band-line" + colour }));
+      for (const i of order) {
+        const dot = svg("circle", { cx: x(sx[i]), cy: y(s.values[i]), r: 2.5, class: "band-dot" + colour });
+        const name = s.name ? `${s.name}, ` : "";
+        dot.appendChild(svg("title", {}, [`${name}${s.labels[i]}: ${DP.valueFor(s.values[i], s.half[i])} ± ${DP.num(s.half[i], 3)}`]));
+        group.appendChild(dot);
+      }
+      root.appendChild(group);
+    });
+    for (const entry of legend) {
+      const ly = f.m.top + f.h + 40 + entry.row * 18, lx = f.m.left + entry.x;
+      root.appendChild(svg("line", { x1: lx, x2: lx + 18, y1: ly - 4, y2: ly - 4, class: `legend-swatch series-${entry.k % 10}` }));
+      root.appendChild(text(lx + 24, ly, entry.name, "legend", "start"));
+    }
     if (opts.title) root.appendChild(text(f.m.left, 14, opts.title, "chart-title", "start"));
     return root;
   }
@@ -164,5 +239,5 @@ const Charts = (function () {
     return root;
   }
 
-  return { errorBars, band, gauge, spend, ticks };
+  return { errorBars, band, gauge, spend, ticks, timeLabels };
 })();

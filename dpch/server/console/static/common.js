@@ -53,7 +53,8 @@ const DP = (function () {
     let data = null;
     try { data = await response.json(); } catch (e) { data = null; }
     if (response.status === 401) {
-      window.location.assign("/console/login?next=" + encodeURIComponent(window.location.pathname));
+      // the fragment (a shared query, /play#q=…) comes back after signing in
+      window.location.assign("/console/login?next=" + encodeURIComponent(window.location.pathname) + window.location.hash);
     }
     if (!response.ok) throw new ApiError(response.status, data && data.error);
     return data;

@@ -21,7 +21,8 @@
         return;
       }
       const next = new URLSearchParams(window.location.search).get("next");
-      window.location.assign(next === "/admin" && data.owner ? "/admin" : "/play");
+      // the fragment is a shared query (/play#q=…): the redirect to this page kept it; /play reads it
+      window.location.assign((next === "/admin" && data.owner ? "/admin" : "/play") + window.location.hash);
     } catch (e) {
       error.textContent = "the server did not answer";
     }

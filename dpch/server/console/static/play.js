@@ -1,12 +1,15 @@
-// /play: the analyst's editor, EXPLAIN DP before running, results with ± and error bars, budget, history.
+// /play: the analyst's editor, EXPLAIN DP before running, results with ± and error bars (and their CSV),
+// budget, history, saved queries, and the query in the page's URL (its fragment) to share it.
 "use strict";
 (function () {
   const $ = (id) => document.getElementById(id);
   const { el, clear, append, api, num, cost, valueFor } = DP;
   const MAX_TABLE_ROWS = 1000;  // rows shown in the table
   const MAX_CHART_ROWS = 200;   // groups drawn in a chart
+  const MAX_SERIES = 10;        // lines drawn in one time chart (one per value of the other keys)
   let schema = { tables: [] };
   let lastRelease = null;
+  let csvUrl = null;            // the blob: URL of the shown release's CSV
 
   function database() { return $("database").value || undefined; }
 
@@ -24,6 +27,27 @@
   function hideError() { $("error").hidden = true; }
 
   function fail(error) { DP.showError($("error"), error); }
+
+  /** Hides the shown answer: its table, chart, notes and CSV. */
+  function clearResult() {
+    lastRelease = null;
+    $("result").hidden = true;
+    for (const id of ["result-meta", "chart", "result-table", "result-notes"]) clear($(id));
+    if (csvUrl) URL.revokeObjectURL(csvUrl);
+    csvUrl = null;
+  }
+
+  /** Hides everything shown for the previous query: its explanation, confirmation and answer. */
+  function clearAnswer() {
+    for (const id of ["explanation", "confirm"]) { clear($(id)); $(id).hidden = true; }
+    clearResult();
+  }
+
+  /** A refused query (an error): only the error stays, nothing of the previous answer. */
+  function refused(error) {
+    clearAnswer();
+    fail(error);
+  }
 
   // -- explain and confirmation --------------------------------------------------------------------
 
@@ -55,16 +79,20 @@
   async function explainOnly() {
     hideError();
     $("confirm").hidden = true;
-    try { showExplanation(await api("POST", "/console/api/explain", request())); } catch (e) { fail(e); }
+    let data;
+    try { data = await api("POST", "/console/api/explain", request()); } catch (e) { return refused(e); }
+    if (!data.admissible) clearResult();  // refused: the previous answer is not this query's
+    showExplanation(data);
   }
 
   async function runFlow() {
     hideError();
-    $("confirm").hidden = true;
+    clearAnswer();  // a new query: nothing of the previous one stays on screen
     const body = request();
+    putInUrl(body);
     if (/^\s*explain\b/i.test(body.sql)) return run(body);  // EXPLAIN DP typed in: free, shown as text
     let data;
-    try { data = await api("POST", "/console/api/explain", body); } catch (e) { return fail(e); }
+    try { data = await api("POST", "/console/api/explain", body); } catch (e) { return refused(e); }
     showExplanation(data);
     if (!data.admissible) return;
     if (data.confirm) return askFirst(data, body);
@@ -90,17 +118,18 @@
     $("run").disabled = true;
     try {
       showRelease(await api("POST", "/console/api/query", body));
-    } catch (e) { fail(e); } finally { $("run").disabled = false; refreshSide(); }
+    } catch (e) { refused(e); } finally { $("run").disabled = false; refreshSide(); }
   }
 
   async function refine() {
     hideError();
     try {
       showRelease(await api("POST", "/console/api/refine", { release_id: lastRelease.release_id, database: database() }));
-    } catch (e) { fail(e); } finally { refreshSide(); }
+    } catch (e) { refused(e); } finally { refreshSide(); }
   }
 
   function showRelease(data) {
+    clearResult();
     lastRelease = data;
     $("result").hidden = false;
     const meta = clear($("result-meta"));
@@ -111,6 +140,7 @@
       el("span", { class: "pill" }, "mechanism " + data.mechanism),
       el("span", { class: "pill" }, `${Math.round(data.confidence * 100)}% intervals`),
       data.release_id ? el("span", { class: "pill muted" }, "release " + data.release_id.slice(0, 8)) : null,
+      explainRows ? null : csvLink(data),
     ]);
     if (data.accuracy_text) {
       // only a Gaussian (Brownian) answer continues its noise path; Laplace cannot go below its scale
@@ -134,6 +164,13 @@
     for (const n of data.notes || []) {
       if (squash(n) !== squash(data.accuracy_text)) notes.appendChild(el("li", {}, n));  // shown above already
     }
+  }
+
+  /** A link that downloads the release as CSV (made here from the release shown; nothing is charged). */
+  function csvLink(data) {
+    csvUrl = URL.createObjectURL(new Blob([Export.csv(data)], { type: "text/csv;charset=utf-8" }));
+    return el("a", { id: "download-csv", class: "button", href: csvUrl, download: Export.fileName(data),
+      title: "the release with each noisy column's interval bounds (c_lo, c_hi)" }, "Download CSV");
   }
 
   function isNoisy(data, j) { return data.intervals.some((row) => row[j] !== null); }
@@ -166,13 +203,115 @@
       half: rows.map(({ i }) => data.half_widths[i][column]),
     };
     if (spec.kind === "line") {
-      const order = rows.map((_, k) => k).sort((a, b) => Date.parse(rows[a].row[spec.key]) - Date.parse(rows[b].row[spec.key]));
-      const pick = (xs) => order.map((k) => xs[k]);
-      box.appendChild(Charts.band({ title: common.title, xs: pick(rows.map(({ row }) => new Date(row[spec.key]))),
-        labels: pick(common.labels), values: pick(common.values), lo: pick(common.lo), hi: pick(common.hi), half: pick(common.half) }));
+      // one line per value of the other keys (the series), each over the time key
+      const seriesKeys = spec.series || [];
+      const groups = new Map();
+      rows.forEach(({ row }, k) => {
+        const name = seriesKeys.map((j) => String(row[j])).join(" · ");
+        if (!groups.has(name)) groups.set(name, []);
+        groups.get(name).push(k);
+      });
+      const names = [...groups.keys()].sort((a, b) => a.localeCompare(b, "en", { numeric: true }));
+      const series = names.slice(0, MAX_SERIES).map((name) => {
+        const pick = (xs) => groups.get(name).map((k) => xs[k]);
+        return { name, xs: pick(rows.map(({ row }) => timeOf(row[spec.key]))), labels: pick(rows.map(({ row }) => String(row[spec.key]))),
+          values: pick(common.values), lo: pick(common.lo), hi: pick(common.hi), half: pick(common.half) };
+      });
+      const by = seriesKeys.length ? `, one line per ${seriesKeys.map((k) => data.columns[k]).join(" · ")}` : "";
+      box.appendChild(Charts.band({ title: `${data.columns[column]} by ${data.columns[spec.key]}${by}`, series }));
+      if (names.length > MAX_SERIES) {
+        box.appendChild(el("p", { class: "muted" }, `${names.length} series: the first ${MAX_SERIES} are drawn (all are in the table)`));
+      }
     } else {
       box.appendChild(Charts.errorBars(common));
     }
+  }
+
+  /** A time key as a number for the x axis: ClickHouse's "YYYY-MM-DD[ hh:mm:ss]" read as UTC. */
+  function timeOf(value) {
+    if (typeof value === "number") return value;
+    const textOf = String(value);
+    const t = Date.parse(/^\d{4}-\d{2}-\d{2}[ T]\d/.test(textOf) && !/(Z|[+-]\d{2}:?\d{2})$/.test(textOf)
+      ? textOf.replace(" ", "T") + "Z" : textOf);
+    return Number.isNaN(t) ? 0 : t;
+  }
+
+  // -- the query in the URL (its fragment: never sent to the server, never a result) -------------
+
+  /** Puts the query being run (and its database and options) into the page's URL, to share it. */
+  function putInUrl(body) {
+    const params = new URLSearchParams();
+    params.set("q", body.sql);
+    if (body.database && DP.session && body.database !== DP.session.database) params.set("db", body.database);
+    for (const name of ["epsilon", "confidence"]) {
+      if (body.options[name] !== undefined) params.set(name, String(body.options[name]));
+    }
+    window.history.replaceState(null, "", "#" + params.toString());
+  }
+
+  /** Fills the editor from a shared URL's fragment; it does not run the query (running spends budget:
+   * that is the analyst's click, never a link's). Returns whether the URL held a query. */
+  async function fromUrl() {
+    const params = new URLSearchParams(window.location.hash.replace(/^#/, ""));
+    if (!params.has("q")) return false;
+    $("sql").value = params.get("q");
+    const db = params.get("db");
+    if (db && db !== $("database").value && [...$("database").options].some((o) => o.value === db)) {
+      $("database").value = db;
+      await Promise.all([loadSchema(), refreshSide()]);
+    }
+    $("opt-epsilon").value = params.get("epsilon") || "";
+    $("opt-confidence").value = params.get("confidence") || "";
+    clearAnswer();
+    hideError();
+    return true;
+  }
+
+  // -- saved queries (the analyst's own, kept by the server) ---------------------------------------
+
+  function savedError(error) {
+    const box = clear($("saved-error"));
+    if (error) box.textContent = error.message || String(error);
+  }
+
+  function showSaved(data) {
+    const list = clear($("saved"));
+    if (!data.queries.length) list.appendChild(el("li", { class: "muted" }, "no saved queries"));
+    for (const q of data.queries) {
+      list.appendChild(el("li", { "data-name": q.name }, [
+        el("button", { class: "saved-load", title: q.sql, onclick: () => loadSaved(q) }, q.name),
+        el("button", { class: "saved-delete", title: `delete ${q.name}`, "aria-label": `delete ${q.name}`,
+          onclick: () => removeSaved(q.name) }, "×"),
+      ]));
+    }
+  }
+
+  async function loadSaved(q) {
+    savedError(null);
+    $("sql").value = q.sql;
+    if (q.database && q.database !== $("database").value && [...$("database").options].some((o) => o.value === q.database)) {
+      $("database").value = q.database;
+      await Promise.all([loadSchema(), refreshSide()]);
+    }
+    $("sql").focus();
+  }
+
+  async function saveQuery() {
+    savedError(null);
+    try {
+      const data = await api("POST", "/console/api/saved", { name: $("save-name").value, sql: $("sql").value, database: database() });
+      $("save-name").value = "";
+      showSaved(data);
+    } catch (e) { savedError(e); }
+  }
+
+  async function removeSaved(name) {
+    savedError(null);
+    try { showSaved(await api("POST", "/console/api/saved/delete", { name })); } catch (e) { savedError(e); }
+  }
+
+  async function refreshSaved() {
+    try { showSaved(await api("GET", "/console/api/saved")); } catch (e) { savedError(e); }
   }
 
   // -- side panels ---------------------------------------------------------------------------------
@@ -258,7 +397,11 @@
     });
     $("run").addEventListener("click", runFlow);
     $("explain").addEventListener("click", explainOnly);
-    await Promise.all([loadSchema(), refreshSide()]);
+    $("save").addEventListener("click", saveQuery);
+    $("save-name").addEventListener("keydown", (e) => { if (e.key === "Enter") { e.preventDefault(); saveQuery(); } });
+    window.addEventListener("hashchange", () => { fromUrl().catch(fail); });  // a shared URL pasted into this tab
+    await Promise.all([loadSchema(), refreshSide(), refreshSaved()]);
+    await fromUrl();
     document.body.dataset.ready = "1";
   }
 
