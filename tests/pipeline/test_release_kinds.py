@@ -146,3 +146,30 @@ def test_the_scan_finds_such_branches():
     assert branches_on_kind_options("if self.plan.free:\n    pass\n") == [1]
     assert branches_on_kind_options("if kind.cacheable and kind.estimates:\n    pass\n") == []
     assert branches_on_kind_options("rows = plan.select(x)\n") == []
+
+
+@pytest.mark.parametrize("sql", ["SELECT g, count(*) FROM t GROUP BY g", TOP])
+def test_a_datasets_own_budget_is_what_admits_it(session, sql):
+    """Each kind is admitted by the budget of the dataset it reads (db.t), not only the analyst's: ε 0.3 left
+    on t refuses a release of ε 0.5 though the analyst has ε 50, before anything is charged; ε 0.75 admits
+    it (negative control)."""
+    dataset = f"{session.engine.database}.t"
+    session.accountant.set_budget(dpch.Budget(0.3, 1e-3), dataset=dataset)
+    before = ledger_rows(session)
+    assert not session.explain(sql, epsilon=0.5).admissible
+    with pytest.raises(dpch.BudgetExceeded, match="t"):
+        session.query(sql, epsilon=0.5)
+    assert ledger_rows(session) == before
+    session.accountant.set_budget(dpch.Budget(0.75, 1e-3), dataset=dataset)
+    assert session.query(sql, epsilon=0.5).cost.epsilon == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("sql", ["SELECT g, count(*) FROM t GROUP BY g", TOP, "SELECT g FROM t GROUP BY g"])
+def test_the_reported_time_is_within_the_calls(session, sql):
+    """A release reports the time it took: positive, and no more than the call took (true on any machine)."""
+    import time
+
+    started = time.perf_counter()
+    release = session.query(sql, epsilon=0.5)
+    took_ms = (time.perf_counter() - started) * 1000.0
+    assert 0.0 < release.elapsed_ms <= took_ms
