@@ -6,6 +6,7 @@ dsn = "chdb:///var/lib/dpch"        # the store this process owns (or http://...
 databases = ["default"]             # databases served; the first is the default
 host = "127.0.0.1"
 port = 8123
+tcp_port = 9000                     # optional: ClickHouse's native TCP protocol too (dpch/server/native)
 display_name = "dpch"               # X-ClickHouse-Server-Display-Name
 cache_ttl = 60                      # seconds a released answer is re-served for free; 0 = off
 max_request_bytes = 1048576
@@ -56,7 +57,7 @@ from dpch.sql.settings import INTERVAL_MODES
 from dpch.store.keeper import MODES
 
 _SERVER_KEYS = {
-    "dsn", "database", "databases", "host", "port", "display_name", "cache_ttl", "max_request_bytes",
+    "dsn", "database", "databases", "host", "port", "tcp_port", "display_name", "cache_ttl", "max_request_bytes",
     "query_timeout", "max_concurrent", "policy", "access_log", "accept_settings", "keep_alive_timeout",
     "metadata_timeout", "ledger_fsync", "budget_warning_share", "admission", "cluster", "reconcile_interval",
     "reconcile_grace",
@@ -97,6 +98,8 @@ class ServerConfig:
     databases: tuple[str, ...] = ("default",)
     host: str = "127.0.0.1"
     port: int = 8123
+    #: the native-protocol listener's port beside the HTTP one (None: no native listener; 0: a free port)
+    tcp_port: int | None = None
     display_name: str = "dpch"
     cache_ttl: float = 60.0
     max_request_bytes: int = 1 << 20
@@ -168,7 +171,7 @@ class ServerConfig:
             kwargs["databases"] = (db, *rest)
         if "accept_settings" in server:
             kwargs["accept_settings"] = tuple(_str_list(server.pop("accept_settings"), f"{source}: accept_settings"))
-        for key, kind in (("port", int), ("max_request_bytes", int), ("max_concurrent", int),
+        for key, kind in (("port", int), ("tcp_port", int), ("max_request_bytes", int), ("max_concurrent", int),
                           ("cache_ttl", float), ("query_timeout", float), ("keep_alive_timeout", float),
                           ("metadata_timeout", float), ("reconcile_interval", float), ("reconcile_grace", float)):
             if key in server:
