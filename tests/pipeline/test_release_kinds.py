@@ -173,3 +173,34 @@ def test_the_reported_time_is_within_the_calls(session, sql):
     release = session.query(sql, epsilon=0.5)
     took_ms = (time.perf_counter() - started) * 1000.0
     assert 0.0 < release.elapsed_ms <= took_ms
+
+
+def test_a_free_key_release_that_cannot_run_is_refused(session):
+    """A declared domain is released without reading data, but its emitted SQL is still probed: a WHERE
+    ClickHouse cannot run (a String compared with a number) is refused, as for any kind, and nothing is
+    written; the same query without it is free (negative control)."""
+    before = ledger_rows(session)
+    with pytest.raises(dpch.DpchError):
+        session.query("SELECT g FROM t WHERE occupation > 1 GROUP BY g")
+    assert ledger_rows(session) == before
+    assert sorted(r[0] for r in session.query("SELECT g FROM t GROUP BY g").rows) == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize(("sql", "words"), [
+    ("SELECT occupation FROM t GROUP BY occupation SETTINGS dp_accuracy = 50, dp_delta = 1e-6",
+     "a query listing keys has none"),
+    ("SELECT occupation FROM t GROUP BY occupation", "listing the keys of occupation needs dp_delta > 0"),
+])
+def test_a_key_listing_that_cannot_run_is_refused_in_words_by_explain_and_query(session, sql, words):
+    for ask in (session.explain, session.query):
+        before = ledger_rows(session)
+        with pytest.raises(dpch.QueryRejected, match=words):
+            ask(sql)
+        assert ledger_rows(session) == before
+
+
+def test_top_k_explains_and_answers_with_its_own_sql_and_notes(session):
+    explanation = session.explain(TOP, epsilon=1.0)
+    assert isinstance(explanation.sql, str) and "FROM" in explanation.sql and "count()" in explanation.sql
+    release = session.query(TOP, epsilon=1.0)
+    assert release.notes == explanation.notes and all(isinstance(n, str) for n in release.notes)
