@@ -23,6 +23,8 @@ import unicodedata
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from dpch.sql.text_form import float_text  # ClickHouse's Float64 text, checked against its toString
+
 #: the names clickhouse-client accepts, and the canonical format each one is
 ALIASES = {
     "PrettyCompact": "PrettyCompact",
@@ -73,30 +75,6 @@ def clickhouse_type(values: Sequence[Any]) -> str:
     if kind == INT and any(isinstance(v, int) and v > _INT64_MAX for v in values if v is not None):
         base = "UInt64"
     return f"Nullable({base})" if any(v is None for v in values) else base
-
-
-def float_text(x: float) -> str:
-    """A Float64 as ClickHouse writes it: the shortest round-trip digits, in plain decimal
-    notation for exponents -6 … 20 and as ``1.5e-7`` / ``1e21`` (no '+') outside."""
-    if math.isnan(x):
-        return "nan"
-    if math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    if x == 0:
-        return "-0" if math.copysign(1.0, x) < 0 else "0"
-    sign, digits, exponent = decimal.Decimal(repr(x)).as_tuple()
-    text = "".join(map(str, digits)).rstrip("0") or "0"
-    assert isinstance(exponent, int)
-    exp10 = exponent + len(digits) - 1  # of the first digit
-    minus = "-" if sign else ""
-    if -6 <= exp10 <= 20:
-        if exp10 < 0:
-            return f"{minus}0.{'0' * (-exp10 - 1)}{text}"
-        if len(text) <= exp10 + 1:
-            return f"{minus}{text}{'0' * (exp10 + 1 - len(text))}"
-        return f"{minus}{text[:exp10 + 1]}.{text[exp10 + 1:]}"
-    mantissa = text[0] + (f".{text[1:]}" if len(text) > 1 else "")
-    return f"{minus}{mantissa}e{exp10}"
 
 
 def _decimal_text(d: decimal.Decimal) -> str:

@@ -111,6 +111,18 @@ def conjunction(nodes: list[exp.Expr]) -> exp.Expr:
     return result
 
 
+def conjuncts(node: exp.Expr | None) -> list[exp.Expr]:
+    """The conditions of ``node``'s top-level AND, through parentheses (none for None): what every row
+    that meets ``node`` meets."""
+    if node is None:
+        return []
+    if isinstance(node, exp.Paren):
+        return conjuncts(node.this)
+    if isinstance(node, exp.And):
+        return conjuncts(node.this) + conjuncts(node.expression)
+    return [node]
+
+
 def alias(node: exp.Expr, name: str, *, quoted: bool = True) -> exp.Alias:
     return exp.Alias(this=node.copy(), alias=exp.Identifier(this=name, quoted=quoted))
 
@@ -155,7 +167,6 @@ def is_within(node: exp.Expr, ancestor: exp.Expr) -> bool:
     return False
 
 
-__all__ = ["alias", "call", "cast_to", "column", "conjunction", "float_number", "ident", "is_within", "limit_by",
-           "literal_node", "num", "number", "ordered", "paren", "pinned_settings", "render", "setting", "show",
-           "subquery",
-           "table"]
+__all__ = ["alias", "call", "cast_to", "column", "conjunction", "conjuncts", "float_number", "ident", "is_within",
+           "limit_by", "literal_node", "num", "number", "ordered", "paren", "pinned_settings", "render", "setting",
+           "show", "subquery", "table"]

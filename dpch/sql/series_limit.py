@@ -25,7 +25,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from dpch.sql.nodes import conjunction, literal_node
+from dpch.sql.nodes import conjunction, conjuncts, literal_node
 
 
 @dataclass(frozen=True)
@@ -38,16 +38,6 @@ class SeriesLimit:
     series: exp.Select
     #: each series key: the outer query's expression and the inner query's output column it equals
     pairs: tuple[tuple[exp.Expr, str], ...]
-
-
-def _conjuncts(node: exp.Expr | None) -> list[exp.Expr]:
-    if node is None:
-        return []
-    if isinstance(node, exp.Paren):
-        return _conjuncts(node.this)
-    if isinstance(node, exp.And):
-        return _conjuncts(node.this) + _conjuncts(node.expression)
-    return [node]
 
 
 def _inner_column(node: exp.Expr, names: set[str], alias: str) -> str | None:
@@ -75,7 +65,7 @@ def find(select: exp.Select) -> SeriesLimit | None:
         return None
     names = {e.alias_or_name for e in top.expressions}
     pairs: list[tuple[exp.Expr, str]] = []
-    for part in _conjuncts(join.args.get("on")):
+    for part in conjuncts(join.args.get("on")):
         if not isinstance(part, exp.EQ):
             return None
         for outer, inner in ((part.this, part.expression), (part.expression, part.this)):

@@ -38,7 +38,7 @@ from sqlglot import exp
 from dpch.errors import QueryRejected
 from dpch.policy.model import base_type
 from dpch.sql import functions
-from dpch.sql.nodes import call, show
+from dpch.sql.nodes import call, conjuncts, show
 from dpch.sql.time_constants import ConstantQuery
 
 SECOND = 1_000_000_000  # nanoseconds
@@ -270,7 +270,7 @@ def where_ranges(where: exp.Expr | None, identity: Callable[[exp.Column], str | 
         if key is not None:
             found.setdefault(key, ([], []))[0 if lower else 1].append(Limit(value, strict))
 
-    for part in _conjuncts(where):
+    for part in conjuncts(where):
         if isinstance(part, exp.Between):
             add(part.this, part.args["low"], True)
             add(part.this, part.args["high"], False)
@@ -315,16 +315,6 @@ def _floored_column(node: exp.Expr) -> exp.Column | None:
             return None
         node = inner
     return node
-
-
-def _conjuncts(node: exp.Expr | None) -> list[exp.Expr]:
-    if node is None:
-        return []
-    if isinstance(node, exp.Paren):
-        return _conjuncts(node.this)
-    if isinstance(node, exp.And):
-        return _conjuncts(node.this) + _conjuncts(node.expression)
-    return [node]
 
 
 def _constant_value(node: exp.Expr) -> bool:

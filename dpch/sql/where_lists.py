@@ -21,19 +21,10 @@ from collections.abc import Callable
 
 from sqlglot import exp
 
+from dpch.sql.nodes import conjuncts
+
 #: a listed value: a string, or an integer
 Listed = str | int
-
-
-def _conjuncts(node: exp.Expr | None) -> list[exp.Expr]:
-    """The conditions of ``node``'s top-level AND (through parentheses)."""
-    if node is None:
-        return []
-    if isinstance(node, exp.Paren):
-        return _conjuncts(node.this)
-    if isinstance(node, exp.And):
-        return _conjuncts(node.this) + _conjuncts(node.expression)
-    return [node]
 
 
 def literal_value(node: exp.Expr) -> Listed | None:
@@ -74,7 +65,7 @@ def where_lists(where: exp.Expr | None, identity: Callable[[exp.Column], str | N
         before = found.get(key)
         found[key] = values if before is None else tuple(v for v in before if v in values)
 
-    for part in _conjuncts(where):
+    for part in conjuncts(where):
         if isinstance(part, exp.In) and not part.args.get("query") and not part.args.get("unnest"):
             add(part.this, _listed(list(part.expressions)))
         elif isinstance(part, exp.EQ):
