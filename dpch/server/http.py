@@ -29,7 +29,7 @@ import threading
 import time
 import uuid
 import zlib
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -42,6 +42,7 @@ from dpch.server.console import Console, Request, is_console_path
 from dpch.server.errors import GatewayError, from_dpch, syntax_error
 from dpch.server.formats import content_type
 from dpch.server.gateway import Gateway, Result, check_config, check_repeated_settings
+from dpch.server.listener import Listener
 from dpch.store.cancel import CancelToken, QueryCancelled, cancellable
 
 access_log = logging.getLogger("dpch.access")
@@ -87,13 +88,8 @@ _CHUNK_LINE_MAX = 4096
 _CLIENT_POLL_S = 0.1
 
 
-class GatewayServer(ThreadingHTTPServer):
+class GatewayServer(Listener, HTTPServer):
     """A threaded HTTP server around a :class:`Gateway`; :meth:`stop` shuts down gracefully."""
-
-    daemon_threads = False
-    block_on_close = True
-    allow_reuse_address = True
-    request_queue_size = 128  # BI tools open pools of connections at once
 
     def __init__(self, gateway: Gateway, address: tuple[str, int]) -> None:
         self.gateway = gateway
@@ -101,55 +97,15 @@ class GatewayServer(ThreadingHTTPServer):
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, self.config.max_concurrent),
                                                           thread_name_prefix="dpch-query")
         self.slots = threading.BoundedSemaphore(max(1, self.config.max_concurrent))
-        self._connections: set[socket.socket] = set()
-        self._conn_lock = threading.Lock()
-        self._stopped = False
         #: the web console (/play, /admin, /console/...): dpch/server/console
         self.console = Console(gateway)
         super().__init__(address, Handler)
 
-    @property
-    def host(self) -> str:
-        """The address bound."""
-        host = self.server_address[0]
-        return host.decode() if isinstance(host, bytes) else str(host)
-
-    @property
-    def port(self) -> int:
-        return self.server_address[1]
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        with self._conn_lock:
-            self._connections.add(request)
-        super().process_request(request, client_address)
-
-    def shutdown_request(self, request: Any) -> None:
-        with self._conn_lock:
-            self._connections.discard(request)
-        super().shutdown_request(request)
-
-    def start(self) -> threading.Thread:
-        """Serves in a background thread (tests, embedding); returns the thread."""
-        thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05}, name="dpch-serve",
-                                  daemon=True)
-        thread.start()
-        return thread
-
     def stop(self) -> None:
         """Stops accepting, lets requests in flight finish, closes idle connections, then the store."""
-        if self._stopped:
-            return
-        self._stopped = True
-        self.shutdown()
-        with self._conn_lock:
-            for conn in list(self._connections):
-                try:
-                    conn.shutdown(socket.SHUT_RD)  # idle keep-alive readers see EOF; writes still work
-                except OSError:
-                    pass
-        self.server_close()  # joins the handler threads
-        self.pool.shutdown(wait=True)
-        self.gateway.close()
+        if self.stop_listening():
+            self.pool.shutdown(wait=True)
+            self.gateway.close()
 
 
 class Handler(BaseHTTPRequestHandler):

@@ -9,12 +9,12 @@ stops accepting, ends idle connections and lets queries in flight finish.
 from __future__ import annotations
 
 import concurrent.futures
-import socket
 import socketserver
 import threading
 from typing import Any
 
 from dpch.server.gateway import Gateway
+from dpch.server.listener import Listener
 from dpch.server.native import protocol
 from dpch.server.native.connection import Connection, Limits
 
@@ -26,13 +26,10 @@ PACKET_TIMEOUT = 30.0
 MAX_CONNECTIONS = 1024
 
 
-class NativeServer(socketserver.ThreadingTCPServer):
+class NativeServer(Listener):
     """ClickHouse's native TCP protocol in front of a :class:`~dpch.server.gateway.Gateway`."""
 
-    daemon_threads = False
-    block_on_close = True
-    allow_reuse_address = True
-    request_queue_size = 128
+    max_connections = MAX_CONNECTIONS
 
     def __init__(self, gateway: Gateway, address: tuple[str, int], *,
                  slots: threading.BoundedSemaphore | None = None,
@@ -46,61 +43,22 @@ class NativeServer(socketserver.ThreadingTCPServer):
             pool=pool or concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dpch-native"),
             query_timeout=config.query_timeout or None, idle_timeout=IDLE_TIMEOUT,
             packet_timeout=PACKET_TIMEOUT, max_string=max(config.max_request_bytes, 1 << 16))
-        self._connections: set[socket.socket] = set()
-        self._lock = threading.Lock()
-        self._stopped = False
         super().__init__(address, _Handler)
 
-    @property
-    def host(self) -> str:
-        host = self.server_address[0]
-        return host.decode() if isinstance(host, bytes) else str(host)
+    def refuse(self, request: Any) -> None:
+        try:
+            request.sendall(protocol.exception(202, "Too many simultaneous connections; try again later"))
+        except OSError:
+            pass
 
-    @property
-    def port(self) -> int:
-        return int(self.server_address[1])
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        with self._lock:
-            full = len(self._connections) >= MAX_CONNECTIONS
-            if not full:
-                self._connections.add(request)
-        if full:
-            try:
-                request.sendall(protocol.exception(202, "Too many simultaneous connections; try again later"))
-            except OSError:
-                pass
-            self.shutdown_request(request)
-            return
-        super().process_request(request, client_address)
-
-    def shutdown_request(self, request: Any) -> None:
-        with self._lock:
-            self._connections.discard(request)
-        super().shutdown_request(request)
-
-    def start(self) -> threading.Thread:
+    def start(self, name: str = "dpch-native") -> threading.Thread:
         """Serves in a background thread; returns it."""
-        thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05},
-                                  name="dpch-native", daemon=True)
-        thread.start()
-        return thread
+        return super().start(name)
 
     def stop(self) -> None:
         """Stops accepting, ends idle connections (their readers see the end), waits for the rest.
         The gateway is not closed: it belongs to whoever started this server."""
-        if self._stopped:
-            return
-        self._stopped = True
-        self.shutdown()
-        with self._lock:
-            for conn in list(self._connections):
-                try:
-                    conn.shutdown(socket.SHUT_RD)
-                except OSError:
-                    pass
-        self.server_close()
-        if self._own_pool:
+        if self.stop_listening() and self._own_pool:
             self.limits.pool.shutdown(wait=True)
 
 
