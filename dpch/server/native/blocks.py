@@ -15,7 +15,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import clickhouse_connect.datatypes.registry
 from clickhouse_connect.datatypes.registry import get_from_name
+from clickhouse_connect.driver import dataconv as python_dataconv
 from clickhouse_connect.driver.buffer import ResponseBuffer
 from clickhouse_connect.driver.query import QueryContext
 
@@ -62,6 +64,39 @@ class Block:
 
 
 EMPTY = Block((), 0)
+
+
+class _DataConv:
+    """clickhouse-connect's column readers call ``data_conv.read_datetime_col(buffer, …)`` (also Date, Date32,
+    UUID, IPv4 and every Nullable number) on its compiled module, which accepts only its compiled
+    ResponseBuffer; that one keeps its position to itself, and the cut needs it. So the readers of
+    :func:`split_native` use the library's pure-Python ResponseBuffer, and a call whose first argument is
+    one goes to the library's pure-Python ``dataconv`` (same functions, same results); every other call,
+    the library's own reads included, goes to the compiled module as before."""
+
+    def __init__(self, compiled: Any) -> None:
+        self._compiled = compiled
+
+    def __getattr__(self, name: str) -> Any:
+        compiled, python = getattr(self._compiled, name), getattr(python_dataconv, name, None)
+        if python is None:
+            return compiled
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return (python if args and isinstance(args[0], ResponseBuffer) else compiled)(*args, **kwargs)
+
+        return call
+
+
+def _route_python_buffers() -> None:
+    """Installs :class:`_DataConv` in the reader modules that hold the compiled ``data_conv`` (once)."""
+    for module in list(vars(clickhouse_connect.datatypes).values()):
+        conv = getattr(module, "data_conv", None)
+        if conv is not None and conv is not python_dataconv and not isinstance(conv, _DataConv):
+            module.data_conv = _DataConv(conv)
+
+
+_route_python_buffers()
 
 
 class _OneChunk:

@@ -3,7 +3,7 @@
 What a packet holds depends on the revision both sides agreed on, the smaller of the client's and
 :data:`SERVER_REVISION`. dpch announces 54468 (the revision clickhouse-driver 0.2.x sends), so every
 field a newer server could add (chunked packets, versioned parallel replicas, query-plan packets) is
-never in play, and older clients (clickhouse-go at 54460, Debian's clickhouse-client 18.16 at 54413)
+never in play, and older clients (clickhouse-go at 54460, Debian's clickhouse-client 18.16.1 at 54412)
 get the fields of their own revision. The layouts follow ClickHouse's ``TCPHandler::receiveHello``,
 ``receiveQuery``, ``ClientInfo::read``, ``BaseSettings::read`` and clickhouse-driver's
 ``connection.py`` / ``clientinfo.py``, which write them.
@@ -284,9 +284,14 @@ def progress(revision: int) -> bytes:
 
 
 def profile_info(rows: int, blocks: int, size: int) -> bytes:
-    """A ProfileInfo packet for the rows dpch sent (the released rows: never a count of the data)."""
+    """A ProfileInfo packet for the rows dpch sent (the released rows: never a count of the data).
+
+    Its fields are ClickHouse's ``ProfileInfo::write``: rows, blocks, bytes, applied_limit (0),
+    rows_before_limit (0), then calculated_rows_before_limit, which a server always writes as 1 (its
+    ``getRowsBeforeLimit()`` sets it just before). A 0 there tells a client to compute the count from its
+    own stream tree: clickhouse-client 18.16 then follows a null pointer and crashes after the answer."""
     return b"".join([varint(Server.PROFILE_INFO), varint(rows), varint(blocks), varint(size), uint8(0),
-                     varint(0), uint8(0)])
+                     varint(0), uint8(1)])
 
 
 __all__ = ["SERVER_REVISION", "Client", "Hello", "Query", "Server", "end_of_stream", "exception", "negotiated",
