@@ -73,6 +73,8 @@ HARMLESS_SETTINGS = {
     "async_insert": "0", "wait_for_async_insert": "1", "wait_end_of_query": "0",
 }
 #: the harmless settings that only change how rows are written: passed to the serialising query
+#: client settings that limit the rows written out (ClickHouse's ``limit`` and ``offset``), taken as output settings
+_ROW_LIMITS = frozenset({"limit", "offset"})
 _OUTPUT_SETTING = re.compile(r"^(output_format_[a-z0-9_]+|date_time_output_format)$")
 _SETTING_VALUE = re.compile(r"^[A-Za-z0-9_.\-]{0,64}$")
 _PARAM = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*):([^{}]+)\}")
@@ -199,6 +201,13 @@ class Gateway:
                 binds[name[6:]] = value
             elif name.lower() in SETTING_NAMES:
                 options[SETTING_NAMES[name.lower()]] = _number_or_text(value)
+            elif name in _ROW_LIMITS:
+                # a client's row limit (Grafana's "row limit" option sends limit): applied by ClickHouse to the
+                # rows it writes out, after the release, which is post-processing of the released rows
+                if not value.isdigit() or len(value) > 19:
+                    raise GatewayError(36, ConfigError.kind, f"Invalid value {value!r} for setting {name}: a whole "
+                                       "number of rows (0: no limit)")
+                output[name] = value
             elif name in self.accept:
                 if _OUTPUT_SETTING.match(name):
                     if not _SETTING_VALUE.match(value):

@@ -87,3 +87,23 @@ def test_every_grafana_macro_over_http(serve, small_visits, keeper):
             sql.replace("FROM events", f"FROM `{small_visits}`.events"))}
         assert raw <= released, (case["name"], sorted(raw - released)[:3])
         assert all(start.date() <= moment.date() <= end.date() for moment in released), case["name"]
+
+
+def test_grafanas_row_limit_setting_limits_the_released_rows(serve):
+    """Grafana's "row limit" option sends ClickHouse's setting ``limit`` (grafana/clickhouse-datasource,
+    pkg/plugin/driver.go at 02c908d1, MutateQuery): applied to the rows written out, after the release
+    (post-processing), as ClickHouse applies it; ``offset`` too; 0 is no limit; a value that is not a
+    number of rows is refused in words."""
+    srv = serve(cache_ttl=300)
+    sql = "SELECT visit_date AS d, count() AS n FROM visits GROUP BY d ORDER BY d LIMIT 10 FORMAT JSONCompact"
+    _, full = post(srv, sql)
+    rows = json.loads(full)["data"]
+    response, data = http_post(srv, sql, user="grafana", password="bi-pw", params={"limit": "3"})
+    assert response.status == 200 and json.loads(data)["data"] == rows[:3]
+    assert response.getheader("X-Dpch-Cache") == "hit"  # the same release, only fewer rows shown
+    _, data = http_post(srv, sql, user="grafana", password="bi-pw", params={"limit": "3", "offset": "2"})
+    assert json.loads(data)["data"] == rows[2:5]
+    _, data = http_post(srv, sql, user="grafana", password="bi-pw", params={"limit": "0"})
+    assert json.loads(data)["data"] == rows
+    response, data = http_post(srv, sql, user="grafana", password="bi-pw", params={"limit": "-1"})
+    assert response.status != 200 and b"Invalid value '-1' for setting limit" in data

@@ -242,9 +242,10 @@ def test_a_grafana_panel_query_as_clickhouse_go_sends_it(native):
 
 def test_refusals_and_a_malformed_variant(native):
     """Negative controls: a refusal is an Exception packet clickhouse-go decodes to dpch's code and message,
-    on a connection that stays usable; Grafana's row limit (setting ``limit``) is refused (115: it changes
-    what is released, so set no row limit on a dpch datasource); and the same replay with one bit of the
-    empty block's checksum flipped is refused (CHECKSUM_DOESNT_MATCH) and the connection closed."""
+    on a connection that stays usable; a row limit that is not a number of rows is refused (36; Grafana's own
+    ``limit`` applies to the released rows, tested over HTTP in tests/server/test_grafana_time.py); and the same
+    replay with one bit of the empty block's checksum flipped is refused (CHECKSUM_DOESNT_MATCH) and the
+    connection closed."""
     http, listener = native(users={"grafana": {"password": "bi-pw", "analyst": "bi", "epsilon": 3.0}})
     db = http.gateway.config.database
     sock, reader, revision = connect(listener, db)
@@ -255,9 +256,9 @@ def test_refusals_and_a_malformed_variant(native):
         assert answer["packets"] == [2]
         code, name, message = answer["exception"]
         assert (code, name) == (497, "DB::Exception") and message.startswith("dpch: SELECT * releases rows")
-        sock.sendall(go_query(panel_sql(db), [("dp_epsilon", "0.5"), ("limit", "1000000")], local) + go_empty_data())
+        sock.sendall(go_query(panel_sql(db), [("dp_epsilon", "0.5"), ("limit", "many")], local) + go_empty_data())
         code, _name, message = read_answer(reader, revision)["exception"]
-        assert code == 115 and "Setting limit is not accepted by dpch" in message
+        assert code == 36 and "Invalid value 'many' for setting limit" in message
         sock.sendall(go_ping())
         assert reader.uint8() == 4  # still usable
 

@@ -206,3 +206,12 @@ def test_two_connections_at_once_one_of_them_stalled_mid_packet(native):
         assert spent(http) == pytest.approx(DEFAULT_EPSILON)
     finally:
         stalled.close()
+
+
+def test_a_row_limit_setting_limits_the_rows_written_out(native):
+    """The setting ``limit`` (Grafana's row limit) caps the released rows written out, as over HTTP: the same
+    release, fewer rows, nothing more charged."""
+    http, listener = native()
+    rows = client(http, listener).execute(COUNTS)
+    assert client(http, listener).execute(COUNTS, settings={"limit": 2}) == rows[:2]
+    assert spent(http) == pytest.approx(DEFAULT_EPSILON)
