@@ -65,3 +65,16 @@ def connect(port: int) -> tuple[socket.socket, Reader]:
 
 
 __all__ = ["addendum", "connect", "data", "hello", "int32", "query", "read_exception", "read_server_hello"]
+
+
+def bytes_reader(data: bytes) -> Reader:
+    """A :class:`Reader` over bytes already received (a recorded stream, one frame's body)."""
+    view, at = memoryview(bytes(data)), 0
+
+    def recv(n: int) -> bytes:
+        nonlocal at
+        chunk = bytes(view[at:at + n])
+        at += len(chunk)
+        return chunk
+
+    return Reader(recv)

@@ -157,17 +157,6 @@ class Relay:
         assert not self.thread.is_alive()
 
 
-def _reader(data: bytes) -> Reader:
-    view, at = memoryview(bytes(data)), 0
-
-    def recv(n: int) -> bytes:
-        nonlocal at
-        chunk = bytes(view[at:at + n])
-        at += len(chunk)
-        return chunk
-
-    return Reader(recv)
-
 
 def _frame(reader: Reader) -> Reader:
     """One compressed frame (the client asked for compression, as clickhouse-client does by default): its
@@ -178,7 +167,7 @@ def _frame(reader: Reader) -> Reader:
     value = CityHash128(header + body)
     assert checksum == struct.pack("<QQ", value >> 64, value & (2**64 - 1))
     assert method == 0x82  # LZ4, clickhouse-client's default network_compression_method
-    return _reader(lz4.block.decompress(body, uncompressed_size=plain))
+    return packets.bytes_reader(lz4.block.decompress(body, uncompressed_size=plain))
 
 
 def _block(reader: Reader) -> list[tuple[str, ...]]:
@@ -210,7 +199,7 @@ def test_the_negotiation_with_the_old_revision_on_the_wire(native):
     assert done.returncode == 0, done.stderr
     assert done.stdout == "1\tx\n"
 
-    sent = _reader(relay.sent)
+    sent = packets.bytes_reader(relay.sent)
     assert sent.varint() == 0
     name, major, minor, revision = sent.string(), sent.varint(), sent.varint(), sent.varint()
     assert (name, major, minor, revision) == ("ClickHouse client", 18, 16, OLD_REVISION)
@@ -220,7 +209,7 @@ def test_the_negotiation_with_the_old_revision_on_the_wire(native):
     query = protocol.read_query(sent, OLD_REVISION)
     assert (query.text, query.compression, query.settings, query.parameters) == (SQL, True, {}, {})
 
-    got = _reader(relay.received)
+    got = packets.bytes_reader(relay.received)
     assert got.varint() == 0
     assert got.string() == "ClickHouse"
     got.varint(), got.varint()

@@ -120,17 +120,6 @@ def go_empty_data(compression: bool = True) -> bytes:
 
 # -- how clickhouse-go reads the answer ---------------------------------------------------------------
 
-def _bytes_reader(data: bytes) -> Reader:
-    view, at = memoryview(data), 0
-
-    def recv(n: int) -> bytes:
-        nonlocal at
-        chunk = bytes(view[at:at + n])
-        at += len(chunk)
-        return chunk
-
-    return Reader(recv)
-
 
 def read_server_hello(reader: Reader) -> dict:
     """``(*ServerHandshake).Decode`` (packet byte already read): the fields it knows, by the server's revision."""
@@ -154,7 +143,7 @@ def read_block(reader: Reader, revision: int) -> tuple[list[tuple[str, str]], li
     value = CityHash128(header + body)
     assert checksum == struct.pack("<QQ", value >> 64, value & (2**64 - 1))
     assert method == 0x82
-    block = _bytes_reader(lz4.block.decompress(body, uncompressed_size=plain))
+    block = packets.bytes_reader(lz4.block.decompress(body, uncompressed_size=plain))
     assert (block.varint(), block.uint8(), block.varint(), block.int32(), block.varint()) == (1, 0, 2, -1, 0)
     ncols, nrows = block.varint(), block.varint()
     columns, values = [], []
