@@ -8,6 +8,7 @@ plan → calibrate → check → admit → execute → release → postprocess �
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -190,9 +191,12 @@ class Session:
         self.close()
 
 
+@functools.lru_cache(maxsize=256)
 def _series_limit(sql: str) -> tuple[ParsedQuery, SeriesLimit] | None:
     """``sql`` parsed and split when it is a series limit (a JOIN of a top-N subquery); None for any other
-    query, and for text that does not parse (the planner then refuses it in words)."""
+    query, and for text that does not parse (the planner then refuses it in words). Cached by text: plan,
+    explain and query each ask, and a refreshed JOIN query would otherwise be parsed again each time (the
+    trees are only read and copied, never changed in place)."""
     if "join" not in sql.lower():
         return None
     try:

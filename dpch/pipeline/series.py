@@ -80,7 +80,11 @@ class SeriesPlans:
     series: tuple[QueryPlan, QueryOptions]
     #: the options both queries are planned with (the caller's, then the query's SETTINGS)
     overrides: dict[str, Any]
-    names: tuple[str, ...]
+
+    def explained(self, session: Session) -> tuple[list[Explanation], PrivacyCost]:
+        """Both queries' explanations, and the cost of the two releases together."""
+        explained = [session.explain_plan(*self.top), session.explain_plan(*self.series)]
+        return explained, PrivacyCost.composed([e.cost for e in explained])
 
 
 def plans(session: Session, parsed: ParsedQuery, limit: SeriesLimit, options: dict[str, Any]) -> SeriesPlans:
@@ -94,10 +98,9 @@ def plans(session: Session, parsed: ParsedQuery, limit: SeriesLimit, options: di
         raise QueryRejected(f"a series limit is answered as two fixed-cost releases, and a {kind.name} release's "
                             "cost is settled after it runs (accuracy targets and watches do not apply to it)",
                             hint="set an ε (dp_epsilon) instead")
-    names = tuple(name for _, name in limit.pairs)  # output names of the top-N query (find() checked them)
-    stand_in = tuple(_stand_in(top[0], n) for n in names)
+    stand_in = tuple(_stand_in(top[0], n) for n in limit.names)  # output names of the top-N query (find() checked)
     series = session.plan(render(restricted(limit, [stand_in])), **overrides)
-    return SeriesPlans(top, series, overrides, names)
+    return SeriesPlans(top, series, overrides)
 
 
 def presented_plan(session: Session, parsed: ParsedQuery, limit: SeriesLimit,
@@ -111,12 +114,10 @@ def presented_plan(session: Session, parsed: ParsedQuery, limit: SeriesLimit,
 
 def explanation(session: Session, parsed: ParsedQuery, limit: SeriesLimit, options: dict[str, Any]) -> Explanation:
     """The series query's explanation, with the two releases' composed cost and a note saying so."""
-    planned = plans(session, parsed, limit, options)
-    explained = [session.explain_plan(*planned.top), session.explain_plan(*planned.series)]
-    cost = PrivacyCost.composed([e.cost for e in explained])
-    return dataclasses.replace(explained[1], cost=cost, notes=[
-        *explained[1].notes, f"series limit: two releases, the series keys (ε {explained[0].cost.epsilon:g}) "
-        f"and their series (ε {explained[1].cost.epsilon:g})"])
+    (top, series), cost = plans(session, parsed, limit, options).explained(session)
+    return dataclasses.replace(series, cost=cost, notes=[
+        *series.notes, f"series limit: two releases, the series keys ({_cost_text(top.cost)}) "
+        f"and their series ({_cost_text(series.cost)})"])
 
 
 def answer(session: Session, parsed: ParsedQuery, limit: SeriesLimit, options: dict[str, Any],
@@ -124,15 +125,14 @@ def answer(session: Session, parsed: ParsedQuery, limit: SeriesLimit, options: d
     """Answers a series-limited query (see the module): release 1, the top-N keys; release 2, the series of
     those keys. The answer is release 2's rows, with the two releases' composed cost."""
     planned = plans(session, parsed, limit, options)
-    explained = [session.explain_plan(*planned.top), session.explain_plan(*planned.series)]
-    cost = PrivacyCost.composed([e.cost for e in explained])
+    explained, cost = planned.explained(session)
     if parsed.explain:
         return dataclasses.replace(_explanation(explained, cost, session), elapsed_ms=_elapsed_ms(started))
     top_plan, series_plan = planned.top[0], planned.series[0]
     datasets = tuple(dict.fromkeys([*session.datasets(top_plan), *session.datasets(series_plan)]))
     session.accountant.check(cost, datasets=datasets)  # both fit now, or neither runs
     first = session.query(render(limit.top), **planned.overrides)
-    keys = list(dict.fromkeys(tuple(row[first.columns.index(n)] for n in planned.names) for row in first.rows))
+    keys = list(dict.fromkeys(tuple(row[first.columns.index(n)] for n in limit.names) for row in first.rows))
     if not keys:  # no series chosen (a selection released none): the series query has no rows to show
         return dataclasses.replace(first, columns=list(series_plan.columns), rows=[], intervals=[],
                                    notes=[*first.notes, _note(first, None)])

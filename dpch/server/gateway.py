@@ -72,9 +72,9 @@ HARMLESS_SETTINGS = {
     # response (dpch always sends it whole), so they change nothing here
     "async_insert": "0", "wait_for_async_insert": "1", "wait_end_of_query": "0",
 }
-#: the harmless settings that only change how rows are written: passed to the serialising query
 #: client settings that limit the rows written out (ClickHouse's ``limit`` and ``offset``), taken as output settings
 _ROW_LIMITS = frozenset({"limit", "offset"})
+#: the harmless settings that only change how rows are written: passed to the serialising query
 _OUTPUT_SETTING = re.compile(r"^(output_format_[a-z0-9_]+|date_time_output_format)$")
 _SETTING_VALUE = re.compile(r"^[A-Za-z0-9_.\-]{0,64}$")
 _PARAM = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*):([^{}]+)\}")

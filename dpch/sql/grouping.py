@@ -180,9 +180,13 @@ class KeyBuilder:
         if listed is None:
             return None
         kind = base_type(source.type)
-        wanted: type = str if kind == "String" else int if kind.startswith(("Int", "UInt")) else type(None)
-        same = tuple(v for v in listed if type(v) is wanted)
-        return same if len(same) == len(listed) else None
+        if kind == "String":
+            wanted: type = str
+        elif kind.startswith(("Int", "UInt")):
+            wanted = int
+        else:
+            return None  # a float, a date, …: ClickHouse would show the value converted, not as written
+        return listed if all(type(v) is wanted for v in listed) else None
 
     @staticmethod
     def _narrowed(domain: tuple[Any, ...], listed: tuple[Listed, ...] | None, label: str) -> tuple[Any, ...]:

@@ -39,6 +39,11 @@ class SeriesLimit:
     #: each series key: the outer query's expression and the inner query's output column it equals
     pairs: tuple[tuple[exp.Expr, str], ...]
 
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The top-N query's output columns that hold the series keys, in :attr:`pairs`' order."""
+        return tuple(name for _, name in self.pairs)
+
 
 def _inner_column(node: exp.Expr, names: set[str], alias: str) -> str | None:
     """The inner query's output column ``node`` reads (``country__`` or ``series_limit.country__``)."""
@@ -98,15 +103,11 @@ def restricted(limit: SeriesLimit, keys: Sequence[tuple[Any, ...]]) -> exp.Selec
                    for i, (outer, _) in enumerate(limit.pairs)]
     series.set("where", exp.Where(this=conjunction(conditions)))
     if len(limit.pairs) > 1:
-        combinations = [exp.Paren(this=conjunction([exp.EQ(this=outer.copy(), expression=literal_node(v))
-                                                    for (outer, _), v in zip(limit.pairs, key, strict=True)]))
-                        for key in dict.fromkeys(keys)]
-        chosen: exp.Expr = combinations[0]
-        for other in combinations[1:]:
-            chosen = exp.Or(this=chosen, expression=other)
+        chosen = exp.or_(*(conjunction([exp.EQ(this=outer.copy(), expression=literal_node(v))
+                                        for (outer, _), v in zip(limit.pairs, key, strict=True)])
+                           for key in dict.fromkeys(keys)), copy=False)
         having = series.args.get("having")
-        series.set("having", exp.Having(this=chosen if having is None else exp.And(
-            this=exp.Paren(this=having.this), expression=exp.Paren(this=chosen))))
+        series.set("having", exp.Having(this=chosen if having is None else conjunction([having.this, chosen])))
     return series
 
 
