@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable
 from typing import Any
 
 from dpch.accounting.accountant import Accountant, BudgetStatus
 from dpch.accounting.budget import Budget
 from dpch.accounting.watches import WatchState
 from dpch.errors import DpchError
-from dpch.pipeline import accuracy_first, admit, series
+from dpch.pipeline import accuracy_first, admit, bucket_store, series
 from dpch.pipeline.check import Probe
 from dpch.pipeline.context import QueryContext
 from dpch.pipeline.kinds import release_kind
@@ -69,6 +70,9 @@ class Session:
         self.plans = PlanCache()
         self.accuracy_runs = accuracy_first.AccuracyRuns()
         self.watch_service = Watches(self.context)  # threshold watches (dpch.pipeline.watch)
+        #: seconds since the epoch: when a time bucket is final (the release store, dpch.pipeline.bucket_store);
+        #: a test replaces it to move time without sleeping
+        self.clock: Callable[[], float] = time.time
 
     # -- queries ---------------------------------------------------------------------------------
 
@@ -98,7 +102,11 @@ class Session:
         limited = _series_limit(sql)
         if limited is not None:  # two releases: the series query's explanation, with their composed cost
             return series.explanation(self, *limited, options)
-        return self.explain_plan(*self.plan(sql, **options))
+        plan, opts = self.plan(sql, **options)
+        stored = bucket_store.prepare(self, plan, opts, options)
+        if stored is not None:  # what the release store would re-serve and release
+            return bucket_store.explanation(self, plan, opts, stored)
+        return self.explain_plan(plan, opts)
 
     def explain_plan(self, plan: QueryPlan, opts: QueryOptions) -> Explanation:
         """:meth:`explain` of an already planned query (its kind's :meth:`~dpch.pipeline.kinds.ReleaseKind.explain`)."""
@@ -116,8 +124,17 @@ class Session:
         if limited is not None:  # Superset's series limit: two releases (dpch.pipeline.series)
             return series.answer(self, *limited, options, started)
         plan, opts = self.plan(sql, **options)
+        stored = bucket_store.prepare(self, plan, opts, options)
         if plan.query.explain:
-            return explanation_release(self.explain_plan(plan, opts), self.budget(), _ms_since(started))
+            explained = (self.explain_plan(plan, opts) if stored is None
+                         else bucket_store.explanation(self, plan, opts, stored))
+            return explanation_release(explained, self.budget(), _ms_since(started))
+        if stored is not None:  # time buckets: each released once, re-served from the release store
+            return bucket_store.answer(self, plan, opts, stored, started)
+        return self.release_plan(plan, opts, started)
+
+    def release_plan(self, plan: QueryPlan, opts: QueryOptions, started: float) -> Release:
+        """Releases an already planned query as its kind does (the pipeline's stages, one charge)."""
         return release_kind(plan, opts).answer(self, plan, opts, started)
 
     def refine(self, release_id: str | None = None, *, accuracy: float | None = None,

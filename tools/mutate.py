@@ -129,6 +129,11 @@ TESTS: dict[str, list[str]] = {
     # Superset's series limit: which keys the second release is limited to, and the composed cost it reports
     "dpch/sql/series_limit.py": ["tests/pipeline/test_series_limit.py", "tests/server/test_superset_series_limit.py"],
     "dpch/pipeline/series.py": ["tests/pipeline/test_series_limit.py", "tests/server/test_superset_series_limit.py"],
+    # issue 28's release store: which buckets are re-served (per analyst), which are released and charged
+    "dpch/sql/bucketed.py": ["tests/pipeline/test_bucket_store.py", "tests/sql/test_bucketed.py",
+                             "tests/pipeline/test_dashboard_replay.py"],
+    "dpch/pipeline/bucket_store.py": ["tests/pipeline/test_bucket_store.py", "tests/sql/test_bucketed.py",
+                                      "tests/pipeline/test_dashboard_replay.py"],
     "dpch/sql/grouping.py": ["tests/sql/test_key_release.py", "tests/sql/test_partition_selection.py",
                              "tests/sql/test_time.py", *_SQL_TESTS, "tests/soundness/test_rows_cannot_fail.py"],
     "dpch/sql/rewrite.py": ["tests/sql/test_emit_trees.py", *_SQL_TESTS, "tests/soundness/test_values.py"],

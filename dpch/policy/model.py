@@ -22,7 +22,7 @@ MAX_CONTRIBUTION_BOUND = 10**9
 
 TABLE_KEYS = {"privacy_unit", "max_rows_per_unit", "unique_units", "max_groups_per_unit", "max_rows_per_group",
               "public", "split_cap",
-              "cap_order", LEGACY_VERIFIED}
+              "cap_order", "final_after", LEGACY_VERIFIED}
 #: which rows the cap keeps: ``random`` (the default: k rows per unit chosen at random per row, under a key
 #: drawn for each release) or ``stored`` (the owner's explicit choice: each unit's first k rows in the
 #: table's stored order — faster on a table sorted by its unit, and biased towards the rows stored first)
@@ -135,6 +135,10 @@ class TablePolicy:
     split_cap: bool = False
     #: which rows the cap keeps (:data:`CAP_ORDERS`): ``stored`` only where the owner wrote ``cap_order=stored``
     cap_order: str = "random"
+    #: seconds after a time bucket's end when its data is complete (``final_after``): a query over the table's
+    #: time buckets is answered from the release store, each final bucket released once
+    #: (:mod:`dpch.pipeline.bucket_store`); None: every query is released as written
+    final_after: int | None = None
     #: whether ``dpch_verified`` holds a verification that no unit has more than
     #: ``max_rows_per_unit`` rows (:func:`dpch.policy.verify.verify_rows_per_unit`)
     verified: bool = False
@@ -245,6 +249,9 @@ class TablePolicy:
                 lines.append("  cap keeps: each unit's first k rows in the stored order (cap_order=stored: biased "
                              "towards the rows stored first)" if self.cap_order == "stored" else
                              "  cap keeps: k rows per unit chosen at random per row, afresh for each release")
+            if self.final_after is not None:
+                lines.append(f"  time buckets final {self.final_after} s after their end: queries over them are "
+                             "answered from the release store, each final bucket released once")
             if self.max_groups_per_unit is not None:
                 lines.append(f"  max groups per unit: {self.max_groups_per_unit}")
             if self.max_rows_per_group is not None:
@@ -275,6 +282,8 @@ class TablePolicy:
             items.append("split_cap")
         if self.cap_order != "random":
             items.append(f"cap_order={self.cap_order}")
+        if self.final_after is not None:
+            items.append(f"final_after={self.final_after}")
         return f"dp: {', '.join(items)}" if items else ""
 
     def as_dict(self) -> dict[str, Any]:
@@ -289,6 +298,7 @@ class TablePolicy:
             "max_rows_per_group": self.max_rows_per_group,
             "split_cap": self.split_cap,
             "cap_order": self.cap_order,
+            "final_after": self.final_after,
             # current/stale only: the record itself (its parts' checksums) is never shown
             "rows_verified": ("current" if self.verified_current else "stale") if self.verified else None,
             "columns": {
@@ -371,6 +381,15 @@ def build_table_policy(
         raise PolicyError(
             f"table {table}: cap_order=stored needs a table stored ORDER BY its privacy_unit first",
             hint="without it the stored order is not a per-unit order; leave cap_order out (random rows)")
+    final_after = table_spec.get("final_after")
+    if final_after is not None:
+        if isinstance(final_after, bool) or not isinstance(final_after, int) or final_after < 0:
+            raise PolicyError(f"table {table}: final_after must be a whole number of seconds (0 or more), "
+                              f"not {final_after!r}", hint="e.g. final_after=3600: a bucket is final an hour "
+                              "after it ends")
+        if unit is None:
+            raise PolicyError(f"table {table}: final_after needs a privacy_unit (a public table's answers are "
+                              "exact and need no store)")
     if unit is None and (cap is not None or unique):
         raise PolicyError(
             f"table {table} sets a contribution cap but names no privacy_unit",
@@ -388,6 +407,7 @@ def build_table_policy(
         sources=sources,
         split_cap=split,
         cap_order=order,
+        final_after=final_after,
         sorting_key=tuple(k for k in sorting_key if k in column_types)
         if all(k in column_types for k in sorting_key)
         else (),

@@ -24,6 +24,9 @@ INTERVAL_MODES = ("none", "columns")
 #: with the largest (ORDER BY … DESC) or smallest score, chosen by report noisy max
 #: (:mod:`dpch.pipeline.top_k`, docs/sql-reference.md "Top-k")
 SELECT_MODES = ("all", "top")
+#: ``dp_store`` and ``dp_open_buckets`` (:mod:`dpch.pipeline.bucket_store`, docs/serving.md "The release store")
+STORE_MODES = ("auto", "off")
+OPEN_BUCKET_MODES = ("release", "omit")
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,13 @@ class QueryOptions:
     #: also release a noisy share of each unit's rows the contribution bound dropped (dpch.pipeline.bound_report,
     #: issue 27 item 3), for a stated share of ``epsilon``
     report_dropped: bool = False
+    #: the release store (:mod:`dpch.pipeline.bucket_store`, issue 28): ``auto`` answers a query over the time
+    #: buckets of a table whose owner declared ``final_after`` bucket by bucket, each bucket released once;
+    #: ``off`` releases the query as written
+    store: str = "auto"
+    #: buckets that are not final yet (data may still arrive): ``release`` them (re-served until the next bucket
+    #: becomes final, then released again) or ``omit`` them from the answer (nothing released before it is final)
+    open_buckets: str = "release"
 
     @property
     def accuracy_first(self) -> bool:
@@ -123,6 +133,11 @@ class QueryOptions:
         if self.report_dropped not in (True, False):  # SETTINGS give 0/1, the Python API True/False
             raise QueryRejected(f"dp_report_dropped must be 0 or 1, got {self.report_dropped!r}",
                                 hint="SETTINGS dp_report_dropped = 1 also reports what the contribution bound dropped")
+        for setting, chosen, modes in (("dp_store", self.store, STORE_MODES),
+                                       ("dp_open_buckets", self.open_buckets, OPEN_BUCKET_MODES)):
+            if chosen not in modes:
+                raise QueryRejected(f"{setting} must be one of {', '.join(repr(m) for m in modes)}, got {chosen!r}",
+                                    hint=f"e.g. SETTINGS {setting} = {modes[-1]!r}")
         from dpch.sql.accuracy_target import validate_options
 
         validate_options(self)

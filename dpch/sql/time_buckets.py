@@ -263,7 +263,7 @@ def where_ranges(where: exp.Expr | None, identity: Callable[[exp.Column], str | 
     found: dict[str, tuple[list[Limit], list[Limit]]] = {}
 
     def add(side: exp.Expr, value: exp.Expr, lower: bool, strict: bool = False) -> None:
-        col = _floored_column(side)
+        col = floored_column(side)
         if col is None or not _constant_value(value):
             return
         key = identity(col)
@@ -296,7 +296,7 @@ _FLOORS = frozenset({
 _FLOOR_NODES = (exp.TimestampTrunc, exp.DateTrunc)
 
 
-def _floored_column(node: exp.Expr) -> exp.Column | None:
+def floored_column(node: exp.Expr) -> exp.Column | None:
     """The column a limit on ``node`` also limits, for the key domain: the column itself, or the column under
     a chain of :data:`_FLOORS` (Grafana's builder filters on its bucket's alias, ``WHERE time >= …`` with
     ``toStartOfInterval(ts, …) AS time``). Since each floor f has f(x) ≤ x and is non-decreasing,
@@ -465,4 +465,4 @@ def _shifted(ch_type: str, start: exp.Expr, units: exp.Expr) -> exp.Expr:
 
 
 __all__ = ["BUCKET_RULES", "BucketChain", "BucketDomain", "BucketRule", "GRID_LIMIT", "Limit", "TimeRange", "Width",
-           "bucket_column", "bucket_domain", "grid_width", "where_ranges"]
+           "bucket_column", "bucket_domain", "floored_column", "grid_width", "where_ranges"]

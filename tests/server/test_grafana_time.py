@@ -107,3 +107,29 @@ def test_grafanas_row_limit_setting_limits_the_released_rows(serve):
     assert json.loads(data)["data"] == rows
     response, data = http_post(srv, sql, user="grafana", password="bi-pw", params={"limit": "-1"})
     assert response.status != 200 and b"Invalid value '-1' for setting limit" in data
+
+
+def test_a_moving_panel_over_http_pays_only_for_its_new_buckets(serve, small_visits, keeper):
+    """The release store behind the gateway (issue 28, part 1): a panel whose range moved by a day re-serves
+    the days it showed (the same values) and pays for the new one; a range inside them pays nothing."""
+    keeper.command(f"CREATE TABLE `{small_visits}`.daily (uid UInt64, ts DateTime COMMENT 'dp: bounds=[\"2026-01-01\", "
+                   "\"2026-12-31\"]') ENGINE = MergeTree ORDER BY uid COMMENT 'dp: privacy_unit=uid, "
+                   "max_rows_per_unit=50, final_after=3600'")
+    keeper.command(f"INSERT INTO `{small_visits}`.daily SELECT number % 300, toDateTime('2026-03-01 00:00:00', 'UTC') "
+                   "+ number * 97 % (10 * 86400) FROM numbers(6000)")
+    srv = serve(cache_ttl=300)
+
+    def panel(first: int, last: int):
+        sql = (f'SELECT toStartOfInterval(toDateTime(ts), INTERVAL 86400 second) as "time", count(*) FROM daily '
+               f'WHERE ( ts >= toDateTime({first}) AND ts <= toDateTime({last}) ) GROUP BY time ORDER BY time ASC '
+               "LIMIT 1000 SETTINGS dp_epsilon = 0.5 FORMAT JSONCompact")
+        response, data = post(srv, sql)
+        return json.loads(response.getheader("X-Dpch-Cost"))["epsilon"], json.loads(data)["data"]
+
+    day = 86400
+    cost, first = panel(FROM + 3600, FROM + 4 * day)
+    assert cost == 0.5 and len(first) == 5
+    cost, moved = panel(FROM + day + 3600, FROM + 5 * day)
+    assert cost == 0.5 and moved[:4] == first[1:]
+    cost, inside = panel(FROM + 2 * day, FROM + 3 * day)
+    assert cost == 0 and inside == moved[1:3]
