@@ -91,6 +91,9 @@ class Result:
     kind: str
     headers: dict[str, str] = field(default_factory=dict)
     cost: PrivacyCost | None = None
+    #: a release's columns as written (names and ClickHouse types, with ``dp_intervals`` bounds): what a
+    #: native client's header block names when the release has no rows (its Native output is then empty)
+    header: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -288,7 +291,11 @@ class Gateway:
             "X-Dpch-Cache": ("hit" if hit else "miss") if self.config.cache_ttl_for(user) > 0 else "off",
         }
         cost = PrivacyCost.zero() if hit else release.cost
-        return Result(encoded, fmt, len(release.rows), "cache" if hit else "release", headers, cost)
+        names, types = release.columns, cached.types
+        if bounds is not None:
+            names, types, _ = with_bounds(names, types, [], [], bounds)
+        return Result(encoded, fmt, len(release.rows), "cache" if hit else "release", headers, cost,
+                      tuple(zip(names, types, strict=True)))
 
     def release(self, user: User, sql: str, *, database: str | None,
                 options: dict[str, Any]) -> tuple[CachedRelease, bool]:

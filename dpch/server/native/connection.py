@@ -33,7 +33,7 @@ from dpch.server.errors import GatewayError
 from dpch.server.formats import split_format
 from dpch.server.gateway import Gateway, Result
 from dpch.server.native import protocol
-from dpch.server.native.blocks import EMPTY, Block, read_block, row_binary_header, split_native
+from dpch.server.native.blocks import EMPTY, Block, Column, read_block, row_binary_header, split_native
 from dpch.server.native.compressed import CompressedSource, compress
 from dpch.server.native.protocol import AUTH_MARKERS, Client, Query
 from dpch.server.native.wire import ProtocolError, Reader, Truncated, string, varint
@@ -227,8 +227,10 @@ class Connection:
             blocks = split_native(result.body)
         except ValueError:
             raise GatewayError(1002, DpchError.kind, "dpch: internal error (the result cannot be framed)") from None
-        if blocks or result.kind in _RELEASE_KINDS:
-            return blocks  # an empty release keeps no header: asking again could be charged again
+        if blocks:
+            return blocks
+        if result.kind in _RELEASE_KINDS:  # no rows: the header from the release's columns (never asked again)
+            return [Block(tuple(Column(name, type_) for name, type_ in result.header), 0)]
         # metadata and ledger views are free: ask again for their columns, which Native omits for no rows
         text, _format = split_format(query.text)
         params = {**query.settings, **{f"param_{k}": v for k, v in query.parameters.items()}}

@@ -117,6 +117,18 @@ def test_dp_intervals_columns_and_metadata_over_native(native):
     assert spent(http) == pytest.approx(DEFAULT_EPSILON)  # EXPLAIN DP is free
 
 
+def test_a_release_with_no_rows_still_names_its_columns(native):
+    """A HAVING no noisy count meets leaves no rows: the header block still names and types the columns
+    (from the release itself: the query is not asked again, which could charge again)."""
+    http, listener = native()
+    c = client(http, listener)
+    sql = ("SELECT region, count(*) AS n FROM visits GROUP BY region HAVING n < -1e12 "
+           "SETTINGS dp_epsilon = 1, dp_intervals = 'columns'")
+    assert c.execute(sql, with_column_types=True) == (
+        [], [("region", "LowCardinality(String)"), ("n", "Int64"), ("n_lo", "Float64"), ("n_hi", "Float64")])
+    assert spent(http) == pytest.approx(1.0)  # one release, charged once
+
+
 def _http_error(http, sql: str, **params: str) -> tuple[int, str]:
     response, body = post(http, sql, params=params)
     text = body.decode()
