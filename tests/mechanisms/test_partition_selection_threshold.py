@@ -25,7 +25,10 @@ from dpch.mechanisms.partition_selection import LaplacePartitionSelection
 
 #: (ε, G, m, η): the guess lands on m, the answer is m + 1
 LOOP_CASES = [(1.0, 1, 10, 1e-13), (0.5, 3, 20, 1e-14), (1.0, 1, 30, 1e-13), (2.0, 1, 5, 1e-13),
-              (1.0, 4, 12, 3e-14)]
+              (1.0, 4, 12, 3e-14),
+              # δ/G within a few ulps below the tail at m: only the float-error allowance (its terms taken
+              # as magnitudes) keeps m out; without it the threshold would be one too low
+              (1.0, 1, 30, 2e-15)]
 WORDS = r"partition selection needs ε > 0, 0 < δ < 1 and max_partitions ≥ 1"
 
 
