@@ -54,22 +54,55 @@ def rank_error(stat: Stat, noise: NoisePlan, confidence: float) -> float:
 
 def build_rows(outputs_: Sequence[Any], keys: list[Key], values: dict[str, Vector],
                intervals_for: Any) -> tuple[list[Key], list[list[Interval | None]]]:
-    """Evaluates each output column per group; ``intervals_for(output)`` gives stat intervals."""
-    rows: list[list[Any]] = [[] for _ in keys]
-    ivs: list[list[Interval | None]] = [[] for _ in keys]
+    """Evaluates each output column per group; ``intervals_for(output)`` gives stat intervals.
+
+    An output that is a bare key or statistic (``region``, ``count()``: most of them) is read off the keys
+    and the statistic's array in one pass; only a computed one (``sum(x) / count()``) is evaluated per group
+    on its tree, with the groups' environments built once for all such outputs (issue 29: a release with
+    100 000 keys spent seconds building an environment per output per group)."""
+    columns: list[list[Any]] = []
+    column_ivs: list[list[Interval | None]] = []
+    envs: list[dict[str, Any]] | None = None
     for out in outputs_:
         stat_ivs = None if out.is_key else intervals_for(out)
-        for g, key in enumerate(keys):
-            value = outputs.evaluate(out.expr, group_env(key, values, g))
-            rows[g].append(value)
-            if out.is_key or stat_ivs is None:
-                ivs[g].append(None)
-                continue
-            ienv: dict[str, Interval] = {f"k{i}": (v, v) for i, v in enumerate(key) if isinstance(v, int | float)}
-            ienv.update({name: iv[g] for name, iv in stat_ivs.items()})
-            lo, hi = outputs.interval(out.expr, ienv)
-            ivs[g].append((float(lo), float(hi)))
-    return [tuple(r) for r in rows], ivs
+        fast = _bare(out, values, stat_ivs)
+        if fast is not None:
+            column, ivs = fast(keys)
+        else:
+            if envs is None:
+                envs = [group_env(key, values, g) for g, key in enumerate(keys)]
+            column = [outputs.evaluate(out.expr, env) for env in envs]
+            ivs = [None if stat_ivs is None else _interval(out.expr, key, stat_ivs, g) for g, key in enumerate(keys)]
+        columns.append(column)
+        column_ivs.append(ivs)
+    rows = [tuple(r) for r in zip(*columns, strict=True)] if columns else [() for _ in keys]
+    intervals = [list(r) for r in zip(*column_ivs, strict=True)] if columns else [[] for _ in keys]
+    return rows, intervals
+
+
+def _interval(expr: Any, key: Key, stat_ivs: dict[str, Any], g: int) -> Interval:
+    ienv: dict[str, Interval] = {f"k{i}": (v, v) for i, v in enumerate(key) if isinstance(v, int | float)}
+    ienv.update({name: iv[g] for name, iv in stat_ivs.items()})
+    lo, hi = outputs.interval(expr, ienv)
+    return float(lo), float(hi)
+
+
+def _bare(out: Any, values: dict[str, Vector], stat_ivs: dict[str, Any] | None) -> Any:
+    """For an output that is only a key (a key column) or only a statistic (with its intervals), a function
+    of the keys giving its column and intervals as :func:`outputs.evaluate` and :func:`outputs.interval`
+    would; None for any other output."""
+    name = outputs.reference(out.expr)
+    if name is None:
+        return None
+    if out.is_key and name.startswith("k") and name[1:].isdigit():
+        index = int(name[1:])
+        return lambda keys: ([key[index] for key in keys], [None] * len(keys))
+    if not out.is_key and name in values and (stat_ivs is None or name in stat_ivs):
+        column = [float(v) for v in values[name].tolist()]
+        if stat_ivs is None:
+            return lambda keys: (column, [None] * len(keys))
+        return lambda keys: (column, [(float(lo), float(hi)) for lo, hi in stat_ivs[name]])
+    return None
 
 
 def group_env(key: Key, values: dict[str, Vector], g: int) -> dict[str, Any]:
@@ -82,6 +115,8 @@ def group_env(key: Key, values: dict[str, Vector], g: int) -> dict[str, Any]:
 def post_order(plan: Any, keys: list[Key], values: dict[str, Vector]) -> list[int]:
     """The groups HAVING keeps, in ORDER BY order, after LIMIT/OFFSET, computed on ``values``
     (released values: post-processing)."""
+    if plan.having is None and not plan.order and plan.limit is None and not plan.offset:
+        return list(range(len(keys)))  # every group, in order: no environment to build
     envs = [group_env(key, values, g) for g, key in enumerate(keys)]
     return outputs.arrange(plan.having, plan.order, plan.limit, plan.offset, envs)
 

@@ -51,6 +51,16 @@ def references(node: exp.Expr) -> list[str]:
     return [v.name[len(PLACEHOLDER):] for v in node.find_all(exp.Var) if v.name.startswith(PLACEHOLDER)]
 
 
+def reference(node: exp.Expr) -> str | None:
+    """The statistic or key id ``node`` is, when it is nothing but a reference to one (in parentheses or
+    not); None for any other expression."""
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.Var) and node.name.startswith(PLACEHOLDER):
+        return str(node.name[len(PLACEHOLDER):])
+    return None
+
+
 def check(node: exp.Expr, what: str) -> None:
     """Refuses what post-processing cannot evaluate (before anything is charged)."""
     cast_targets = set()
