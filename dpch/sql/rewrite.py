@@ -180,11 +180,22 @@ def _aggregate(plan: QueryPlan, rows: exp.Table, *, fast: bool) -> exp.Select:
     if plan.report_dropped:  # after the measures, before partition selection's count of units
         select_list.insert(len(plan.keys) + len(plan.measures), alias(_bound_report(plan, rows), BOUND_REPORT,
                                                                       quoted=False))
-    select = exp.Select(expressions=select_list).from_(rows, copy=False)
+    pairs = _group_pairs(plan, rows) if plan.restrict_groups and fast else None
+    if pairs is not None:  # one read of the kept rows: each unit's G groups, as partial states, merged per group
+        merged = [_combined(m.node, "Merge", [exp.column(m.name)]) for m in plan.measures]
+        select_list = [*(exp.column(f"k{i}") for i in range(len(plan.keys))),
+                       *(alias(node, m.name, quoted=False)
+                         for node, m in zip(merged, plan.measures, strict=True) if node is not None),
+                       *select_list[len(plan.keys) + len(plan.measures):]]
+        if plan.partition_selection:  # each (unit, group) pair is one row: a group's units are its rows
+            select_list[-1] = alias(call("count"), SELECTION_MEASURE, quoted=False)
+        select = exp.Select(expressions=select_list).from_(pairs, copy=False)
+    else:
+        select = exp.Select(expressions=select_list).from_(rows, copy=False)
     if fast and plan.relation.verified is not None:
         ctes.insert(0, verified_record(plan.relation.verified))  # one scalar, read by both branches
     select.set("with_", exp.With(expressions=ctes))
-    if plan.restrict_groups:
+    if plan.restrict_groups and pairs is None:
         select.set("where", exp.Where(this=_kept_groups(plan, rows)))
     if plan.keys:
         select.set("group", exp.Group(expressions=[exp.column(f"k{i}") for i in range(len(plan.keys))]))
@@ -271,12 +282,59 @@ def _kept_groups(plan: QueryPlan, rows: exp.Table) -> exp.In:
     return exp.In(this=exp.Tuple(expressions=[unit.copy(), group]), query=exp.Subquery(this=first))
 
 
+#: alias of :func:`_group_pairs`'s subquery
+PAIRS = "__pairs"
+#: the aggregates dpch's measures are built of whose -State merged by -Merge is exactly the aggregate of all
+#: the rows (sums of counts and of values, union of distinct sets, sums of histogram maps)
+MERGEABLE = frozenset({"sum", "count", "uniqExact", "sumMapIf"})
+
+
+def _combined(node: exp.Expr, combinator: str, args: list[exp.Expr] | None = None) -> exp.Expr | None:
+    """The aggregate call ``node`` with a combinator (``sum(x)`` → ``sumState(x)``, or ``sumMerge(<args>)``),
+    or None when ``node`` is not one aggregate call dpch built under a name it knows."""
+    if isinstance(node, exp.Anonymous):
+        name = str(node.this)
+    elif isinstance(node, exp.Func) and node.meta.get("clickhouse_name"):
+        name = str(node.meta["clickhouse_name"])
+    else:
+        return None
+    if name not in MERGEABLE:
+        return None
+    given = [a.copy() for a in node.iter_expressions()] if args is None else args
+    return exp.Anonymous(this=f"{name}{combinator}", expressions=given)
+
+
+def _group_pairs(plan: QueryPlan, rows: exp.Table) -> exp.Subquery | None:
+    """The rows of each unit's G groups as one row per (unit, group): the keys and each measure's partial
+    state (``sumState(…)``, ``uniqExactState(…)``: ClickHouse's -State combinator) over the unit's rows in
+    that group, ``GROUP BY unit, keys``, ``ORDER BY unit, sipHash64Keyed(<key>, unit, tuple(keys)) LIMIT G BY
+    unit``. The outer query merges the states per group (-Merge). The same groups as
+    :func:`_kept_groups` (the same order, over the same rows), so the same values, from one read of the kept
+    rows instead of two and a set of (unit, group) tuples (issue 29). None when a measure is not one
+    aggregate call (the IN form then applies)."""
+    states = [_combined(m.node, "State") for m in plan.measures]
+    if any(state is None for state in states):
+        return None
+    unit = column(UNIT_COLUMN)
+    keys = [k.node.copy() for k in plan.keys]
+    select = exp.Select(expressions=[unit.copy(), *(alias(k.copy(), f"k{i}", quoted=False) for i, k in enumerate(keys)),
+                                     *(alias(state, m.name, quoted=False)
+                                       for state, m in zip(states, plan.measures, strict=True) if state is not None)])
+    select = select.from_(rows.copy(), copy=False)
+    select.set("group", exp.Group(expressions=[unit.copy(), *(k.copy() for k in keys)]))
+    order = call("sipHash64Keyed", cap_key_placeholders(), unit.copy(), call("tuple", *(k.copy() for k in keys)))
+    select.set("order", exp.Order(expressions=[ordered(unit.copy()), ordered(order)]))
+    select.set("limit", limit_by(plan.groups_per_unit, unit.copy()))
+    return exp.Subquery(this=select, alias=exp.TableAlias(this=ident(PAIRS)))
+
+
 def emit_tree(plan: QueryPlan, *, fast_cap: bool = True) -> exp.Query:
     """The emitted query as one sqlglot tree, built from the plan's trees (nothing parsed): what runs
     and what the probe checks are both rendered from it (docs/design.md rule 4).
 
     ``fast_cap=False`` emits the cap as one ``ORDER BY … LIMIT k BY`` stream, without the rewrites
-    of :mod:`.cap` (split ranges, COUNT by unit, a verified table's guarded branches): the same exact
+    of :mod:`.cap` (split ranges, COUNT by unit, a verified table's guarded branches) and each unit's G
+    groups as an ``IN`` set over a second read of the rows instead of :func:`_group_pairs`: the same exact
     values, slower; the always-capped reference the tests and the benchmark compare the rewrites with.
     """
     rows = exp.Table(this=ident(ROWS))

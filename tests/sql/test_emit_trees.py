@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import sqlglot
+from sqlglot import exp
 
 import dpch
 from dpch import Budget
@@ -120,21 +121,29 @@ GROUPED = ("uid UInt32, s String, x Float64 COMMENT 'dp: bounds=[0, 10]', "
     "SELECT upper(s) AS u, count() FROM t GROUP BY u",
 ])
 def test_each_units_groups_at_random(connect, database, sql):
-    """Partition selection with G < k (no corpus query has it): the WHERE keeping G groups of each unit,
-    chosen under the release's key with the unit in the hash (issue 27), NULL-safe (keys in ``tuple()``):
-    ``(unit, tuple(keys)) IN (SELECT … ORDER BY unit, sipHash64Keyed(key, unit, tuple(keys)) LIMIT G BY
-    unit)``."""
+    """Partition selection with G < k (no corpus query has it): each unit's G groups, chosen under the
+    release's key with the unit in the hash (issue 27), NULL-safe (a NULL key is one group of GROUP BY),
+    read once as (unit, group) pairs of partial states (issue 29): ``FROM (SELECT unit, keys, <m>State(…)
+    FROM rows GROUP BY unit, keys ORDER BY unit, sipHash64Keyed(key, unit, tuple(keys)) LIMIT G BY unit)``,
+    merged per group, a group's units the count of its pairs; no IN set is left."""
     s = connect(analyst="emit")
     make_table(s, GROUPED, [(1, "a", 1.0, 3)], ["uid", "s", "x", "n"],
                comment="dp: privacy_unit=uid, max_rows_per_unit=3, max_groups_per_unit=2")
     plan = s.explain(sql + " SETTINGS dp_delta = 1e-6").plan
     assert plan.restrict_groups
-    keys = ", ".join(k.sql for k in plan.keys)
+    keys = [k.sql for k in plan.keys]
     unit, rows = "`__unit`", "`__rows`"
     key = "({dpch_cap_key0: UInt64}, {dpch_cap_key1: UInt64})"
-    group = f"tuple({keys})"
-    old = (f"SELECT 1 FROM {rows} WHERE ({unit}, {group}) IN (SELECT {unit}, {group} FROM {rows} "
-           f"GROUP BY {unit}, {group} ORDER BY {unit}, sipHash64Keyed({key}, {unit}, {group}) "
-           f"LIMIT {plan.groups_per_unit} BY {unit})")
-    expected = sqlglot.parse_one(old, read=DIALECT).args["where"]
-    assert render(emit_tree(plan).args["where"]) == render(expected)
+    states = ", ".join(f"{m.node.meta.get('clickhouse_name') or m.node.this}State"
+                       f"({', '.join(a.sql(dialect=DIALECT) for a in m.node.iter_expressions())}) AS {m.name}"
+                       for m in plan.measures)
+    aliased = ", ".join(f"{k} AS k{i}" for i, k in enumerate(keys))
+    pairs = (f"SELECT {unit}, {aliased}, {states} FROM {rows} GROUP BY {unit}, {', '.join(keys)} "
+             f"ORDER BY {unit}, sipHash64Keyed({key}, {unit}, tuple({', '.join(keys)})) "
+             f"LIMIT {plan.groups_per_unit} BY {unit}")
+    tree = emit_tree(plan)
+    assert render(tree.args["from_"].this.this) == render(sqlglot.parse_one(pairs, read=DIALECT))
+    assert tree.args.get("where") is None and tree.find(exp.In) is None
+    merged = [render(e) for e in tree.expressions]
+    assert merged[len(keys):] == [*(f"{m.node.meta.get('clickhouse_name') or m.node.this}Merge({m.name}) AS {m.name}"
+                                   for m in plan.measures), "count() AS units"]
