@@ -162,7 +162,7 @@ def _count_by_unit(plan: QueryPlan, rows: exp.Table) -> exp.Select:
 
 def _aggregate(plan: QueryPlan, rows: exp.Table, *, fast: bool) -> exp.Select:
     """Keys and measures over the capped rows."""
-    select_list = [alias(k.node, f"k{i}", quoted=False) for i, k in enumerate(plan.keys)]
+    select_list: list[exp.Expr] = [alias(k.node, f"k{i}", quoted=False) for i, k in enumerate(plan.keys)]
     select_list += [alias(m.node, m.name, quoted=False) for m in plan.measures]
     if plan.partition_selection:
         select_list.append(alias(call("uniqExact", column(UNIT_COLUMN)), SELECTION_MEASURE, quoted=False))

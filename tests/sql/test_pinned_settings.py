@@ -104,8 +104,8 @@ CASES = [
          fails=True),
     Case("group_by_overflow_mode", GROUPED,
          {"max_block_size": 10, "max_rows_to_group_by": 1, "group_by_overflow_mode": "break"}, fails=True),
-    Case("set_overflow_mode", RESTRICTED_SET, {"max_block_size": 10, "max_rows_in_set": 1, "set_overflow_mode": "break"},
-         fails=True),
+    Case("set_overflow_mode", RESTRICTED_SET,
+         {"max_block_size": 10, "max_rows_in_set": 1, "set_overflow_mode": "break"}, fails=True),
     # measured: the hash join's limit cuts the right side only with the parallel hash join (a profile's choice)
     Case("join_overflow_mode", JOINED, {"join_algorithm": "parallel_hash", "max_threads": 4, "max_block_size": 1,
                                         "max_rows_in_join": 1, "join_overflow_mode": "break"},
