@@ -30,7 +30,8 @@ def test_every_privacy_critical_module_is_mutated_or_explained():
     assert not forgotten, f"add to tools/mutate.py's TESTS (with the tests that cover them) or OUTSIDE: {forgotten}"
     assert not set(tool.TESTS) & set(tool.OUTSIDE), "a module is both mutated and listed outside"
     assert all(len(reason) > 20 for reason in tool.OUTSIDE.values()), "each module outside says why"
-    gone = sorted((set(tool.TESTS) | set(tool.OUTSIDE)) - found)
+    # a module outside the packages may be mutated too (the release store's table, dpch/store): it must exist
+    gone = sorted(m for m in (set(tool.TESTS) | set(tool.OUTSIDE)) - found if not (ROOT / m).is_file())
     assert not gone, f"tools/mutate.py names modules that no longer exist: {gone}"
 
 

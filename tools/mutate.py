@@ -134,6 +134,8 @@ TESTS: dict[str, list[str]] = {
                              "tests/pipeline/test_dashboard_replay.py"],
     "dpch/pipeline/bucket_store.py": ["tests/pipeline/test_bucket_store.py", "tests/sql/test_bucketed.py",
                                       "tests/pipeline/test_dashboard_replay.py"],
+    # the store's table: whose releases a read returns (the analyst's only), and which of a bucket's
+    "dpch/store/release_store.py": ["tests/pipeline/test_bucket_store.py", "tests/pipeline/test_dashboard_replay.py"],
     "dpch/sql/grouping.py": ["tests/sql/test_key_release.py", "tests/sql/test_partition_selection.py",
                              "tests/sql/test_time.py", *_SQL_TESTS, "tests/soundness/test_rows_cannot_fail.py"],
     "dpch/sql/rewrite.py": ["tests/sql/test_emit_trees.py", *_SQL_TESTS, "tests/soundness/test_values.py"],

@@ -232,3 +232,14 @@ def test_every_key_gets_its_noise_even_alone(keys):
 def test_the_half_width_defaults_to_95_percent():
     selection = LaplacePartitionSelection(1.0, 1e-6, 3)
     assert selection.half_width() == selection.half_width(0.95) < selection.half_width(0.99)
+
+
+def test_counts_and_noisy_counts_may_be_plain_lists(source):
+    """The selection takes any sequence of counts (a list as well as an array): each key's count plus one
+    integer draw, kept where above τ — the same as for the array."""
+    selection = LaplacePartitionSelection(1.0, 1e-6, 1)
+    tau = selection.threshold
+    assert selection.keep([tau - 1.0, tau, tau + 0.5, tau + 7.0]).tolist() == [False, False, True, True]
+    noisy = selection.noisy_counts([3, 40, 0], source)
+    assert noisy.shape == (3,) and noisy.dtype == float and all(float(v).is_integer() for v in noisy)
+    assert selection.noisy_counts([], source).size == 0
