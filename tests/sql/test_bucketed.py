@@ -11,7 +11,7 @@ from dpch.sql.bucketed import end_probe, find, for_buckets, nominal_seconds
 from dpch.sql.nodes import render, show
 from dpch.sql.parse import parse_query
 
-COLUMNS = ["uid", "ts", "region", "amount", "day"]
+COLUMNS = ["uid", "ts", "region", "amount", "day", "ms"]
 GRAFANA = ('SELECT toStartOfInterval(toDateTime(ts), INTERVAL 3600 second) as "time", count(*) FROM events '
            'WHERE ( ts >= toDateTime(1772323200) AND ts <= toDateTime(1772409599) ) GROUP BY time ORDER BY time ASC '
            'LIMIT 1000')
@@ -120,3 +120,63 @@ def test_a_day_in_a_daylight_saving_zone_ends_at_the_next_midnight(keeper):
                   "AND ts <= '2026-04-30' GROUP BY d")
     end, ok = keeper.query_rows(render(end_probe(found, datetime(2026, 3, 28, 23), "DateTime('Europe/Berlin')")))[0]
     assert ok and end == datetime(2026, 3, 29, 22)
+
+
+def test_positions_name_select_items_from_one():
+    found = split("SELECT toStartOfHour(ts) AS h, count() FROM events WHERE ts >= '2026-03-01' AND ts < '2026-03-02' "
+                  "GROUP BY 1 ORDER BY 2 DESC, h")
+    assert found is not None and found.output == 0
+    assert found.order == ((1, True, False), (0, False, False))  # no direction: ascending, NULLs last
+
+
+@pytest.mark.parametrize("order", ["ORDER BY 0", "ORDER BY 3", "ORDER BY '1'", "ORDER BY -1"])
+def test_an_order_that_names_no_select_item_is_not_split(order):
+    assert split("SELECT toStartOfHour(ts) AS h, count() FROM events WHERE ts >= '2026-03-01' "
+                 f"AND ts < '2026-03-02' GROUP BY h {order}") is None
+
+
+def test_nulls_first_is_kept():
+    found = split("SELECT toStartOfHour(ts) AS h, count() AS n FROM events WHERE ts >= '2026-03-01' "
+                  "AND ts < '2026-03-02' GROUP BY h ORDER BY n DESC NULLS FIRST")
+    assert found is not None and found.order == ((1, True, True),)
+
+
+@pytest.mark.parametrize("tail", ["LIMIT 2 + 3", "LIMIT 5 OFFSET 1 + 1", "LIMIT 1 + 1 OFFSET 2"])
+def test_a_limit_or_offset_that_is_not_a_number_is_not_split(tail):
+    assert split("SELECT toStartOfHour(ts) AS h, count() FROM events WHERE ts >= '2026-03-01' "
+                 f"AND ts < '2026-03-02' GROUP BY h ORDER BY h {tail}") is None
+
+
+@pytest.mark.parametrize("group", ["GROUP BY h WITH TOTALS", "GROUP BY h WITH ROLLUP", "GROUP BY h WITH CUBE"])
+def test_totals_rollup_and_cube_are_not_split(group):
+    assert split("SELECT toStartOfHour(ts) AS h, count() FROM events WHERE ts >= '2026-03-01' "
+                 f"AND ts < '2026-03-02' {group}") is None
+
+
+def test_a_split_query_is_immutable():
+    found = split(GRAFANA)
+    with pytest.raises(AttributeError):
+        found.limit = 5  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(("bucket", "value", "after"), [
+    ("toStartOfSecond(ms)", datetime(2026, 3, 1, 5, 0, 7), datetime(2026, 3, 1, 5, 0, 8)),
+    ("toDateTime(ms)", datetime(2026, 3, 1, 5, 0, 7), datetime(2026, 3, 1, 5, 0, 8)),
+    ("toStartOfMinute(ts)", datetime(2026, 3, 1, 5, 7), datetime(2026, 3, 1, 5, 8)),
+    ("toStartOfFiveMinutes(ts)", datetime(2026, 3, 1, 5, 5), datetime(2026, 3, 1, 5, 10)),
+    ("toStartOfTenMinutes(ts)", datetime(2026, 3, 1, 5, 10), datetime(2026, 3, 1, 5, 20)),
+    ("toStartOfFifteenMinutes(ts)", datetime(2026, 3, 1, 5, 15), datetime(2026, 3, 1, 5, 30)),
+    ("toStartOfHour(ts)", datetime(2026, 3, 1, 5), datetime(2026, 3, 1, 6)),
+    ("toStartOfDay(ts)", datetime(2026, 3, 1), datetime(2026, 3, 2)),
+    ("toStartOfWeek(ts)", date(2026, 3, 1), date(2026, 3, 8)),
+    ("toDateTime(toStartOfHour(ts))", datetime(2026, 3, 1, 5), datetime(2026, 3, 1, 6)),
+    ("toStartOfInterval(ts, INTERVAL 90 minute)", datetime(2026, 3, 1, 4, 30), datetime(2026, 3, 1, 6)),
+    ("date_trunc('hour', ts)", datetime(2026, 3, 1, 5), datetime(2026, 3, 1, 6)),
+])
+def test_every_floor_ends_at_the_next_bucket(keeper, bucket, value, after):
+    column = "ms" if "(ms)" in bucket else "ts"
+    found = split(f"SELECT {bucket} AS b, count() FROM events WHERE {column} >= '2026-01-01' "
+                  f"AND {column} <= '2026-06-30' GROUP BY b")
+    assert found is not None
+    end, ok = keeper.query_rows(render(end_probe(found, value, "DateTime64(3)" if column == "ms" else "DateTime")))[0]
+    assert ok and (end.replace(tzinfo=None) if isinstance(end, datetime) else end) == after
