@@ -266,6 +266,8 @@ class Connection:
                 return work()
 
         try:
+            # a Cancel that came with the query (sent before the client read anything) stops it before it starts
+            self._watch(token)
             future = limits.pool.submit(cancellable_work)
             deadline = None if timeout is None else time.monotonic() + timeout
             while True:

@@ -183,3 +183,30 @@ def _old_query(text: str, revision: int) -> bytes:
 
 def _old_empty_block() -> bytes:
     return varint(1) + uint8(0) + varint(2) + b"\xff\xff\xff\xff" + varint(0) + varint(0) + varint(0)
+
+
+def test_a_query_cancelled_as_it_is_sent_spends_nothing(native):
+    """Query, its empty external-tables block and Cancel in one write (the client cancels before reading
+    anything): the Cancel is in the connection when the query would start, so it never starts — code 394,
+    nothing charged — and the connection takes the next query."""
+    http, listener = native()
+    before = _spent(http)
+    sock, reader = packets.connect(listener.port)
+    with sock:
+        sock.sendall(packets.hello(database=http.gateway.config.database) + packets.addendum())
+        packets.read_server_hello(reader)
+        sock.sendall(packets.query("SELECT count(*) FROM visits SETTINGS dp_epsilon = 0.5") + packets.data()
+                     + varint(3))
+        assert reader.varint() == 2
+        code, message = packets.read_exception(reader)
+        assert code == 394 and "cancelled" in message
+    assert _spent(http) == before
+    _still_answers(http, listener)
+
+
+def _spent(http) -> float:
+    from tests.server.http_post import post
+
+    response, data = post(http, "SELECT spent_epsilon FROM dpch.budget FORMAT TSV", user="ana", password="ana-pw")
+    assert response.status == 200, data
+    return float(data.split()[0])
