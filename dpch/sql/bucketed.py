@@ -148,12 +148,12 @@ def find(select: exp.Select, columns: Sequence[str]) -> Bucketed | None:
                     limit if isinstance(limit, int) else None, offset if isinstance(offset, int) else 0)
 
 
-#: the nominal length in seconds of each floor's bucket (a month 30 days, a year 365: :func:`end_probe` needs a
-#: length between one bucket's and the same plus the next one's, and 1.5 × nominal is, for every calendar unit)
-_NOMINAL = {"tostartofsecond": 1, "tostartofminute": 60, "tostartoffiveminutes": 300, "tostartoftenminutes": 600,
-            "tostartoffifteenminutes": 900, "tostartofhour": 3600, "tostartofday": 86400, "tostartofweek": 7 * 86400,
-            "tomonday": 7 * 86400, "tostartofmonth": 30 * 86400, "tostartofquarter": 91 * 86400,
-            "tostartofyear": 365 * 86400, "todatetime": 1}
+#: the nominal length in seconds of the buckets of the floors the parser keeps by name (``toStartOfHour``,
+#: ``toMonday``, ``toStartOfMonth`` … parse as truncations to a unit: :data:`_UNIT_SECONDS`). A month counts
+#: 30 days, a year 365: :func:`end_probe` needs a length between one bucket's and the same plus the next
+#: one's, and 1.5 × nominal is that for every unit
+_NOMINAL = {"tostartoffiveminutes": 300, "tostartoftenminutes": 600, "tostartoffifteenminutes": 900,
+            "tostartofweek": 7 * 86400, "todatetime": 1}
 _UNIT_SECONDS = {"nanosecond": 1e-9, "microsecond": 1e-6, "millisecond": 1e-3, "second": 1, "minute": 60,
                  "hour": 3600, "day": 86400, "week": 7 * 86400, "month": 30 * 86400, "quarter": 91 * 86400,
                  "year": 365 * 86400}
