@@ -19,14 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlglot import exp
 
 from dpch.sql.aliases import resolve_where_aliases
-from dpch.sql.nodes import conjunction, conjuncts, literal_node
-from dpch.sql.parse import DIALECT
+from dpch.sql.nodes import cast_to, conjunction, conjuncts, literal_node
 from dpch.sql.time_buckets import bucket_column, floored_column, where_ranges
 
 
@@ -203,9 +202,7 @@ def column_literal(value: Any, column_type: str) -> exp.Expr:
         delta = instant - datetime(1970, 1, 1, tzinfo=UTC)
         nanos = (delta.days * 86400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
         return exp.Anonymous(this="fromUnixTimestamp64Nano", expressions=[exp.Literal.number(nanos)])
-    if isinstance(value, date):
-        return exp.Literal.string(value.isoformat())
-    return literal_node(value)
+    return literal_node(value)  # a date: its ISO text
 
 
 def end_probe(bucketed: Bucketed, value: Any, column_type: str) -> exp.Select:
@@ -213,12 +210,12 @@ def end_probe(bucketed: Bucketed, value: Any, column_type: str) -> exp.Select:
     nominal lengths), ok whether e is a bucket start after ``value`` (else the store is not used)."""
     nominal = nominal_seconds(bucketed)
     assert nominal is not None
-    typed = exp.Cast(this=column_literal(value, column_type), to=exp.DataType.build(column_type, dialect=DIALECT))
+    typed = cast_to(column_literal(value, column_type), column_type)
     # a DateTime64 (addMilliseconds takes no Date), in the column's zone (toDateTime64 keeps it)
     precise = exp.Anonymous(this="toDateTime64", expressions=[typed, exp.Literal.number(3)])
     later = exp.Anonymous(this="addMilliseconds", expressions=[precise, exp.Literal.number(round(1500 * nominal))])
     end = at(bucketed, later)
-    back = exp.Cast(this=exp.column("__end"), to=exp.DataType.build(column_type, dialect=DIALECT))
+    back = cast_to(exp.column("__end"), column_type)
     ok = exp.And(this=exp.EQ(this=at(bucketed, back), expression=exp.column("__end")),
                  expression=exp.GT(this=exp.column("__end"), expression=at(bucketed, typed)))
     inner = exp.Select(expressions=[exp.alias_(end, "__end")])

@@ -12,6 +12,7 @@ import pytest
 
 from dpch import Budget
 from dpch.errors import DpchError
+from dpch.pipeline import bucket_store
 from dpch.store import release_store
 from tests.helpers import make_table
 
@@ -211,3 +212,13 @@ def test_superset_weeks_on_a_date_column_equal_clickhouse(connect):
                                      "GROUP BY w"))
     assert {r[0]: round(r[1]) for r in moved.rows} == truth and len(truth) == 6
     assert [r[0] for r in first.rows][1:] == [r[0] for r in moved.rows][:-1]
+
+
+def test_a_store_plan_is_immutable_and_spends_nothing(events):
+    s = events()
+    plan, opts = s.plan(panel(START, START + 3 * HOUR - 1), epsilon=0.5)
+    planned = bucket_store.prepare(s, plan, opts, {"epsilon": 0.5})
+    assert planned is not None and len(planned.missing) == 3 and planned.release is not None
+    with pytest.raises(AttributeError):
+        planned.missing = ()  # type: ignore[misc]
+    assert s.budget().spent.epsilon == 0

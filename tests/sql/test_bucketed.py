@@ -82,13 +82,15 @@ def test_whole_buckets_are_a_range_of_the_column_and_runs_are_or_ed():
     one = render(for_buckets(found, [(datetime(2026, 3, 1, 5), datetime(2026, 3, 1, 8))], "DateTime"))
     five, eight = (int(datetime(2026, 3, 1, h, tzinfo=UTC).timestamp()) * 10**9 for h in (5, 8))
     assert f"ts >= fromUnixTimestamp64Nano({five})" in one and f"ts < fromUnixTimestamp64Nano({eight})" in one
-    assert " OR " not in one
+    assert " OR " not in one and one.count("ts >=") == 1 and one.count("ts <") == 1  # one run: its range alone
     two = render(for_buckets(found, [(datetime(2026, 3, 1, 5), datetime(2026, 3, 1, 6)),
                                      (datetime(2026, 3, 1, 9), datetime(2026, 3, 1, 10))], "DateTime"))
     # the hull (which narrows the key domain) and the runs within it
     ten = int(datetime(2026, 3, 1, 10, tzinfo=UTC).timestamp()) * 10**9
     assert f"(ts >= fromUnixTimestamp64Nano({five})) AND (ts < fromUnixTimestamp64Nano({ten}))" in two
     assert two.count(" OR ") == 1
+    six, nine = (int(datetime(2026, 3, 1, h, tzinfo=UTC).timestamp()) * 10**9 for h in (6, 9))
+    assert f"ts < fromUnixTimestamp64Nano({six})" in two and f"ts >= fromUnixTimestamp64Nano({nine})" in two
     on_dates = render(for_buckets(split("SELECT toStartOfMonth(day) AS m, count() FROM events WHERE "
                                         "day >= '2026-01-01' AND day <= '2026-06-30' GROUP BY m"),
                                   [(date(2026, 1, 1), date(2026, 3, 1))], "Date"))
@@ -180,3 +182,19 @@ def test_every_floor_ends_at_the_next_bucket(keeper, bucket, value, after):
     assert found is not None
     end, ok = keeper.query_rows(render(end_probe(found, value, "DateTime64(3)" if column == "ms" else "DateTime")))[0]
     assert ok and (end.replace(tzinfo=None) if isinstance(end, datetime) else end) == after
+
+
+def test_a_time_with_microseconds_is_its_exact_instant():
+    found = split(GRAFANA)
+    moment = datetime(2026, 3, 1, 5, 6, 7, 123456)
+    text = render(for_buckets(found, [(moment, moment)], "DateTime64(6)"))
+    nanos = int(datetime(2026, 3, 1, 5, 6, 7, tzinfo=UTC).timestamp()) * 10**9 + 123456000
+    assert f"fromUnixTimestamp64Nano({nanos})" in text
+
+
+@pytest.mark.parametrize("bucket", ["toStartOfInterval(ts)", "toStartOfInterval(ts, INTERVAL 3 fortnight)",
+                                    "toStartOfInterval(ts, INTERVAL 1.5 hour)"])
+def test_a_bucket_of_unknown_length_has_no_nominal_length(bucket):
+    found = split(f"SELECT {bucket} AS b, count() FROM events WHERE ts >= '2026-01-01' AND ts <= '2026-06-30' "
+                  "GROUP BY b")
+    assert found is not None and nominal_seconds(found) is None
