@@ -39,7 +39,7 @@ from sqlglot import exp
 from dpch.pipeline.kinds import Ordinary, release_kind
 from dpch.pipeline.report import Explanation, Release
 from dpch.privacy.cost import PrivacyCost
-from dpch.sql.bucketed import Bucketed, at, end_probe, find, for_buckets, nominal_seconds
+from dpch.sql.bucketed import Bucketed, at, end_probe, find, for_buckets
 from dpch.sql.nodes import render, show
 from dpch.sql.parse import DIALECT
 from dpch.sql.settings import option_overrides
@@ -114,7 +114,7 @@ def eligible(plan: QueryPlan, opts: QueryOptions) -> Bucketed | None:
     if _final_after(plan) is None or not isinstance(release_kind(plan, opts), Ordinary):
         return None
     bucketed = find(plan.query.select, [c.name for c in plan.relation.columns])
-    if bucketed is None or bucketed.output >= len(plan.outputs) or nominal_seconds(bucketed) is None:
+    if bucketed is None:
         return None
     key_index = plan.outputs[bucketed.output].key_index
     if key_index is None or plan.keys[key_index].values is None:
@@ -160,7 +160,10 @@ def first_open(session: Session, plan: QueryPlan, bucketed: Bucketed, final_afte
 def bucket_end(session: Session, plan: QueryPlan, bucketed: Bucketed, value: Any) -> Any | None:
     """The start of the bucket after the bucket ``value`` (where a release of buckets up to ``value`` stops),
     or None when ClickHouse's answer is not a later bucket's start (the store is then not used)."""
-    end, ok = session.engine.query_rows(render(end_probe(bucketed, value, _column_type(plan, bucketed.column))))[0]
+    probe = end_probe(bucketed, value, _column_type(plan, bucketed.column))
+    if probe is None:  # a bucket of no known length (none a plan accepts today): released as written
+        return None
+    end, ok = session.engine.query_rows(render(probe))[0]
     return end if ok else None
 
 

@@ -205,11 +205,13 @@ def column_literal(value: Any, column_type: str) -> exp.Expr:
     return literal_node(value)  # a date: its ISO text
 
 
-def end_probe(bucketed: Bucketed, value: Any, column_type: str) -> exp.Select:
+def end_probe(bucketed: Bucketed, value: Any, column_type: str) -> exp.Select | None:
     """``SELECT e, ok``: e the start of the bucket after the bucket ``value`` (the bucket of ``value`` plus 1.5
-    nominal lengths), ok whether e is a bucket start after ``value`` (else the store is not used)."""
+    nominal lengths), ok whether e is a bucket start after ``value`` (else the store is not used). None when
+    the buckets' length is not known."""
     nominal = nominal_seconds(bucketed)
-    assert nominal is not None
+    if nominal is None:
+        return None
     typed = cast_to(column_literal(value, column_type), column_type)
     # a DateTime64 (addMilliseconds takes no Date), in the column's zone (toDateTime64 keeps it)
     precise = exp.Anonymous(this="toDateTime64", expressions=[typed, exp.Literal.number(3)])

@@ -198,3 +198,4 @@ def test_a_bucket_of_unknown_length_has_no_nominal_length(bucket):
     found = split(f"SELECT {bucket} AS b, count() FROM events WHERE ts >= '2026-01-01' AND ts <= '2026-06-30' "
                   "GROUP BY b")
     assert found is not None and nominal_seconds(found) is None
+    assert end_probe(found, datetime(2026, 3, 1), "DateTime") is None  # the store is then not used
