@@ -132,9 +132,11 @@ def shape_key(session: Session, plan: QueryPlan, opts: QueryOptions, bucketed: B
         policy = table.as_dict()
         policy.pop("rows_verified", None)  # whether the data changed since a verification: not the question
         policies.append(policy)
+    # sqlglot's rendering already evens out spacing and keyword case; identifiers keep theirs (ClickHouse's
+    # names are case-sensitive: ``Ts`` and ``ts`` may be two columns)
     text = json.dumps({"database": session.engine.database,
-                       "shape": bucketed.shape.sql(dialect=DIALECT, normalize=True),
-                       "bucket": bucketed.bucket.sql(dialect=DIALECT, normalize=True),
+                       "shape": bucketed.shape.sql(dialect=DIALECT),
+                       "bucket": bucketed.bucket.sql(dialect=DIALECT),
                        "options": released, "policies": policies}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 

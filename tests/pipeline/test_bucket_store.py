@@ -222,3 +222,10 @@ def test_a_store_plan_is_immutable_and_spends_nothing(events):
     with pytest.raises(AttributeError):
         planned.missing = ()  # type: ignore[misc]
     assert s.budget().spent.epsilon == 0
+
+
+def test_spacing_and_keyword_case_are_the_same_shape(events):
+    s = events()
+    s.query(panel(START, START + 3 * HOUR - 1), epsilon=0.5)
+    respelled = panel(START, START + 3 * HOUR - 1).replace("SELECT", "select").replace(" FROM", "\n  from")
+    assert s.query(respelled, epsilon=0.5).cost.epsilon == 0
