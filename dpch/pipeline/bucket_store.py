@@ -40,7 +40,7 @@ from dpch.pipeline.kinds import Ordinary, release_kind
 from dpch.pipeline.report import Explanation, Release
 from dpch.privacy.cost import PrivacyCost
 from dpch.sql.bucketed import Bucketed, at, end_probe, find, for_buckets
-from dpch.sql.nodes import render, show
+from dpch.sql.nodes import cast_to, render, show
 from dpch.sql.parse import DIALECT
 from dpch.sql.settings import option_overrides
 from dpch.store import release_store
@@ -152,10 +152,10 @@ def first_open(session: Session, plan: QueryPlan, bucketed: Bucketed, final_afte
     """The bucket holding the instant ``final_after`` seconds before now: every bucket before it is final
     (its end is at least ``final_after`` seconds ago), it and every later one is not. The query's own bucket
     expression, evaluated by ClickHouse on that instant of the column's type (no table read)."""
-    micros = exp.Cast(this=exp.Literal.number(int((session.clock() - final_after) * 1_000_000)),
-                      to=exp.DataType.build("Int64"))
-    instant = exp.Cast(this=exp.Anonymous(this="fromUnixTimestamp64Micro", expressions=[micros]),
-                       to=exp.DataType.build(_column_type(plan, bucketed.column), dialect=DIALECT))
+    micros = cast_to(exp.Literal.number(int((session.clock() - final_after) * 1_000_000)), "Int64")
+    # the instant as the column's type: a bucket of a column with its own zone is that zone's bucket
+    instant = cast_to(exp.Anonymous(this="fromUnixTimestamp64Micro", expressions=[micros]),
+                      _column_type(plan, bucketed.column))
     return session.engine.query_rows(render(exp.Select(expressions=[at(bucketed, instant)])))[0][0]
 
 

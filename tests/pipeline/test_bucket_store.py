@@ -229,3 +229,30 @@ def test_spacing_and_keyword_case_are_the_same_shape(events):
     s.query(panel(START, START + 3 * HOUR - 1), epsilon=0.5)
     respelled = panel(START, START + 3 * HOUR - 1).replace("SELECT", "select").replace(" FROM", "\n  from")
     assert s.query(respelled, epsilon=0.5).cost.epsilon == 0
+
+
+def test_missing_buckets_on_both_sides_of_stored_ones_are_one_release_equal_to_clickhouse(events):
+    s = events()
+    s.query(panel(START + 3 * HOUR, START + 6 * HOUR - 1), epsilon=HUGE)  # hours 3–5 stored
+    wider = s.query(panel(START, START + 9 * HOUR - 1), epsilon=HUGE)  # 0–2 and 6–8 missing: two runs
+    assert released(wider) == truth(s, START, START + 9 * HOUR - 1) and len(wider.rows) == 9
+    assert wider.cost.epsilon == HUGE and any("3 re-served" in n and "6 released now" in n for n in wider.notes)
+    assert s.budget().spent.epsilon == pytest.approx(2 * HUGE)
+
+
+def test_a_bucket_is_final_by_the_columns_own_time_zone(connect):
+    """Day buckets of a Berlin column: at 23:30 UTC on 1 March it is already 2 March in Berlin, so Berlin's
+    1 March (ended 30 minutes ago) is final and 2 March is the first open bucket — not UTC's 1 March."""
+    s = connect(analyst="zones", default_budget=Budget(1e12, 0.5))
+    make_table(s, "uid UInt64, ts DateTime('Europe/Berlin') COMMENT 'dp: bounds=[\"2026-01-01\", \"2026-12-31\"]'",
+               [(1, datetime(2026, 3, 1, 12))], ["uid", "ts"], name="zoned",
+               comment="dp: privacy_unit=uid, max_rows_per_unit=10, final_after=0")
+    s.clock = lambda: datetime(2026, 3, 1, 23, 30, tzinfo=UTC).timestamp()
+    sql = ("SELECT toStartOfDay(ts) AS d, count() FROM zoned WHERE ts >= toDateTime('2026-02-27 00:00:00', 'UTC') "
+           "AND ts < toDateTime('2026-03-01 23:45:00', 'UTC') GROUP BY d")
+    plan, opts = s.plan(sql, epsilon=1.0)
+    planned = bucket_store.prepare(s, plan, opts, {"epsilon": 1.0})
+    assert planned is not None
+    # clickhouse-connect gives Berlin's midnights as UTC times: 2 March 00:00 Berlin is 1 March 23:00 UTC
+    assert planned.boundary == release_store.bucket_text(datetime(2026, 3, 1, 23))
+    assert planned.open == (datetime(2026, 3, 1, 23),)  # Berlin's 2 March: the only bucket not final
