@@ -36,3 +36,26 @@ def test_every_annotation_reads_back_as_the_same_policy():
                 again.public, again.split_cap) == (table.privacy_unit, table.max_rows_per_unit, table.unique_units,
                                                    table.max_groups_per_unit, table.public, table.split_cap)
     assert columns["note"].annotation() == ""  # no policy, no annotation (negative control)
+
+
+def test_final_after_reads_back_and_bad_values_are_refused_in_words():
+    """``final_after=N`` (the release store, issue 28): whole seconds, 0 or more, on a table with a unit."""
+    import pytest
+
+    from dpch.errors import PolicyError
+
+    columns = {"uid": ColumnPolicy("uid", "UInt64"), "day": ColumnPolicy("day", "Date")}
+    table = TablePolicy("t", columns, privacy_unit="uid", max_rows_per_unit=5, final_after=3600)
+    assert table.annotation() == "dp: privacy_unit=uid, max_rows_per_unit=5, final_after=3600"
+    assert reread(table).final_after == 3600 and reread(TablePolicy("t", columns, privacy_unit="uid",
+                                                                       max_rows_per_unit=5)).final_after is None
+    assert reread(TablePolicy("t", columns, privacy_unit="uid", max_rows_per_unit=5, final_after=0)).final_after == 0
+    assert "final 3600 s after their end" in table.describe()
+    types = {"uid": "UInt64", "day": "Date"}
+    for value, words in (("-1", "final_after must be a whole number of seconds"), ("1.5", "whole number"),
+                         ("true", "whole number")):
+        with pytest.raises(PolicyError, match=words):
+            build_table_policy("t", types, parse_annotation(f"dp: privacy_unit=uid, max_rows_per_unit=5, "
+                                                            f"final_after={value}", where="t"), {})
+    with pytest.raises(PolicyError, match="final_after needs a privacy_unit"):
+        build_table_policy("t", types, parse_annotation("dp: public, final_after=60", where="t"), {})
