@@ -229,8 +229,9 @@ _STATISTIC = ("a statistic's released value or interval from its noisy measures:
 OUTSIDE_FUNCTIONS: dict[str, dict[str, str]] = {
     "dpch/pipeline/kinds.py": {"_ms_since": "a release's reported wall time: no value, noise or charge (and no test "
                                             "may depend on the machine's speed)"},
-    "dpch/pipeline/series.py": {"_elapsed_ms": "the answer's reported wall time: no value, noise or charge (and no "
-                                               "test may depend on the machine's speed)"},
+    **{f"dpch/pipeline/{name}.py": {"_elapsed_ms": "the answer's reported wall time: no value, noise or charge "
+                                                    "(and no test may depend on the machine's speed)"}
+       for name in ("series", "bucket_store")},
     "dpch/pipeline/bound_report.py": {"shown": "the dropped share and its interval from the two noisy counts: "
                                                "post-processing (the counts' noise and sensitivity are mutated)"},
     "dpch/sql/aggregate_kinds.py": {name: _STATISTIC for name in (

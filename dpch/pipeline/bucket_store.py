@@ -215,7 +215,7 @@ def prepare(session: Session, plan: QueryPlan, opts: QueryOptions, options: dict
     if missing:
         overrides = {**options, **option_overrides(plan.query.settings), "store": "off"}
         runs = _runs(domain, set(missing), last_end)
-        restricted = for_buckets(bucketed, runs, _column_type(plan, bucketed.column))
+        restricted = for_buckets(bucketed, runs)
         release = session.plan(render(restricted), **overrides)
     return StorePlan(bucketed, shape, buckets, bucket_text(boundary), stored, missing, release,
                      tuple(v for v in open_ if v in buckets), len(domain) - len(buckets) - len(waiting),
@@ -306,16 +306,21 @@ def answer(session: Session, plan: QueryPlan, opts: QueryOptions, planned: Store
     b = planned.bucketed
     rows = rows[b.offset:] if b.limit is None else rows[b.offset:b.offset + b.limit]
     notes = _notes(planned, new)
-    elapsed = (time.perf_counter() - started) * 1000.0
+    elapsed = _elapsed_ms(started)
     if new is not None:
         return dataclasses.replace(new, columns=list(plan.columns), rows=[r for r, _ in rows],
                                    intervals=[list(iv) for _, iv in rows], notes=[*new.notes, *notes],
                                    elapsed_ms=elapsed)
-    ids = sorted({e.release_id for e in planned.stored.values()})
+    # every release the answer re-serves (a refresh of a panel: the releases its buckets came from)
+    ids = ",".join(sorted({e.release_id for e in planned.stored.values()}))
     return Release(columns=list(plan.columns), rows=[r for r, _ in rows], intervals=[list(iv) for _, iv in rows],
                    cost=PrivacyCost.zero(), confidence=opts.confidence, mechanism=opts.resolved_mechanism,
-                   measures=[], budget=session.budget(), release_id=ids[-1] if ids else "", elapsed_ms=elapsed,
-                   notes=notes)
+                   measures=[], budget=session.budget(), release_id=ids, elapsed_ms=elapsed, notes=notes)
+
+
+def _elapsed_ms(started: float) -> float:
+    """The time the whole answer took, as a release reports it."""
+    return (time.perf_counter() - started) * 1000.0
 
 
 __all__ = ["StorePlan", "answer", "bucket_end", "eligible", "explanation", "first_open", "prepare", "shape_key"]

@@ -193,7 +193,7 @@ def at(bucketed: Bucketed, value: exp.Expr) -> exp.Expr:
     return expr
 
 
-def column_literal(value: Any, column_type: str) -> exp.Expr:
+def column_literal(value: Any) -> exp.Expr:
     """A bucket boundary as a constant the column compares with: a date as its text (dates have no time
     zone), a time as the instant, ``fromUnixTimestamp64Nano(n)`` — clickhouse-connect gives a time without a
     zone as UTC (also for a column with its own zone) and one with a zone as that instant."""
@@ -212,7 +212,7 @@ def end_probe(bucketed: Bucketed, value: Any, column_type: str) -> exp.Select | 
     nominal = nominal_seconds(bucketed)
     if nominal is None:
         return None
-    typed = cast_to(column_literal(value, column_type), column_type)
+    typed = cast_to(column_literal(value), column_type)
     # a DateTime64 (addMilliseconds takes no Date), in the column's zone (toDateTime64 keeps it)
     precise = exp.Anonymous(this="toDateTime64", expressions=[typed, exp.Literal.number(3)])
     later = exp.Anonymous(this="addMilliseconds", expressions=[precise, exp.Literal.number(round(1500 * nominal))])
@@ -224,7 +224,7 @@ def end_probe(bucketed: Bucketed, value: Any, column_type: str) -> exp.Select | 
     return exp.Select(expressions=[exp.column("__end"), ok]).from_(exp.Subquery(this=inner), copy=False)
 
 
-def for_buckets(bucketed: Bucketed, runs: Sequence[tuple[Any, Any]], column_type: str) -> exp.Select:
+def for_buckets(bucketed: Bucketed, runs: Sequence[tuple[Any, Any]]) -> exp.Select:
     """The shape restricted to whole buckets: each run ``(first bucket, start of the bucket after the last)``
     is ``t >= first AND t < after`` on the column (the buckets of a floor f are intervals of it), the runs
     OR-ed under the range from the first run's start to the last run's end (which narrows the key domain)."""
@@ -233,8 +233,8 @@ def for_buckets(bucketed: Bucketed, runs: Sequence[tuple[Any, Any]], column_type
     assert col is not None  # find() took the bucket as a floor of a column
 
     def within(first: Any, after: Any) -> list[exp.Expr]:
-        return [exp.GTE(this=col.copy(), expression=column_literal(first, column_type)),
-                exp.LT(this=col.copy(), expression=column_literal(after, column_type))]
+        return [exp.GTE(this=col.copy(), expression=column_literal(first)),
+                exp.LT(this=col.copy(), expression=column_literal(after))]
 
     conditions = within(runs[0][0], runs[-1][1])
     if len(runs) > 1:

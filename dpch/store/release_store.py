@@ -131,8 +131,7 @@ def write(engine: Engine, analyst: str, shape: str, buckets: list[StoredBucket])
 
 
 def size(engine: Engine) -> tuple[int, int]:
-    """Rows and bytes on disk of the store (for its sizing, docs/serving.md)."""
-    _table(engine)
+    """Rows and bytes on disk of the store (for its sizing, docs/serving.md): (0, 0) before its first write."""
     rows = engine.query_rows(
         "SELECT sum(rows), sum(bytes_on_disk) FROM system.parts WHERE database = {d:String} AND table = {t:String} "
         "AND active", {"d": engine.database, "t": STORE_TABLE})

@@ -256,3 +256,101 @@ def test_a_bucket_is_final_by_the_columns_own_time_zone(connect):
     # clickhouse-connect gives Berlin's midnights as UTC times: 2 March 00:00 Berlin is 1 March 23:00 UTC
     assert planned.boundary == release_store.bucket_text(datetime(2026, 3, 1, 23))
     assert planned.open == (datetime(2026, 3, 1, 23),)  # Berlin's 2 March: the only bucket not final
+
+
+def test_final_buckets_missing_beside_stored_open_ones_are_released(events):
+    """Only a *new open* bucket waits for the next release: final buckets never stored are released at once,
+    even while the open buckets' last release is still served."""
+    s = events()
+    now = START + 10 * HOUR + 120
+    s.clock = lambda: now
+    s.query(panel(START + 8 * HOUR, now), epsilon=0.5)  # 08 final; 09 and 10 open, stored
+    wider = s.query(panel(START + 5 * HOUR, now), epsilon=0.5)  # 05–07 final and missing
+    assert [r[0].hour for r in wider.rows] == [5, 6, 7, 8, 9, 10] and wider.cost.epsilon == 0.5
+
+
+def test_a_first_query_over_open_buckets_only_is_released(events):
+    s = events()
+    now = START + 10 * HOUR + 120
+    s.clock = lambda: now
+    first = s.query(panel(START + 9 * HOUR, now), epsilon=0.5)  # 09 and 10, both open, nothing stored
+    assert [r[0].hour for r in first.rows] == [9, 10] and first.cost.epsilon == 0.5
+
+
+def test_a_bucket_begun_since_the_last_release_waits_for_the_next_one(events):
+    s = events()
+    now = START + 10 * HOUR + 420  # 10:07: 09:00 final at 10:05
+    s.clock = lambda: now
+    first = s.query(panel(START + 6 * HOUR, now), epsilon=0.5)  # 06–09 final, 10 open
+    now = START + 11 * HOUR + 60  # 11:01: 11:00 began, 10:00 not final until 11:05
+    later = s.query(panel(START + 6 * HOUR, now), epsilon=0.5)
+    assert later.cost.epsilon == 0 and later.rows == first.rows  # 11:00 left out, nothing released
+    assert any(n.startswith("1 bucket begun since the last release is left out") for n in later.notes)
+    assert later.release_id == first.release_id  # the release every bucket shown comes from
+    now = START + 11 * HOUR + 360  # 11:06: 10:00 is final: one release, with the open 11:00
+    third = s.query(panel(START + 6 * HOUR, now), epsilon=0.5)
+    assert [r[0].hour for r in third.rows] == [6, 7, 8, 9, 10, 11] and third.cost.epsilon == 0.5
+
+
+def test_the_notes_count_what_was_re_served_released_and_left_out(events):
+    s = events()
+    now = START + 10 * HOUR + 120
+    s.clock = lambda: now
+    first = s.query(panel(START + 6 * HOUR, now) + " SETTINGS dp_open_buckets = 'omit'", epsilon=0.5)
+    assert first.notes[-1] == "2 buckets that are not final yet are left out (dp_open_buckets = 'omit')"
+    again = s.query(panel(START + 5 * HOUR, now) + " SETTINGS dp_open_buckets = 'omit'", epsilon=0.5)
+    store_note = next(n for n in again.notes if n.startswith("release store:"))
+    assert store_note == (f"release store: 4 time buckets; 3 re-served from earlier releases ({first.release_id}), "
+                          f"1 released now (release {again.release_id})")
+    assert not any(" ()" in n for n in first.notes)  # no empty list of earlier releases
+
+
+def test_order_by_a_value_that_may_be_null_puts_nulls_where_asked(events):
+    s = events()
+    bucket = "toStartOfInterval(toDateTime(ts), INTERVAL 3600 second)"
+    value = f"CASE WHEN {bucket} >= '2026-03-01 02:00:00' THEN count(*) ELSE NULL END"
+    sql = panel(START, START + 5 * HOUR - 1, extra=f", {value} AS c ", order="ORDER BY c DESC NULLS FIRST, time")
+    first = s.query(sql, epsilon=HUGE)
+    shown = [(r[0].hour, None if r[2] is None else round(r[2])) for r in first.rows]
+    counts = truth(s, START, START + 5 * HOUR - 1)
+    late = sorted(((h.hour, n) for h, n in counts.items() if h.hour >= 2), key=lambda hn: (-hn[1], hn[0]))
+    assert shown == [(0, None), (1, None), *late]
+    last = s.query(sql.replace("NULLS FIRST", "NULLS LAST"), epsilon=HUGE)
+    assert [r[0].hour for r in last.rows][-2:] == [0, 1] and last.cost.epsilon == 0  # re-served, reordered
+
+
+def test_explaining_an_all_stored_query_is_admissible_and_free(events):
+    s = events(budget=Budget(0.6, 0.5))
+    s.query(panel(START, START + 4 * HOUR - 1), epsilon=0.5)
+    explained = s.explain(panel(START, START + 4 * HOUR - 1), epsilon=0.5)
+    assert explained.admissible and explained.cost.epsilon == 0  # though 0.5 more would not fit the budget
+
+
+def test_the_stores_size_counts_its_bucket_rows(events):
+    s = events()
+    assert release_store.size(s.engine) == (0, 0)  # before the first write
+    s.query(panel(START, START + 3 * HOUR - 1), epsilon=0.5)
+    rows, size = release_store.size(s.engine)
+    assert rows == 3 and size > 0
+
+
+def test_stored_values_of_every_kind_read_back_as_written(events):
+    """The store's JSON keeps each value's type: times, dates, decimals, UUIDs, tuples, bytes, NULLs, floats."""
+    from decimal import Decimal
+    from uuid import UUID
+
+    engine = events().engine
+    row = (datetime(2026, 3, 1, 5, 6, 7, 891011), date(2026, 3, 1), Decimal("1.50"),
+           UUID("12345678-1234-5678-1234-567812345678"), ("a", (1, 2.5)), b"\x00\xff", None, 0.1 + 0.2, 7, "é")
+    bucket = release_store.bucket_text(row[0])
+    intervals = [[None] * 9 + [(1.0, 2.0)]]
+    release_store.read(engine, "ana", "shape", [], "b")  # creates the table, as every answer's first step does
+    stored = release_store.StoredBucket(bucket, [row], intervals, False, "b", "r1")
+    release_store.write(engine, "ana", "shape", [stored])
+    got = release_store.read(engine, "ana", "shape", [bucket], "b")[bucket]
+    assert got.rows == [row] and got.intervals == intervals
+    assert (got.final, got.boundary, got.release_id) == (False, "b", "r1")
+    assert release_store.read(engine, "bob", "shape", [bucket], "b") == {}  # another analyst's: nothing
+    assert release_store.read(engine, "ana", "shape", [bucket], "other") == {}  # an open one, superseded
+    with pytest.raises(AttributeError):
+        got.final = True  # type: ignore[misc]

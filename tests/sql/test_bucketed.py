@@ -79,12 +79,12 @@ def test_nominal_lengths():
 
 def test_whole_buckets_are_a_range_of_the_column_and_runs_are_or_ed():
     found = split(GRAFANA)
-    one = render(for_buckets(found, [(datetime(2026, 3, 1, 5), datetime(2026, 3, 1, 8))], "DateTime"))
+    one = render(for_buckets(found, [(datetime(2026, 3, 1, 5), datetime(2026, 3, 1, 8))]))
     five, eight = (int(datetime(2026, 3, 1, h, tzinfo=UTC).timestamp()) * 10**9 for h in (5, 8))
     assert f"ts >= fromUnixTimestamp64Nano({five})" in one and f"ts < fromUnixTimestamp64Nano({eight})" in one
     assert " OR " not in one and one.count("ts >=") == 1 and one.count("ts <") == 1  # one run: its range alone
     two = render(for_buckets(found, [(datetime(2026, 3, 1, 5), datetime(2026, 3, 1, 6)),
-                                     (datetime(2026, 3, 1, 9), datetime(2026, 3, 1, 10))], "DateTime"))
+                                     (datetime(2026, 3, 1, 9), datetime(2026, 3, 1, 10))]))
     # the hull (which narrows the key domain) and the runs within it
     ten = int(datetime(2026, 3, 1, 10, tzinfo=UTC).timestamp()) * 10**9
     assert f"(ts >= fromUnixTimestamp64Nano({five})) AND (ts < fromUnixTimestamp64Nano({ten}))" in two
@@ -93,7 +93,7 @@ def test_whole_buckets_are_a_range_of_the_column_and_runs_are_or_ed():
     assert f"ts < fromUnixTimestamp64Nano({six})" in two and f"ts >= fromUnixTimestamp64Nano({nine})" in two
     on_dates = render(for_buckets(split("SELECT toStartOfMonth(day) AS m, count() FROM events WHERE "
                                         "day >= '2026-01-01' AND day <= '2026-06-30' GROUP BY m"),
-                                  [(date(2026, 1, 1), date(2026, 3, 1))], "Date"))
+                                  [(date(2026, 1, 1), date(2026, 3, 1))]))
     assert "day >= '2026-01-01'" in on_dates and "day < '2026-03-01'" in on_dates
 
 
@@ -187,7 +187,7 @@ def test_every_floor_ends_at_the_next_bucket(keeper, bucket, value, after):
 def test_a_time_with_microseconds_is_its_exact_instant():
     found = split(GRAFANA)
     moment = datetime(2026, 3, 1, 5, 6, 7, 123456)
-    text = render(for_buckets(found, [(moment, moment)], "DateTime64(6)"))
+    text = render(for_buckets(found, [(moment, moment)]))
     nanos = int(datetime(2026, 3, 1, 5, 6, 7, tzinfo=UTC).timestamp()) * 10**9 + 123456000
     assert f"fromUnixTimestamp64Nano({nanos})" in text
 
