@@ -169,7 +169,7 @@ def bucket_end(session: Session, plan: QueryPlan, bucketed: Bucketed, value: Any
     return end if ok else None
 
 
-def _runs(domain: list[Any], missing: set[Any], last_end: Any) -> list[tuple[Any, Any]]:
+def missing_runs(domain: list[Any], missing: set[Any], last_end: Any) -> list[tuple[Any, Any]]:
     """Maximal runs of consecutive missing buckets of ``domain``, each as (its first bucket, the start of the
     bucket after its last: the next bucket of the domain, or ``last_end`` after the domain's last)."""
     runs: list[tuple[Any, Any]] = []
@@ -214,7 +214,7 @@ def prepare(session: Session, plan: QueryPlan, opts: QueryOptions, options: dict
     release = None
     if missing:
         overrides = {**options, **option_overrides(plan.query.settings), "store": "off"}
-        runs = _runs(domain, set(missing), last_end)
+        runs = missing_runs(domain, set(missing), last_end)
         restricted = for_buckets(bucketed, runs)
         release = session.plan(render(restricted), **overrides)
     return StorePlan(bucketed, shape, buckets, bucket_text(boundary), stored, missing, release,
@@ -323,4 +323,5 @@ def _elapsed_ms(started: float) -> float:
     return (time.perf_counter() - started) * 1000.0
 
 
-__all__ = ["StorePlan", "answer", "bucket_end", "eligible", "explanation", "first_open", "prepare", "shape_key"]
+__all__ = ["StorePlan", "answer", "bucket_end", "eligible", "explanation", "first_open", "missing_runs", "prepare",
+           "shape_key"]

@@ -354,3 +354,17 @@ def test_stored_values_of_every_kind_read_back_as_written(events):
     assert release_store.read(engine, "ana", "shape", [bucket], "other") == {}  # an open one, superseded
     with pytest.raises(AttributeError):
         got.final = True  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(("missing", "runs"), [
+    ({0, 1, 2, 6, 7, 8}, [(0, 3), (6, 9)]),
+    ({1, 2}, [(1, 3)]),
+    ({8}, [(8, 9)]),
+    (set(range(9)), [(0, 9)]),
+    ({0, 2, 4}, [(0, 1), (2, 3), (4, 5)]),
+    (set(), []),
+])
+def test_missing_buckets_are_cut_into_maximal_runs(missing, runs):
+    """Each run is (its first bucket, the start of the bucket after its last): stored buckets between runs are
+    never inside one (a release reading them would spend the units' bound on rows it does not show)."""
+    assert bucket_store.missing_runs(list(range(9)), missing, 9) == runs
