@@ -98,3 +98,8 @@ def test_an_invalid_pattern_is_probed_even_after_a_valid_one(session):
 ])
 def test_literal_types(text, negative, expected):
     assert literal_type(text, negative) == expected
+
+
+def test_a_literal_is_unsigned_unless_it_is_negated():
+    """The default reading of a literal's text (bounds.py reads every unsigned literal so) is the unsigned type."""
+    assert (literal_type("5"), literal_type("300"), literal_type("5", negative=True)) == ("UInt8", "UInt16", "Int8")

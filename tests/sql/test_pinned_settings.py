@@ -277,3 +277,9 @@ def test_the_owner_docs_list_every_pin():
     assert "### Settings dpch pins" in text
     for pin in PINS:
         assert f"`{pin.name} = {pin.value!r}`" in text, pin.name
+
+
+def test_a_pin_cannot_be_changed_after_it_is_made():
+    """The pins are the proof's assumptions: a Pin is immutable (no code path can loosen one in place)."""
+    with pytest.raises(AttributeError):
+        PINS[0].value = "1"  # type: ignore[misc]
