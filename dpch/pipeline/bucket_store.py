@@ -13,9 +13,10 @@ end), such a query (:func:`dpch.sql.bucketed.find`) is answered so:
    per analyst and *shape*: the query without its range, ORDER BY and LIMIT, with its options and the
    tables' policies) holds each final bucket's release, and each open bucket's latest release, re-served
    until another bucket becomes final; ``dp_open_buckets = 'omit'`` leaves open buckets out instead.
-3. The buckets it does not hold are released now, in **one** release of the shape restricted to them
-   (``f(t) >= first AND f(t) <= last`` and, if some between are held, ``f(t) IN (…)``): planned, calibrated,
-   admitted and charged as any query (its cost does not depend on how many buckets it covers), and stored.
+3. The buckets it does not hold are released now, in **one** release of the shape restricted to their rows
+   (``t >= first AND t < <start of the bucket after the last>`` for each run of them, the runs OR-ed:
+   :func:`dpch.sql.bucketed.for_buckets`): planned, calibrated, admitted and charged as any query (its cost
+   does not depend on how many buckets it covers), and stored.
 4. The answer is the buckets' rows, re-sorted by the query's ORDER BY and cut by its LIMIT and OFFSET:
    post-processing of the releases, free. Its cost is the new release's, or nothing.
 
@@ -289,9 +290,12 @@ def answer(session: Session, plan: QueryPlan, opts: QueryOptions, planned: Store
     if planned.release is not None:
         new = session.release_plan(*planned.release, started)
         position = planned.bucketed.output
+        by_bucket: dict[Any, list[int]] = {}  # the release's rows of each bucket, in one pass
+        for i, row in enumerate(new.rows):
+            by_bucket.setdefault(row[position], []).append(i)
         for v in planned.missing:
             text = bucket_text(v)
-            chosen = [i for i, row in enumerate(new.rows) if row[position] == v]
+            chosen = by_bucket.get(v, [])
             final = v not in planned.open
             fresh[text] = StoredBucket(text, [new.rows[i] for i in chosen], [list(new.intervals[i]) for i in chosen],
                                        final=final, boundary="" if final else planned.boundary,

@@ -10,9 +10,9 @@ each bucket of it is one piece of data, released once (:mod:`dpch.pipeline.bucke
 of :func:`dpch.sql.time_buckets.floored_column`'s functions: ``toStartOfInterval``, ``toStartOfHour``,
 ``toMonday``, … each f with f(x) ≤ x and non-decreasing), shown in the select list, and the WHERE
 clause's top-level AND limits t (or a floor of it, or the select alias of one) from below and from above
-with constants. :func:`for_buckets` is the shape restricted to whole buckets: ``f(t) >= first AND
-f(t) <= last`` (with f non-decreasing, exactly the rows of the buckets from ``first`` to ``last``), and
-``f(t) IN (…)`` when only some of them are wanted.
+with constants. :func:`for_buckets` is the shape restricted to whole buckets, as comparisons of the column
+itself (a floor's bucket is an interval of it): ``t >= first AND t < after`` for each run of buckets, ``after``
+the start of the bucket after the run's last (:func:`end_probe` asks ClickHouse for it), the runs OR-ed.
 """
 
 from __future__ import annotations
